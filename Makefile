@@ -1,0 +1,54 @@
+# Two entry points for a fresh Debian machine with Python 3.11:
+#   make serve   create .venv, install the server, run it on 127.0.0.1:8000
+#   make test    install test tools (and system packages when root), run the whole suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export HF_HUB_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: serve test install install-test system-deps lint typecheck pytest docs bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1'
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(BIN)/python -m pip install -q -e . --group test --group lint
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+serve: install
+	$(BIN)/joyduplex serve --host $(HOST) --port $(PORT)
+
+system-deps:
+	@bash tools/install_system_deps.sh
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install-test
+	$(BIN)/mypy
+
+pytest: install-test
+	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+
+test: system-deps lint typecheck pytest
+
+bench: install-test
+	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,mean,rounds
+
+docs: install
+	$(BIN)/python tools/gen_docs.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks

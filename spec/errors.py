@@ -1,0 +1,177 @@
+"""Error vocabulary of the wire protocol: codes, the three OpenAI error types, close codes.
+
+Every code belongs to exactly one OpenAI error type (`ERROR_TYPE`). Exceptions raised by
+the protocol carry their code, so the mapping to the wire is data, not scattered `if`s:
+
+    ProtocolError                   abstract; carries code, message, param, event_id
+    +-- RemoteProtocolError         the client broke the protocol: `error` event, session lives on
+    |   +-- InvalidEvent            the frame could not be decoded or validated
+    |   +-- InvalidSessionConfig    a session object failed the public validator
+    +-- LocalProtocolError          we broke it (a bug): `internal_error`, close 1011
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+__all__ = [
+    "ERROR_TYPE",
+    "CloseCode",
+    "ErrorCode",
+    "ErrorType",
+    "InvalidEvent",
+    "InvalidSessionConfig",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+]
+
+
+class ErrorType(enum.StrEnum):
+    """The `error.type` classes of the OpenAI Realtime API."""
+
+    #: the client sent something it should not have; the session goes on
+    INVALID_REQUEST = "invalid_request_error"
+    #: the server or a model stage failed
+    SERVER = "server_error"
+    #: a limit was reached; retry later or send less
+    RATE_LIMIT = "rate_limit_error"
+
+
+class ErrorCode(enum.StrEnum):
+    """Wire error codes (upstream duplex protocol section 13 plus our own)."""
+
+    # decoding
+    INVALID_JSON = "invalid_json"
+    UNKNOWN_EVENT = "unknown_event"
+    EVENT_TOO_LARGE = "event_too_large"
+    BAD_EVENT = "bad_event"
+    # session
+    UNKNOWN_SESSION = "unknown_session"
+    SESSION_CLOSED = "session_closed"
+    UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"
+    UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
+    MODEL_UPDATE_UNSUPPORTED = "model_update_unsupported"
+    VOICE_UPDATE_AFTER_AUDIO_UNSUPPORTED = "voice_update_after_audio_unsupported"
+    # input
+    INPUT_AUDIO_BUFFER_EMPTY = "input_audio_buffer_empty"
+    INVALID_VIDEO_FRAMES = "invalid_video_frames"
+    INVALID_INPUT_MODALITY = "invalid_input_modality"
+    BAD_AUDIO = "bad_audio"
+    INVALID_IMAGE = "invalid_image"
+    INVALID_PROMPT_CONTEXT = "invalid_prompt_context"
+    # items
+    MISSING_ITEM_ID = "missing_item_id"
+    ITEM_NOT_FOUND = "item_not_found"
+    INVALID_TRUNCATE = "invalid_truncate"
+    # responses
+    RESPONSE_ALREADY_ACTIVE = "response_already_active"
+    RESPONSE_NOT_ACTIVE = "response_not_active"
+    RESPONSE_CREATE_WITHOUT_INPUT = "response_create_without_input"
+    # playback
+    PLAYBACK_ITEM_MISMATCH = "playback_item_mismatch"
+    PLAYBACK_ITEM_NOT_FOUND = "playback_item_not_found"
+    PLAYBACK_ACK_TOO_LATE = "playback_ack_too_late"
+    # server side
+    INTERNAL_ERROR = "internal_error"
+    ENGINE_ERROR = "engine_error"
+    STAGE_FAILED = "runtime_data_plane_stream_failed"
+    COMMIT_ABORTED = "commit_aborted"
+    SERVER_VAD_UNAVAILABLE = "server_vad_unavailable"
+    # limits
+    RESOURCE_EXHAUSTED = "resource_exhausted"
+    INPUT_BACKPRESSURE = "input_backpressure"
+
+
+_SERVER = {
+    ErrorCode.INTERNAL_ERROR,
+    ErrorCode.ENGINE_ERROR,
+    ErrorCode.STAGE_FAILED,
+    ErrorCode.COMMIT_ABORTED,
+    ErrorCode.SERVER_VAD_UNAVAILABLE,
+}
+_RATE_LIMIT = {ErrorCode.RESOURCE_EXHAUSTED, ErrorCode.INPUT_BACKPRESSURE}
+
+#: the one error type each code is reported under
+ERROR_TYPE: dict[ErrorCode, ErrorType] = {
+    code: (
+        ErrorType.SERVER
+        if code in _SERVER
+        else ErrorType.RATE_LIMIT
+        if code in _RATE_LIMIT
+        else ErrorType.INVALID_REQUEST
+    )
+    for code in ErrorCode
+}
+
+
+class CloseCode(enum.IntEnum):
+    """Websocket close codes we use (RFC 6455 section 7.4.1)."""
+
+    #: normal closure after `session.close`
+    NORMAL = 1000
+    #: server shutdown
+    GOING_AWAY = 1001
+    #: policy violation: bad credentials or a refused origin
+    POLICY_VIOLATION = 1008
+    #: a frame larger than the configured maximum
+    MESSAGE_TOO_BIG = 1009
+    #: a server bug
+    INTERNAL_ERROR = 1011
+    #: overloaded: no session slot left, or the backend is not ready
+    TRY_AGAIN_LATER = 1013
+
+
+class ProtocolError(Exception):
+    """A protocol violation that maps to one wire error code.
+
+    Abstract: raise `RemoteProtocolError` or `LocalProtocolError` (or a subclass).
+    """
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode | None = None,
+        param: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        if type(self) is ProtocolError:
+            raise TypeError("ProtocolError is abstract; raise a subclass")
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code  # type: ignore[misc]  # per-instance override of the class default
+        self.param = param
+        self.event_id = event_id
+
+    @property
+    def error_type(self) -> ErrorType:
+        return ERROR_TYPE[self.code]
+
+
+class RemoteProtocolError(ProtocolError):
+    """The client broke the protocol; answered with an `error` event, state unchanged."""
+
+    code = ErrorCode.BAD_EVENT
+
+
+class LocalProtocolError(ProtocolError):
+    """The server broke its own protocol (a bug); logged, answered with close 1011."""
+
+    code = ErrorCode.INTERNAL_ERROR
+
+
+class InvalidEvent(RemoteProtocolError):
+    """A client frame that is not valid JSON, names an unknown event, or has a bad field."""
+
+    code = ErrorCode.BAD_EVENT
+
+
+class InvalidSessionConfig(RemoteProtocolError):
+    """A session object that the public validator refused."""
+
+    code = ErrorCode.BAD_EVENT

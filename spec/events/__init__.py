@@ -1,0 +1,204 @@
+"""Wire events: one tagged union per direction (`ClientEventT`, `ServerEventT`).
+
+A test asserts each union holds exactly the concrete subclasses of its base, so an
+event that is defined but not registered here fails the build.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+from spec.events.base import ClientEvent, ServerEvent
+from spec.events.client import (
+    AudioPlaybackAckAlias,
+    ConversationItemCreate,
+    ConversationItemDelete,
+    ConversationItemRetrieve,
+    ConversationItemTruncate,
+    InputAudioBufferAppend,
+    InputAudioBufferClear,
+    InputAudioBufferCommit,
+    InputCommitAlias,
+    OutputAudioBufferClear,
+    PlaybackAck,
+    ResponseCancel,
+    ResponseCreate,
+    SessionClose,
+    SessionEventAck,
+    SessionHeartbeat,
+    SessionResume,
+    SessionUpdate,
+)
+from spec.events.objects import (
+    AudioFormat,
+    AudioInputConfig,
+    AudioOutputConfig,
+    ContentPart,
+    ConversationItem,
+    ErrorDetail,
+    Response,
+    ResponseCreateParams,
+    ResponseStatusDetails,
+    SessionAudio,
+    SessionObject,
+    SessionPatch,
+)
+from spec.events.server import (
+    ConversationItemAdded,
+    ConversationItemDeleted,
+    ConversationItemDone,
+    ConversationItemRetrieved,
+    ConversationItemTruncated,
+    Error,
+    InputAudioBufferCleared,
+    InputAudioBufferCommitted,
+    InputAudioBufferSpeechStarted,
+    InputAudioBufferSpeechStopped,
+    InputAudioTranscriptionCompleted,
+    InputAudioTranscriptionFailed,
+    OutputAudioBufferCleared,
+    PlaybackAcknowledged,
+    RateLimitsUpdated,
+    ResponseContentPartAdded,
+    ResponseContentPartDone,
+    ResponseCreated,
+    ResponseDone,
+    ResponseListen,
+    ResponseOutputAudioDelta,
+    ResponseOutputAudioDone,
+    ResponseOutputAudioTranscriptDelta,
+    ResponseOutputAudioTranscriptDone,
+    ResponseOutputItemAdded,
+    ResponseOutputItemDone,
+    ResponseOutputTextDelta,
+    ResponseOutputTextDone,
+    SessionClosed,
+    SessionCreated,
+    SessionHeartbeatAck,
+    SessionUpdated,
+)
+
+ClientEventT: TypeAlias = (
+    SessionUpdate
+    | InputAudioBufferAppend
+    | InputAudioBufferCommit
+    | InputCommitAlias
+    | InputAudioBufferClear
+    | ConversationItemCreate
+    | ConversationItemDelete
+    | ConversationItemRetrieve
+    | ConversationItemTruncate
+    | ResponseCreate
+    | ResponseCancel
+    | OutputAudioBufferClear
+    | PlaybackAck
+    | AudioPlaybackAckAlias
+    | SessionHeartbeat
+    | SessionClose
+    | SessionResume
+    | SessionEventAck
+)
+
+ServerEventT: TypeAlias = (
+    SessionCreated
+    | SessionUpdated
+    | SessionClosed
+    | SessionHeartbeatAck
+    | InputAudioBufferSpeechStarted
+    | InputAudioBufferSpeechStopped
+    | InputAudioBufferCommitted
+    | InputAudioBufferCleared
+    | ConversationItemAdded
+    | ConversationItemDone
+    | ConversationItemDeleted
+    | ConversationItemRetrieved
+    | ConversationItemTruncated
+    | InputAudioTranscriptionCompleted
+    | InputAudioTranscriptionFailed
+    | ResponseCreated
+    | ResponseOutputItemAdded
+    | ResponseOutputItemDone
+    | ResponseContentPartAdded
+    | ResponseContentPartDone
+    | ResponseOutputAudioDelta
+    | ResponseOutputAudioDone
+    | ResponseOutputAudioTranscriptDelta
+    | ResponseOutputAudioTranscriptDone
+    | ResponseOutputTextDelta
+    | ResponseOutputTextDone
+    | ResponseDone
+    | ResponseListen
+    | OutputAudioBufferCleared
+    | PlaybackAcknowledged
+    | RateLimitsUpdated
+    | Error
+)
+
+__all__ = [
+    "AudioFormat",
+    "AudioInputConfig",
+    "AudioOutputConfig",
+    "AudioPlaybackAckAlias",
+    "ClientEvent",
+    "ClientEventT",
+    "ContentPart",
+    "ConversationItem",
+    "ConversationItemAdded",
+    "ConversationItemCreate",
+    "ConversationItemDelete",
+    "ConversationItemDeleted",
+    "ConversationItemDone",
+    "ConversationItemRetrieve",
+    "ConversationItemRetrieved",
+    "ConversationItemTruncate",
+    "ConversationItemTruncated",
+    "Error",
+    "ErrorDetail",
+    "InputAudioBufferAppend",
+    "InputAudioBufferClear",
+    "InputAudioBufferCleared",
+    "InputAudioBufferCommit",
+    "InputAudioBufferCommitted",
+    "InputAudioBufferSpeechStarted",
+    "InputAudioBufferSpeechStopped",
+    "InputAudioTranscriptionCompleted",
+    "InputAudioTranscriptionFailed",
+    "InputCommitAlias",
+    "OutputAudioBufferClear",
+    "OutputAudioBufferCleared",
+    "PlaybackAck",
+    "PlaybackAcknowledged",
+    "RateLimitsUpdated",
+    "Response",
+    "ResponseCancel",
+    "ResponseContentPartAdded",
+    "ResponseContentPartDone",
+    "ResponseCreate",
+    "ResponseCreateParams",
+    "ResponseCreated",
+    "ResponseDone",
+    "ResponseListen",
+    "ResponseOutputAudioDelta",
+    "ResponseOutputAudioDone",
+    "ResponseOutputAudioTranscriptDelta",
+    "ResponseOutputAudioTranscriptDone",
+    "ResponseOutputItemAdded",
+    "ResponseOutputItemDone",
+    "ResponseOutputTextDelta",
+    "ResponseOutputTextDone",
+    "ResponseStatusDetails",
+    "ServerEvent",
+    "ServerEventT",
+    "SessionAudio",
+    "SessionClose",
+    "SessionClosed",
+    "SessionCreated",
+    "SessionEventAck",
+    "SessionHeartbeat",
+    "SessionHeartbeatAck",
+    "SessionObject",
+    "SessionPatch",
+    "SessionResume",
+    "SessionUpdate",
+    "SessionUpdated",
+]

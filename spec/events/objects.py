@@ -1,0 +1,169 @@
+"""Resources that events carry: conversation items, content parts, responses, sessions.
+
+Field names follow the OpenAI Realtime GA API. These structs are shared by both
+directions, so they tolerate unknown fields on decode.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+__all__ = [
+    "AudioFormat",
+    "AudioInputConfig",
+    "AudioOutputConfig",
+    "ContentPart",
+    "ConversationItem",
+    "ErrorDetail",
+    "Response",
+    "ResponseCreateParams",
+    "ResponseStatusDetails",
+    "SessionAudio",
+    "SessionObject",
+    "SessionPatch",
+]
+
+
+class AudioFormat(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An audio format: GA `{type, rate}`; `sample_rate_hz` and `sample_rate` also read."""
+
+    type: str
+    rate: int | None = None
+    sample_rate_hz: int | None = None
+    sample_rate: int | None = None
+
+
+class ContentPart(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One part of an item: `input_text`, `input_audio`, `input_image`, `output_text`,
+    `output_audio` (beta `text` / `audio` also read)."""
+
+    type: str
+    text: str | None = None
+    transcript: str | None = None
+    audio: bytes | None = None
+    image_url: str | None = None
+
+
+class ConversationItem(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A conversation item (only `message` items are supported)."""
+
+    id: str | None = None
+    object: str = "realtime.item"
+    type: str = "message"
+    role: str = "user"
+    status: str | None = None
+    content: list[ContentPart] = msgspec.field(default_factory=list)
+
+
+class ResponseStatusDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Why a response ended the way it did."""
+
+    type: str
+    reason: str | None = None
+    error: dict[str, Any] | None = None
+
+
+class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A model response as announced by `response.created` / `response.done`."""
+
+    id: str
+    object: str = "realtime.response"
+    status: str = "in_progress"
+    status_details: ResponseStatusDetails | None = None
+    output: list[ConversationItem] = msgspec.field(default_factory=list)
+    output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
+    metadata: dict[str, Any] | None = None
+
+
+class ResponseCreateParams(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Options of `response.create`; beta `modalities` is read as `output_modalities`."""
+
+    output_modalities: list[str] | None = None
+    modalities: list[str] | None = None
+    instructions: str | None = None
+    metadata: dict[str, Any] | None = None
+    conversation: str | None = None
+    extra_body: dict[str, Any] | None = None
+
+
+class ErrorDetail(msgspec.Struct, kw_only=True):
+    """The body of an `error` event."""
+
+    type: str
+    code: str
+    message: str
+    param: str | None = None
+    event_id: str | None = None
+
+
+class AudioInputConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`session.audio.input` (GA nesting). `turn_detection` stays a raw object so the
+    public validator can refuse unknown keys with `unsupported_turn_detection`."""
+
+    format: str | AudioFormat | msgspec.UnsetType = msgspec.UNSET
+    turn_detection: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    sample_rate_hz: int | msgspec.UnsetType = msgspec.UNSET
+    transcription: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    noise_reduction: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class AudioOutputConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`session.audio.output` (GA nesting)."""
+
+    format: str | AudioFormat | msgspec.UnsetType = msgspec.UNSET
+    voice: str | msgspec.UnsetType = msgspec.UNSET
+    speed: float | msgspec.UnsetType = msgspec.UNSET
+
+
+class SessionAudio(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`session.audio` (GA nesting)."""
+
+    input: AudioInputConfig | msgspec.UnsetType = msgspec.UNSET
+    output: AudioOutputConfig | msgspec.UnsetType = msgspec.UNSET
+
+
+class SessionPatch(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The `session` object of `session.update`: GA nesting plus the flat beta spellings.
+
+    Every field is optional; what is absent keeps its current value.
+    """
+
+    type: str | msgspec.UnsetType = msgspec.UNSET
+    model: str | msgspec.UnsetType = msgspec.UNSET
+    instructions: str | msgspec.UnsetType | None = msgspec.UNSET
+    output_modalities: list[str] | msgspec.UnsetType = msgspec.UNSET
+    modalities: list[str] | msgspec.UnsetType = msgspec.UNSET
+    voice: str | msgspec.UnsetType | None = msgspec.UNSET
+    audio: SessionAudio | msgspec.UnsetType = msgspec.UNSET
+    # beta flat spellings
+    input_audio_format: str | AudioFormat | msgspec.UnsetType = msgspec.UNSET
+    output_audio_format: str | AudioFormat | msgspec.UnsetType = msgspec.UNSET
+    sample_rate_hz: int | msgspec.UnsetType = msgspec.UNSET
+    turn_detection: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    input_audio_transcription: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    # duplex extras
+    idle_timeout_s: Annotated[float, msgspec.Meta(ge=0)] | msgspec.UnsetType | None = msgspec.UNSET
+    overlap_policy: str | msgspec.UnsetType = msgspec.UNSET
+    extra_body: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    max_output_tokens: int | Literal["inf"] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The public session object of `session.created` / `session.updated` (GA shape, with
+    the flat beta spellings echoed beside it)."""
+
+    id: str
+    object: str = "realtime.session"
+    type: str = "realtime"
+    model: str | None = None
+    instructions: str | None = None
+    output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
+    audio: dict[str, Any] = msgspec.field(default_factory=dict)
+    input_audio_format: str = "pcm16"
+    output_audio_format: str = "pcm16"
+    turn_detection: dict[str, Any] | None = None
+    profile: str = "speech"
+    epoch: int = 0
+    extra_body: dict[str, Any] = msgspec.field(default_factory=dict)

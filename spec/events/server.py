@@ -1,0 +1,303 @@
+"""Server -> client events (OpenAI Realtime GA names plus the duplex extensions).
+
+Events that belong to a session's duplex lifecycle carry its `epoch`: a client that
+saw a cancel can drop anything stamped with an older epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from spec.events.base import ServerEvent
+from spec.events.objects import (
+    ContentPart,
+    ConversationItem,
+    ErrorDetail,
+    Response,
+    SessionObject,
+)
+
+__all__ = [
+    "ConversationItemAdded",
+    "ConversationItemDeleted",
+    "ConversationItemDone",
+    "ConversationItemRetrieved",
+    "ConversationItemTruncated",
+    "Error",
+    "InputAudioBufferCleared",
+    "InputAudioBufferCommitted",
+    "InputAudioBufferSpeechStarted",
+    "InputAudioBufferSpeechStopped",
+    "InputAudioTranscriptionCompleted",
+    "InputAudioTranscriptionFailed",
+    "OutputAudioBufferCleared",
+    "PlaybackAcknowledged",
+    "RateLimitsUpdated",
+    "ResponseContentPartAdded",
+    "ResponseContentPartDone",
+    "ResponseCreated",
+    "ResponseDone",
+    "ResponseListen",
+    "ResponseOutputAudioDelta",
+    "ResponseOutputAudioDone",
+    "ResponseOutputAudioTranscriptDelta",
+    "ResponseOutputAudioTranscriptDone",
+    "ResponseOutputItemAdded",
+    "ResponseOutputItemDone",
+    "ResponseOutputTextDelta",
+    "ResponseOutputTextDone",
+    "SessionClosed",
+    "SessionCreated",
+    "SessionHeartbeatAck",
+    "SessionUpdated",
+]
+
+
+class _Duplex(ServerEvent, kw_only=True):
+    """A server event stamped with the session epoch."""
+
+    epoch: int = 0
+
+
+# --- session ---------------------------------------------------------------------------
+
+
+class SessionCreated(ServerEvent, tag="session.created", kw_only=True):
+    """The session exists; its configuration follows."""
+
+    session: SessionObject
+
+
+class SessionUpdated(ServerEvent, tag="session.updated", kw_only=True):
+    """A `session.update` was applied; the whole new configuration follows."""
+
+    session: SessionObject
+
+
+class SessionClosed(ServerEvent, tag="session.closed", kw_only=True):
+    """The last event on the socket: why the session ended."""
+
+    reason: str = "client_close"
+
+
+class SessionHeartbeatAck(ServerEvent, tag="session.heartbeat_ack", kw_only=True):
+    """Answer to `session.heartbeat`."""
+
+
+# --- input -----------------------------------------------------------------------------
+
+
+class InputAudioBufferSpeechStarted(_Duplex, tag="input_audio_buffer.speech_started", kw_only=True):
+    """Server VAD heard speech start (`audio_start_ms` includes the prefix padding)."""
+
+    audio_start_ms: int
+    item_id: str
+
+
+class InputAudioBufferSpeechStopped(_Duplex, tag="input_audio_buffer.speech_stopped", kw_only=True):
+    """Server VAD heard speech end."""
+
+    audio_end_ms: int
+    item_id: str
+
+
+class InputAudioBufferCommitted(_Duplex, tag="input_audio_buffer.committed", kw_only=True):
+    """A commit was accepted; `no_response` says it will not be answered."""
+
+    item_id: str
+    previous_item_id: str | None = None
+    client_event_id: str | None = None
+    no_response: bool = False
+
+
+class InputAudioBufferCleared(_Duplex, tag="input_audio_buffer.cleared", kw_only=True):
+    """The uncommitted input was dropped."""
+
+
+# --- items -----------------------------------------------------------------------------
+
+
+class ConversationItemAdded(_Duplex, tag="conversation.item.added", kw_only=True):
+    """An item entered the conversation."""
+
+    item: ConversationItem
+    previous_item_id: str | None = None
+
+
+class ConversationItemDone(_Duplex, tag="conversation.item.done", kw_only=True):
+    """An item is complete."""
+
+    item: ConversationItem
+    previous_item_id: str | None = None
+
+
+class ConversationItemDeleted(_Duplex, tag="conversation.item.deleted", kw_only=True):
+    """An item was removed."""
+
+    item_id: str
+
+
+class ConversationItemRetrieved(_Duplex, tag="conversation.item.retrieved", kw_only=True):
+    """The server's copy of an item."""
+
+    item: ConversationItem
+
+
+class ConversationItemTruncated(_Duplex, tag="conversation.item.truncated", kw_only=True):
+    """An assistant audio item was cut at what was heard."""
+
+    item_id: str
+    content_index: int = 0
+    audio_end_ms: int = 0
+
+
+class InputAudioTranscriptionCompleted(
+    _Duplex, tag="conversation.item.input_audio_transcription.completed", kw_only=True
+):
+    """The transcript of a committed audio part (written to that exact part)."""
+
+    item_id: str
+    content_index: int = 0
+    transcript: str = ""
+
+
+class InputAudioTranscriptionFailed(
+    _Duplex, tag="conversation.item.input_audio_transcription.failed", kw_only=True
+):
+    """Transcription of a committed audio part failed."""
+
+    item_id: str
+    content_index: int = 0
+    error: ErrorDetail | None = None
+
+
+# --- responses -------------------------------------------------------------------------
+
+
+class ResponseCreated(_Duplex, tag="response.created", kw_only=True):
+    """A response started."""
+
+    response: Response
+
+
+class ResponseOutputItemAdded(_Duplex, tag="response.output_item.added", kw_only=True):
+    """The response's assistant item was created."""
+
+    response_id: str
+    output_index: int = 0
+    item: ConversationItem
+
+
+class ResponseOutputItemDone(_Duplex, tag="response.output_item.done", kw_only=True):
+    """The response's assistant item is complete."""
+
+    response_id: str
+    output_index: int = 0
+    item: ConversationItem
+
+
+class ResponseContentPartAdded(_Duplex, tag="response.content_part.added", kw_only=True):
+    """A content part of the assistant item started."""
+
+    response_id: str
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+    part: ContentPart
+
+
+class ResponseContentPartDone(_Duplex, tag="response.content_part.done", kw_only=True):
+    """A content part of the assistant item is complete."""
+
+    response_id: str
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+    part: ContentPart
+
+
+class _ContentRef(_Duplex, kw_only=True):
+    response_id: str
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+
+
+class ResponseOutputAudioDelta(_ContentRef, tag="response.output_audio.delta", kw_only=True):
+    """A chunk of reply audio (base64 in JSON)."""
+
+    delta: bytes
+
+
+class ResponseOutputAudioDone(_ContentRef, tag="response.output_audio.done", kw_only=True):
+    """No more reply audio for this part."""
+
+
+class ResponseOutputAudioTranscriptDelta(
+    _ContentRef, tag="response.output_audio_transcript.delta", kw_only=True
+):
+    """Text of the reply audio, as it is spoken."""
+
+    delta: str
+
+
+class ResponseOutputAudioTranscriptDone(
+    _ContentRef, tag="response.output_audio_transcript.done", kw_only=True
+):
+    """The whole text of the reply audio."""
+
+    transcript: str = ""
+
+
+class ResponseOutputTextDelta(_ContentRef, tag="response.output_text.delta", kw_only=True):
+    """A chunk of reply text (text-only responses)."""
+
+    delta: str
+
+
+class ResponseOutputTextDone(_ContentRef, tag="response.output_text.done", kw_only=True):
+    """The whole reply text."""
+
+    text: str = ""
+
+
+class ResponseDone(_Duplex, tag="response.done", kw_only=True):
+    """A response ended: `completed`, `cancelled` or `failed` (with a reason)."""
+
+    response: Response
+
+
+class ResponseListen(_Duplex, tag="response.listen", kw_only=True):
+    """The model or the policy chose not to speak; the session keeps listening."""
+
+    response_id: str | None = None
+    response: Response | None = None
+    reason: str = "silence_or_noise"
+
+
+class OutputAudioBufferCleared(_Duplex, tag="output_audio_buffer.cleared", kw_only=True):
+    """Queued reply audio must be dropped by the client now."""
+
+    response_id: str | None = None
+
+
+class PlaybackAcknowledged(_Duplex, tag="playback.acknowledged", kw_only=True):
+    """The played cursor of a response moved."""
+
+    response_id: str
+    item_id: str
+    played_ms: float
+
+
+class RateLimitsUpdated(ServerEvent, tag="rate_limits.updated", kw_only=True):
+    """Rate limits (always empty; kept for OpenAI client compatibility)."""
+
+    rate_limits: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class Error(ServerEvent, tag="error", kw_only=True):
+    """A request was refused or a stage failed; the session goes on."""
+
+    error: ErrorDetail

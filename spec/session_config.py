@@ -1,0 +1,318 @@
+"""The session configuration and the ONE public validator every entry path uses.
+
+`validate_session(patch, base)` is called for the first `session.update`, for every later
+one, for the server's configured defaults and (in tests) for the web UI's payloads. It
+checks formats first, then turn detection (upstream protocol section 3.3), and either
+returns a complete new `SessionConfig` or raises `InvalidSessionConfig` with the code and
+the JSON path (`param`) of the first bad value; `base` is never modified.
+
+Unlike upstream, `interrupt_response: false` is valid (B9): speech during a reply then
+does not cancel it, and its commit waits for the reply to end.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from spec.errors import ErrorCode, InvalidSessionConfig
+from spec.events.objects import AudioFormat, SessionObject, SessionPatch
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "INPUT_FORMATS",
+    "OUTPUT_FORMATS",
+    "TURN_DETECTION_KEYS",
+    "AudioFormatSpec",
+    "SessionConfig",
+    "TurnDetection",
+    "validate_session",
+]
+
+#: accepted input format spellings -> canonical name
+INPUT_FORMATS: dict[str, str] = {
+    "pcm16": "pcm16",
+    "pcm_s16le": "pcm16",
+    "s16le": "pcm16",
+    "audio/pcm": "pcm16",
+    "pcm": "pcm16",
+    "pcm_f32le": "pcm_f32le",
+    "f32le": "pcm_f32le",
+    "g711_ulaw": "g711_ulaw",
+    "ulaw": "g711_ulaw",
+    "mulaw": "g711_ulaw",
+    "audio/pcmu": "g711_ulaw",
+    "g711_alaw": "g711_alaw",
+    "alaw": "g711_alaw",
+    "audio/pcma": "g711_alaw",
+}
+#: accepted output format spellings -> canonical name
+OUTPUT_FORMATS: dict[str, str] = {**INPUT_FORMATS, "wav": "wav"}
+
+_G711 = frozenset({"g711_ulaw", "g711_alaw"})
+MIN_RATE_HZ = 8_000
+MAX_RATE_HZ = 48_000
+
+#: the keys `turn_detection` may hold; anything else is refused, so a misspelled knob
+#: never silently does nothing
+TURN_DETECTION_KEYS = frozenset(
+    {
+        "type",
+        "threshold",
+        "prefix_padding_ms",
+        "silence_duration_ms",
+        "create_response",
+        "interrupt_response",
+        "min_speech_duration_ms",
+    }
+)
+_MS_KEYS = ("prefix_padding_ms", "silence_duration_ms", "min_speech_duration_ms")
+_BOOL_KEYS = ("create_response", "interrupt_response")
+
+
+class AudioFormatSpec(msgspec.Struct, frozen=True):
+    """A canonical audio format and its sample rate."""
+
+    name: str = "pcm16"
+    rate_hz: int = 16_000
+
+    def public(self) -> dict[str, Any]:
+        """The GA `{type, rate}` spelling."""
+        wire = {"pcm16": "audio/pcm", "g711_ulaw": "audio/pcmu", "g711_alaw": "audio/pcma"}
+        return {"type": wire.get(self.name, self.name), "rate": self.rate_hz}
+
+
+class TurnDetection(msgspec.Struct, frozen=True, kw_only=True):
+    """Server VAD settings after validation, defaults filled in (B9)."""
+
+    type: str = "server_vad"
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    min_speech_duration_ms: int = 96
+    create_response: bool = True
+    interrupt_response: bool = True
+
+    def public(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
+
+
+class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A complete, validated session configuration."""
+
+    model: str | None = None
+    instructions: str | None = None
+    output_modalities: tuple[str, ...] = ("audio",)
+    voice: str | None = None
+    input_format: AudioFormatSpec = AudioFormatSpec("pcm16", 16_000)
+    output_format: AudioFormatSpec = AudioFormatSpec("pcm16", 24_000)
+    turn_detection: TurnDetection | None = None
+    #: answer a manual commit without `response.create` (upstream `extra_body.auto_response`)
+    auto_response: bool = False
+    idle_timeout_s: float | None = None
+    extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def public(self, session_id: str, *, profile: str, epoch: int) -> SessionObject:
+        """The wire session object, GA nesting plus flat beta echoes."""
+        td = self.turn_detection.public() if self.turn_detection else None
+        return SessionObject(
+            id=session_id,
+            model=self.model,
+            instructions=self.instructions,
+            output_modalities=list(self.output_modalities),
+            audio={
+                "input": {"format": self.input_format.public(), "turn_detection": td},
+                "output": {"format": self.output_format.public(), "voice": self.voice},
+            },
+            input_audio_format=self.input_format.name,
+            output_audio_format=self.output_format.name,
+            turn_detection=td,
+            profile=profile,
+            epoch=epoch,
+            extra_body=dict(self.extra_body),
+        )
+
+
+def _refuse(code: ErrorCode, param: str, message: str) -> InvalidSessionConfig:
+    return InvalidSessionConfig(message, code=code, param=param)
+
+
+def _format(
+    value: str | AudioFormat,
+    *,
+    param: str,
+    table: Mapping[str, str],
+    current: AudioFormatSpec,
+    rate_override: int | None,
+) -> AudioFormatSpec:
+    if isinstance(value, str):
+        name, rate = value, None
+    else:
+        name = value.type
+        rate = value.rate or value.sample_rate_hz or value.sample_rate
+    canonical = table.get(name.strip().lower())
+    if canonical is None:
+        choices = ", ".join(sorted(set(table)))
+        raise _refuse(
+            ErrorCode.UNSUPPORTED_AUDIO_FORMAT,
+            param,
+            f"unsupported audio format `{name}`; expected one of {choices}",
+        )
+    rate = rate_override if rate_override is not None else rate
+    if rate is None:
+        # G.711 is 8 kHz by definition; others keep the current rate when only the name changes
+        rate = 8_000 if canonical in _G711 else current.rate_hz
+    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
+        raise _refuse(
+            ErrorCode.UNSUPPORTED_AUDIO_FORMAT,
+            param if isinstance(value, str) else f"{param}.rate",
+            f"unsupported sample rate {rate} Hz; expected {MIN_RATE_HZ}-{MAX_RATE_HZ} Hz",
+        )
+    return AudioFormatSpec(canonical, rate)
+
+
+def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection | None:
+    def bad(message: str, key: str | None = None) -> InvalidSessionConfig:
+        where = f"{param}.{key}" if key else param
+        return _refuse(ErrorCode.UNSUPPORTED_TURN_DETECTION, where, message)
+
+    if raw is None:
+        return None
+    unknown = sorted(set(raw) - TURN_DETECTION_KEYS)
+    if unknown:
+        raise bad(f"unknown turn_detection key `{unknown[0]}`", unknown[0])
+    kind = raw.get("type", "server_vad")
+    if kind != "server_vad":
+        raise bad(
+            f"turn_detection type `{kind}` is not supported; use `server_vad` or null", "type"
+        )
+    values: dict[str, Any] = {}
+    if "threshold" in raw:
+        t = raw["threshold"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise bad("`threshold` must be a finite number", "threshold")
+        if not 0.15 < t <= 1:
+            raise bad(f"`threshold` must be in (0.15, 1], got {t}", "threshold")
+        values["threshold"] = float(t)
+    for key in _MS_KEYS:
+        if key in raw:
+            v = raw[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise bad(f"`{key}` must be a finite number of milliseconds", key)
+            if v < 0:
+                raise bad(f"`{key}` must be >= 0, got {v}", key)
+            values[key] = int(v)
+    for key in _BOOL_KEYS:
+        if key in raw:
+            if not isinstance(raw[key], bool):
+                raise bad(f"`{key}` must be a boolean", key)
+            values[key] = raw[key]
+    return TurnDetection(**values)
+
+
+def validate_session(
+    patch: SessionPatch | Mapping[str, Any], base: SessionConfig | None = None
+) -> SessionConfig:
+    """Validate a session object and return the configuration it yields on top of `base`.
+
+    Args:
+        patch: the `session` object of a `session.update` (decoded or raw JSON mapping).
+        base: the current configuration; `None` means the defaults.
+
+    Raises:
+        InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`
+            or `bad_event`, and `param` naming the offending field. `base` is unchanged.
+    """
+    base = base or SessionConfig()
+    if not isinstance(patch, SessionPatch):
+        try:
+            patch = msgspec.convert(dict(patch), SessionPatch)
+        except msgspec.ValidationError as exc:
+            message, _, path = str(exc).partition(" - at `$")
+            raise _refuse(ErrorCode.BAD_EVENT, "session" + path.rstrip("`"), message) from None
+    unset = msgspec.UNSET
+    audio_in = patch.audio.input if patch.audio is not unset else unset
+    audio_out = patch.audio.output if patch.audio is not unset else unset
+    changes: dict[str, Any] = {}
+
+    # 1. formats (GA nesting wins over the flat beta spelling)
+    rate_in: int | None = None
+    if audio_in is not unset and audio_in.sample_rate_hz is not unset:
+        rate_in = audio_in.sample_rate_hz
+    elif patch.sample_rate_hz is not unset:
+        rate_in = patch.sample_rate_hz
+    fmt_in: tuple[str | AudioFormat, str] | None = None
+    if audio_in is not unset and audio_in.format is not unset:
+        fmt_in = (audio_in.format, "session.audio.input.format")
+    elif patch.input_audio_format is not unset:
+        fmt_in = (patch.input_audio_format, "session.input_audio_format")
+    if fmt_in is not None or rate_in is not None:
+        value, param = fmt_in or (base.input_format.name, "session.sample_rate_hz")
+        changes["input_format"] = _format(
+            value,
+            param=param,
+            table=INPUT_FORMATS,
+            current=base.input_format,
+            rate_override=rate_in,
+        )
+    fmt_out: tuple[str | AudioFormat, str] | None = None
+    if audio_out is not unset and audio_out.format is not unset:
+        fmt_out = (audio_out.format, "session.audio.output.format")
+    elif patch.output_audio_format is not unset:
+        fmt_out = (patch.output_audio_format, "session.output_audio_format")
+    if fmt_out is not None:
+        changes["output_format"] = _format(
+            fmt_out[0],
+            param=fmt_out[1],
+            table=OUTPUT_FORMATS,
+            current=base.output_format,
+            rate_override=None,
+        )
+
+    # 2. turn detection
+    if audio_in is not unset and audio_in.turn_detection is not unset:
+        changes["turn_detection"] = _turn_detection(
+            audio_in.turn_detection, "session.audio.input.turn_detection"
+        )
+    elif patch.turn_detection is not unset:
+        changes["turn_detection"] = _turn_detection(patch.turn_detection, "session.turn_detection")
+
+    # 3. everything else
+    if patch.model is not unset:
+        changes["model"] = patch.model
+    if patch.instructions is not unset:
+        changes["instructions"] = patch.instructions
+    modalities = (
+        patch.output_modalities if patch.output_modalities is not unset else (patch.modalities)
+    )
+    if modalities is not unset:
+        bad = [m for m in modalities if m not in ("audio", "text")]
+        if bad or not modalities:
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                "session.output_modalities",
+                "`output_modalities` must be a non-empty list of `audio` and `text`",
+            )
+        changes["output_modalities"] = tuple(modalities)
+    voice = patch.voice
+    if audio_out is not unset and audio_out.voice is not unset:
+        voice = audio_out.voice
+    if voice is not unset:
+        changes["voice"] = voice
+    if patch.idle_timeout_s is not unset:
+        changes["idle_timeout_s"] = patch.idle_timeout_s
+    if patch.extra_body is not unset:
+        auto = patch.extra_body.get("auto_response", base.auto_response)
+        if not isinstance(auto, bool):
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                "session.extra_body.auto_response",
+                "`auto_response` must be a boolean",
+            )
+        changes["auto_response"] = auto
+        changes["extra_body"] = {**base.extra_body, **patch.extra_body}
+    return msgspec.structs.replace(base, **changes)

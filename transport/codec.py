@@ -1,0 +1,131 @@
+"""The wire codec: one msgspec `Decoder` and `Encoder`, built once at import.
+
+The happy path decodes the client union directly. Failures are classified on the failure
+path only (a second, tiny `_Envelope` decode), into one typed `InvalidEvent`:
+
+    frame over the size limit          -> event_too_large
+    not JSON                           -> invalid_json
+    JSON without a known `type`        -> unknown_event
+    a known event with a bad field     -> bad_event (or invalid_video_frames), `param` = path
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from spec.errors import ErrorCode, ErrorType, InvalidEvent, ProtocolError
+from spec.events import ClientEventT, Error, ErrorDetail, ServerEventT
+from spec.limits import Limits
+
+__all__ = [
+    "CLIENT_EVENT_TYPES",
+    "decode_client_event",
+    "decode_server_event",
+    "encode_client_event",
+    "encode_server_event",
+    "error_event",
+]
+
+_DECODER: msgspec.json.Decoder[ClientEventT] = msgspec.json.Decoder(ClientEventT)
+_SERVER_DECODER: msgspec.json.Decoder[ServerEventT] = msgspec.json.Decoder(ServerEventT)
+_ENCODER = msgspec.json.Encoder()
+
+#: every `type` a client may send
+CLIENT_EVENT_TYPES: frozenset[str] = frozenset(
+    msgspec.inspect.type_info(ClientEventT).types[i].tag  # type: ignore[attr-defined]
+    for i in range(len(msgspec.inspect.type_info(ClientEventT).types))  # type: ignore[attr-defined]
+)
+
+
+class _Envelope(msgspec.Struct):
+    type: Any = None
+    event_id: Any = None
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+_DEFAULT_MAX = Limits().max_event_bytes
+
+
+def _path(message: str) -> tuple[str, str | None]:
+    text, sep, path = message.partition(" - at `$")
+    if not sep:
+        return message, None
+    return text, path.rstrip("`").lstrip(".") or None
+
+
+def decode_client_event(data: bytes | str, *, max_bytes: int = _DEFAULT_MAX) -> ClientEventT:
+    """Decode one client frame.
+
+    Raises:
+        InvalidEvent: carrying the code, a client-safe message, the field path in `param`
+            and the client's `event_id` when it can be read.
+    """
+    if len(data) > max_bytes:
+        raise InvalidEvent(
+            f"event of {len(data)} bytes exceeds the {max_bytes}-byte limit",
+            code=ErrorCode.EVENT_TOO_LARGE,
+        )
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _classify(data, str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidEvent(str(exc), code=ErrorCode.INVALID_JSON) from None
+
+
+def _classify(data: bytes | str, message: str) -> InvalidEvent:
+    try:
+        env = _ENVELOPE.decode(data)
+    except msgspec.DecodeError:  # valid JSON, but not an object
+        return InvalidEvent(message, code=ErrorCode.BAD_EVENT)
+    event_id = env.event_id if isinstance(env.event_id, str) else None
+    if env.type is None:
+        return InvalidEvent(
+            "event has no `type`", code=ErrorCode.BAD_EVENT, param="type", event_id=event_id
+        )
+    if not isinstance(env.type, str) or env.type not in CLIENT_EVENT_TYPES:
+        return InvalidEvent(
+            f"unknown event type `{env.type}`",
+            code=ErrorCode.UNKNOWN_EVENT,
+            param="type",
+            event_id=event_id,
+        )
+    text, param = _path(message)
+    missing = text.partition("missing required field `")[2].partition("`")[0]
+    if missing:
+        param = f"{param}.{missing}" if param else missing
+    code = ErrorCode.BAD_EVENT
+    if param is not None and param.startswith("video_frames"):
+        code = ErrorCode.INVALID_VIDEO_FRAMES
+    return InvalidEvent(text, code=code, param=param, event_id=event_id)
+
+
+def encode_server_event(event: ServerEventT) -> bytes:
+    """Encode one server event as a JSON text frame body."""
+    return _ENCODER.encode(event)
+
+
+def decode_server_event(data: bytes | str) -> ServerEventT:
+    """Decode a server event (used by the Python client and tests)."""
+    return _SERVER_DECODER.decode(data)
+
+
+def encode_client_event(event: ClientEventT) -> bytes:
+    """Encode a client event (used by the Python client and tests)."""
+    return _ENCODER.encode(event)
+
+
+def error_event(exc: ProtocolError, *, event_id: str) -> Error:
+    """The wire `error` event for a protocol error."""
+    return Error(
+        event_id=event_id,
+        error=ErrorDetail(
+            type=ErrorType(exc.error_type).value,
+            code=exc.code.value,
+            message=exc.message,
+            param=exc.param,
+            event_id=exc.event_id,
+        ),
+    )
