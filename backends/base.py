@@ -1,0 +1,383 @@
+"""Stage protocols every backend implements, their request/result records, the
+`BackendError` tree, and the registry that loads a backend by name.
+
+A backend is four stages behind async interfaces:
+
+    Vad   scores 512-sample 16 kHz frames for many sessions in one batched call; one shared
+          model, one `VadState` per session (the recurrent state and 64-sample context)
+    Asr   committed utterance PCM (float32, 16 kHz) -> transcript
+    Vlm   prompt context (system, bounded history, transcript) + raw frames -> a streamed
+          reply: text deltas, then exactly one decision (speak / listen / delegate)
+    Tts   text -> streamed pcm16 chunks at the requested rate
+
+Each stage is an async context manager (load on enter, release on exit) with `warmup()`
+and `abort(request_id)`. Every foreign exception is translated at one boundary per
+backend into this tree (drawn as in httpx):
+
+    BackendError                   code engine_error; fails only the owning response
+    +-- StageFailed                a stage raised while serving one request
+    +-- InvalidPromptContext       client-supplied prompt context is malformed (request-local)
+    +-- BackendTimeout             a stage did not answer within its deadline
+    +-- BackendUnavailable         not loaded / not ready; new sessions get resource_exhausted
+    |   +-- EngineDead             an engine replica died; it is evicted, its requests fail once
+    +-- SubmissionFailed           submitting failed after the engine may have accepted it
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from spec.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+    from types import TracebackType
+
+__all__ = [
+    "BACKENDS",
+    "Asr",
+    "AsrRequest",
+    "Backend",
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "EngineDead",
+    "HistoryTurn",
+    "InvalidPromptContext",
+    "PromptContext",
+    "Stage",
+    "StageFailed",
+    "SubmissionFailed",
+    "Transcript",
+    "Tts",
+    "TtsChunk",
+    "TtsRequest",
+    "Vad",
+    "VadState",
+    "Vlm",
+    "VlmAction",
+    "VlmDecision",
+    "VlmRequest",
+    "VlmTextDelta",
+    "load_backend",
+    "validate_prompt_context",
+]
+
+Float32Array = npt.NDArray[np.float32]
+
+VAD_SAMPLE_RATE_HZ = 16_000
+VAD_FRAME_SAMPLES = 512
+
+
+# --- errors ----------------------------------------------------------------------------
+
+
+class BackendError(Exception):
+    """A model or infrastructure failure; fails only the response that owns the request."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.ENGINE_ERROR
+
+    def __init__(self, message: str, *, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+
+
+class StageFailed(BackendError):
+    """A stage raised while serving one request."""
+
+    code = ErrorCode.STAGE_FAILED
+
+
+class InvalidPromptContext(BackendError):
+    """Client-supplied prompt context is malformed: a request-local client error."""
+
+    code = ErrorCode.INVALID_PROMPT_CONTEXT
+
+
+class BackendTimeout(BackendError):
+    """A stage did not answer within its deadline."""
+
+    code = ErrorCode.STAGE_FAILED
+
+
+class BackendUnavailable(BackendError):
+    """The backend is not loaded or not ready."""
+
+    code = ErrorCode.RESOURCE_EXHAUSTED
+
+
+class EngineDead(BackendUnavailable):
+    """An engine replica died; it must be evicted and its requests failed exactly once."""
+
+
+class SubmissionFailed(BackendError):
+    """Submitting a request failed after the engine may have accepted it (B18)."""
+
+    code = ErrorCode.STAGE_FAILED
+
+
+# --- records ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AsrRequest:
+    """One committed utterance to transcribe."""
+
+    request_id: str
+    pcm: Float32Array  # mono float32 at 16 kHz
+    language: str | None = "en"
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """An ASR result."""
+
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTurn:
+    """One earlier turn: user transcripts/text and assistant replies, as text."""
+
+    role: str  # "user" | "assistant"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptContext:
+    """What the VLM stage turns into a prompt (B3): it owns tokenizer and budget."""
+
+    system: str
+    history: tuple[HistoryTurn, ...] = ()
+    transcript: str | None = None  # the spoken or typed instruction of this turn
+    frames: tuple[bytes, ...] = ()  # raw JPEG/PNG, in capture order (B2: raw until here)
+
+
+def validate_prompt_context(value: Any) -> PromptContext:
+    """Validate client-supplied prompt context before any use (B3).
+
+    Raises:
+        InvalidPromptContext: naming the first malformed field.
+    """
+    if isinstance(value, PromptContext):
+        value = {
+            "system": value.system,
+            "history": [{"role": t.role, "text": t.text} for t in value.history],
+            "transcript": value.transcript,
+            "frames": list(value.frames),
+        }
+    if not isinstance(value, dict):
+        raise InvalidPromptContext("prompt context must be an object", stage="vlm")
+    system = value.get("system")
+    if not isinstance(system, str):
+        raise InvalidPromptContext("prompt context `system` must be a string", stage="vlm")
+    history = value.get("history", [])
+    if not isinstance(history, list | tuple):
+        raise InvalidPromptContext("prompt context `history` must be a list", stage="vlm")
+    turns = []
+    for i, turn in enumerate(history):
+        if (
+            not isinstance(turn, dict)
+            or turn.get("role") not in ("user", "assistant")
+            or not isinstance(turn.get("text"), str)
+        ):
+            raise InvalidPromptContext(
+                f"prompt context `history[{i}]` must be {{role: user|assistant, text: str}}",
+                stage="vlm",
+            )
+        turns.append(HistoryTurn(turn["role"], turn["text"]))
+    transcript = value.get("transcript")
+    if transcript is not None and not isinstance(transcript, str):
+        raise InvalidPromptContext("prompt context `transcript` must be a string", stage="vlm")
+    frames = value.get("frames", [])
+    if not isinstance(frames, list | tuple) or not all(isinstance(f, bytes) for f in frames):
+        raise InvalidPromptContext("prompt context `frames` must be a list of bytes", stage="vlm")
+    return PromptContext(system, tuple(turns), transcript, tuple(frames))
+
+
+@dataclass(frozen=True, slots=True)
+class VlmRequest:
+    """One VLM turn."""
+
+    request_id: str
+    context: PromptContext
+    max_tokens: int = 256
+
+
+class VlmAction(enum.StrEnum):
+    """What the model decided to do with this turn."""
+
+    SPEAK = "speak"
+    LISTEN = "listen"  # stay silent: `response.listen`, TTS skipped
+    DELEGATE = "delegate"  # speak `text` (the note); `question` goes to a background model
+
+
+@dataclass(frozen=True, slots=True)
+class VlmTextDelta:
+    """A piece of reply text as it is generated (only for `speak` / `delegate`)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VlmDecision:
+    """The last item of every VLM stream."""
+
+    action: VlmAction
+    text: str = ""
+    question: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TtsRequest:
+    """Text to speak, at the session's output rate."""
+
+    request_id: str
+    text: str
+    sample_rate_hz: int = 24_000
+    voice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TtsChunk:
+    """A chunk of synthesized speech: mono pcm16 little-endian at the requested rate."""
+
+    pcm16: bytes
+    text: str = ""  # the text this chunk speaks, when known (transcript deltas)
+
+
+@dataclass(slots=True)
+class VadState:
+    """Per-session VAD state, opaque to everyone but the Vad that made it."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+# --- stage protocols -------------------------------------------------------------------
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """What every stage offers: load/release as an async context manager, warm-up, abort."""
+
+    name: str
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def warmup(self) -> None: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+
+class Vad(Stage, Protocol):
+    """Speech probability per 512-sample 16 kHz frame; batched over sessions."""
+
+    def new_state(self) -> VadState: ...
+
+    async def score(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
+        """Score `frames[i]` (shape [n, 512]) with `states[i]`; returns n probabilities."""
+        ...
+
+
+class Asr(Stage, Protocol):
+    async def transcribe(self, request: AsrRequest) -> Transcript: ...
+
+
+class Vlm(Stage, Protocol):
+    def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]: ...
+
+
+class Tts(Stage, Protocol):
+    output_sample_rate_hz: int
+
+    def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
+
+
+@dataclass(slots=True)
+class Backend:
+    """The four stages of one backend, entered and warmed up together."""
+
+    name: str
+    vad: Vad | None
+    asr: Asr | None
+    vlm: Vlm
+    tts: Tts
+    description: str = ""
+    ready: bool = False
+
+    def stages(self) -> list[Stage]:
+        return [s for s in (self.vad, self.asr, self.vlm, self.tts) if s is not None]
+
+    async def __aenter__(self) -> Self:
+        entered: list[Stage] = []
+        try:
+            for stage in self.stages():
+                await stage.__aenter__()
+                entered.append(stage)
+        except BaseException:
+            for stage in reversed(entered):
+                await stage.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.ready = False
+        for stage in reversed(self.stages()):
+            await stage.__aexit__(exc_type, exc, tb)
+
+    async def warmup(self) -> None:
+        for stage in self.stages():
+            await stage.warmup()
+        self.ready = True
+
+
+# --- registry --------------------------------------------------------------------------
+
+#: backend name -> "module:factory"; imported only when asked for
+BACKENDS: dict[str, str] = {
+    "scripted": "backends.scripted.backend:create_backend",
+    "cpu": "backends.cpu.backend:create_backend",
+    "gpu": "backends.gpu.backend:create_backend",
+}
+
+
+def load_backend(name: str, **options: Any) -> Backend:
+    """Import the named backend lazily and build it (not yet entered or warmed up).
+
+    Raises:
+        BackendUnavailable: unknown name, or its package (an optional extra) is missing.
+    """
+    target = BACKENDS.get(name)
+    if target is None:
+        raise BackendUnavailable(
+            f"unknown backend `{name}`; expected one of {', '.join(sorted(BACKENDS))}"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = {"cpu": "cpu", "gpu": "gpu"}.get(name)
+        hint = f" (install the `{extra}` extra: pip install 'joyduplex[{extra}]')" if extra else ""
+        raise BackendUnavailable(f"backend `{name}` cannot be imported: {exc}{hint}") from exc
+    factory: Callable[..., Backend] = getattr(module, attr)
+    return factory(**options)
