@@ -1,0 +1,258 @@
+"""Where each GPU stage runs and how its engine is sized: the placement file.
+
+A placement file is TOML with one table per stage (`[asr]`, `[vlm]`, `[tts]`). Every key
+is optional; a missing one takes the default of the chosen layout (`gpus = 2`: VLM alone
+on GPU 0, ASR and TTS sharing GPU 1; `gpus = 1`: everything on GPU 0 with the upstream
+single-GPU fractions). Validation is strict: unknown keys, wrong types and out-of-range
+values raise `PlacementError` naming the key (`vlm.gpu_memory_utilization`), and the
+memory fractions of the stages sharing one device must add up to at most 0.95.
+
+    gpus = 2                       # 1 or 2: which default layout to start from
+
+    [vlm]
+    model = "/models/JoyAI-VL-Interaction-Preview"
+    device = 0
+    gpu_memory_utilization = 0.85
+    cuda_graph_capture_sizes = [1, 2, 4]
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from backends.base import BackendUnavailable
+
+__all__ = [
+    "STAGES",
+    "Placement",
+    "PlacementError",
+    "StagePlacement",
+    "default_placement",
+    "load_placement",
+    "parse_placement",
+]
+
+StageName = Literal["asr", "vlm", "tts"]
+STAGES: Final[tuple[StageName, ...]] = ("asr", "vlm", "tts")
+
+#: the published checkpoints (the user downloads them; see backends/gpu/README.md)
+DEFAULT_MODELS: Final[dict[StageName, str]] = {
+    "asr": "Qwen/Qwen3-ASR-1.7B",
+    "vlm": "jdopensource/JoyAI-VL-Interaction-Preview",
+    "tts": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+}
+
+MAX_DEVICE_FRACTION: Final = 0.95
+
+
+class PlacementError(BackendUnavailable):
+    """The placement file is missing, not TOML, or has a bad key (named in the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlacement:
+    """One stage's engine: checkpoint, device and sizing."""
+
+    stage: StageName
+    model: str
+    device: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    cuda_graph_capture_sizes: tuple[int, ...]
+    enforce_eager: bool = False  # True: no CUDA Graphs (debugging, or CPU)
+    dtype: str = "bfloat16"
+    load_format: str = "auto"  # "dummy": random weights of the right shapes (GPU checks)
+    tokenizer: str | None = None  # defaults to `model`
+    max_images: int = 8  # vlm: images per prompt
+    context_budget_tokens: int | None = None  # vlm: prompt budget; default max_model_len - max_tokens
+    max_tokens: int = 256  # generation cap per request
+    speaker: str = "Vivian"  # tts
+    language: str = "Auto"  # tts
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return not self.enforce_eager
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The three stages' placements."""
+
+    asr: StagePlacement
+    vlm: StagePlacement
+    tts: StagePlacement
+
+    def stage(self, name: StageName) -> StagePlacement:
+        placement: StagePlacement = getattr(self, name)
+        return placement
+
+    def devices(self) -> dict[int, list[StagePlacement]]:
+        """Device index -> the stages placed on it."""
+        by_device: dict[int, list[StagePlacement]] = {}
+        for name in STAGES:
+            stage = self.stage(name)
+            by_device.setdefault(stage.device, []).append(stage)
+        return by_device
+
+
+def default_placement(gpus: int = 2) -> Placement:
+    """The layout used when no file is given: two GPUs (VLM alone) or one shared GPU."""
+    if gpus not in (1, 2):
+        raise PlacementError("`gpus` must be 1 or 2")
+    asr_tts_device = 1 if gpus == 2 else 0
+    return Placement(
+        asr=StagePlacement(
+            stage="asr",
+            model=DEFAULT_MODELS["asr"],
+            device=asr_tts_device,
+            gpu_memory_utilization=0.25 if gpus == 2 else 0.1,
+            max_model_len=8192,
+            max_num_seqs=8,
+            cuda_graph_capture_sizes=(1, 2, 4, 8),
+        ),
+        vlm=StagePlacement(
+            stage="vlm",
+            model=DEFAULT_MODELS["vlm"],
+            device=0,
+            gpu_memory_utilization=0.85 if gpus == 2 else 0.45,
+            max_model_len=16384,
+            max_num_seqs=4,
+            cuda_graph_capture_sizes=(1, 2, 4),
+            max_images=8,
+        ),
+        tts=StagePlacement(
+            stage="tts",
+            model=DEFAULT_MODELS["tts"],
+            device=asr_tts_device,
+            gpu_memory_utilization=0.5 if gpus == 2 else 0.3,
+            max_model_len=4096,
+            max_num_seqs=8,
+            cuda_graph_capture_sizes=(1,),
+            max_tokens=4096,
+        ),
+    )
+
+
+_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "model": (str,),
+    "tokenizer": (str,),
+    "device": (int,),
+    "gpu_memory_utilization": (float, int),
+    "max_model_len": (int,),
+    "max_num_seqs": (int,),
+    "cuda_graph_capture_sizes": (list,),
+    "enforce_eager": (bool,),
+    "dtype": (str,),
+    "load_format": (str,),
+    "max_images": (int,),
+    "context_budget_tokens": (int,),
+    "max_tokens": (int,),
+    "speaker": (str,),
+    "language": (str,),
+}
+_STAGE_ONLY: Final[dict[str, StageName]] = {
+    "max_images": "vlm",
+    "context_budget_tokens": "vlm",
+    "speaker": "tts",
+    "language": "tts",
+}
+_DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
+_LOAD_FORMATS: Final = ("auto", "safetensors", "dummy")
+
+
+def _check_value(key: str, name: str, value: Any) -> Any:
+    allowed = _TYPES[name]
+    # bool is an int: reject it where an int is wanted
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        kinds = " or ".join(t.__name__ for t in allowed)
+        raise PlacementError(f"`{key}` must be {kinds}, got {type(value).__name__}")
+    if name == "gpu_memory_utilization":
+        if not 0.0 < float(value) <= MAX_DEVICE_FRACTION:
+            raise PlacementError(f"`{key}` must be in (0, {MAX_DEVICE_FRACTION}], got {value}")
+        return float(value)
+    if name == "device" and value < 0:
+        raise PlacementError(f"`{key}` must be a device index >= 0, got {value}")
+    if name in ("max_model_len", "max_num_seqs", "max_images", "context_budget_tokens", "max_tokens"):
+        if value < 1:
+            raise PlacementError(f"`{key}` must be >= 1, got {value}")
+    if name == "cuda_graph_capture_sizes":
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+            raise PlacementError(f"`{key}` must be a non-empty list of positive integers")
+        return tuple(sorted(set(value)))
+    if name == "dtype" and value not in _DTYPES:
+        raise PlacementError(f"`{key}` must be one of {', '.join(_DTYPES)}, got {value!r}")
+    if name == "load_format" and value not in _LOAD_FORMATS:
+        raise PlacementError(f"`{key}` must be one of {', '.join(_LOAD_FORMATS)}, got {value!r}")
+    if name in ("model", "speaker", "language") and not value.strip():
+        raise PlacementError(f"`{key}` must not be empty")
+    return value
+
+
+def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlacement:
+    if not isinstance(table, dict):
+        raise PlacementError(f"`{name}` must be a table")
+    known = {f.name for f in fields(StagePlacement)} - {"stage"}
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        full = f"{name}.{key}"
+        if key not in known:
+            raise PlacementError(f"unknown key `{full}`; expected one of {', '.join(sorted(known))}")
+        owner = _STAGE_ONLY.get(key)
+        if owner is not None and owner != name:
+            raise PlacementError(f"`{full}` applies only to the {owner} stage")
+        changes[key] = _check_value(full, key, value)
+    stage = replace(base, **changes)
+    if stage.cuda_graph_capture_sizes[-1] > stage.max_num_seqs and name != "tts":
+        raise PlacementError(
+            f"`{name}.cuda_graph_capture_sizes` goes beyond `{name}.max_num_seqs`"
+            f" ({stage.cuda_graph_capture_sizes[-1]} > {stage.max_num_seqs})"
+        )
+    budget = stage.context_budget_tokens
+    if budget is not None and budget + stage.max_tokens > stage.max_model_len:
+        raise PlacementError(
+            f"`{name}.context_budget_tokens` + `{name}.max_tokens` must fit `{name}.max_model_len`"
+        )
+    return stage
+
+
+def parse_placement(data: dict[str, Any]) -> Placement:
+    """Validate a decoded placement document."""
+    unknown = set(data) - {"gpus", *STAGES}
+    if unknown:
+        raise PlacementError(
+            f"unknown key `{sorted(unknown)[0]}`; expected gpus, {', '.join(STAGES)}"
+        )
+    gpus = data.get("gpus", 2)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus not in (1, 2):
+        raise PlacementError("`gpus` must be 1 or 2")
+    base = default_placement(gpus)
+    placement = Placement(
+        **{name: _parse_stage(name, data.get(name, {}), base.stage(name)) for name in STAGES}
+    )
+    for device, stages in placement.devices().items():
+        total = sum(s.gpu_memory_utilization for s in stages)
+        if len(stages) > 1 and total > MAX_DEVICE_FRACTION + 1e-9:
+            keys = " + ".join(f"`{s.stage}.gpu_memory_utilization`" for s in stages)
+            raise PlacementError(
+                f"{keys} on device {device} add up to {total:.2f} > {MAX_DEVICE_FRACTION}"
+            )
+    return placement
+
+
+def load_placement(path: str | Path | None) -> Placement:
+    """Read and validate a placement file; `None` gives the two-GPU default."""
+    if path is None:
+        return default_placement()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlacementError(f"cannot read placement file {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlacementError(f"placement file {path} is not valid TOML: {exc}") from exc
+    return parse_placement(data)

@@ -1,0 +1,83 @@
+"""Stage results: what the runtime feeds back into `SessionProtocol.backend_event`.
+
+Each names the request it answers; `SessionProtocol` drops results whose request belongs
+to a response that is no longer active or to an older epoch (B11 fencing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spec.errors import ErrorCode
+
+__all__ = [
+    "AsrTranscript",
+    "StageFailure",
+    "StageResult",
+    "TtsAudio",
+    "TtsDone",
+    "VadScores",
+    "VlmDecisionResult",
+    "VlmDelta",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class VadScores:
+    """Speech probabilities of consecutive 32 ms frames of the session's audio."""
+
+    probabilities: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AsrTranscript:
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VlmDelta:
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VlmDecisionResult:
+    """The last VLM result of a request: `speak`, `listen` or `delegate`."""
+
+    request_id: str
+    action: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TtsAudio:
+    """A chunk of reply speech (pcm16 at the session's output rate)."""
+
+    request_id: str
+    pcm16: bytes
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TtsDone:
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StageFailure:
+    """A stage request failed. `may_have_accepted`: the engine may hold the request, so it
+    must be aborted (B18). `engine_dead`: the engine replica died and must be evicted."""
+
+    request_id: str
+    code: ErrorCode
+    message: str
+    may_have_accepted: bool = False
+    engine_dead: bool = False
+
+
+StageResult = (
+    VadScores | AsrTranscript | VlmDelta | VlmDecisionResult | TtsAudio | TtsDone | StageFailure
+)
