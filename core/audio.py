@@ -1,0 +1,77 @@
+"""Audio arithmetic the session needs: conversion of client audio to 16 kHz pcm16,
+duration, and energy. Pure functions over bytes (numpy), no I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "BYTES_PER_MS_16K",
+    "SAMPLE_WIDTH",
+    "pcm16_ms",
+    "rms",
+    "to_pcm16_16k",
+]
+
+#: bytes per sample of each canonical input format
+SAMPLE_WIDTH = {"pcm16": 2, "pcm_f32le": 4, "g711_ulaw": 1, "g711_alaw": 1}
+#: 16 kHz mono pcm16: 16 samples * 2 bytes per millisecond
+BYTES_PER_MS_16K = 32
+
+
+def _ulaw_table() -> np.ndarray:
+    u = ~np.arange(256, dtype=np.int32) & 0xFF
+    sign, exponent, mantissa = u & 0x80, (u >> 4) & 0x07, u & 0x0F
+    magnitude = (((mantissa << 3) + 0x84) << exponent) - 0x84
+    return np.where(sign != 0, -magnitude, magnitude).astype(np.int16)
+
+
+def _alaw_table() -> np.ndarray:
+    a = np.arange(256, dtype=np.int32) ^ 0x55
+    sign, exponent, mantissa = a & 0x80, (a >> 4) & 0x07, a & 0x0F
+    magnitude = np.where(
+        exponent == 0, (mantissa << 4) + 8, ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0)
+    )
+    return np.where(sign != 0, magnitude, -magnitude).astype(np.int16)
+
+
+_ULAW = _ulaw_table()
+_ALAW = _alaw_table()
+
+
+def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
+    """Convert one chunk to 16 kHz mono pcm16 (linear interpolation between rates).
+
+    `len(audio)` must be a multiple of the format's sample width.
+    """
+    if fmt == "pcm16" and rate_hz == 16_000:
+        return audio  # the hot path: nothing to do
+    if fmt == "pcm16":
+        samples = np.frombuffer(audio, dtype="<i2").astype(np.float32)
+    elif fmt == "pcm_f32le":
+        floats = np.nan_to_num(np.frombuffer(audio, dtype="<f4"), nan=0.0, posinf=1.0, neginf=-1.0)
+        samples = np.clip(floats, -1.0, 1.0) * 32767.0
+    elif fmt == "g711_ulaw":
+        samples = _ULAW[np.frombuffer(audio, dtype=np.uint8)].astype(np.float32)
+    elif fmt == "g711_alaw":
+        samples = _ALAW[np.frombuffer(audio, dtype=np.uint8)].astype(np.float32)
+    else:  # pragma: no cover - formats are validated before conversion
+        raise ValueError(f"unsupported format {fmt}")
+    if rate_hz != 16_000 and samples.size:
+        n_out = max(1, round(samples.size * 16_000 / rate_hz))
+        positions = np.arange(n_out, dtype=np.float64) * (rate_hz / 16_000)
+        samples = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
+    return bytes(np.clip(np.rint(samples), -32768, 32767).astype("<i2").tobytes())
+
+
+def pcm16_ms(n_bytes: int) -> int:
+    """Duration in whole milliseconds of 16 kHz pcm16."""
+    return n_bytes // BYTES_PER_MS_16K
+
+
+def rms(pcm16: bytes) -> float:
+    """Root mean square on the float scale (full scale = 1.0); 0.0 for no audio."""
+    if len(pcm16) < 2:
+        return 0.0
+    x = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    return float(np.sqrt(np.mean(x * x)))

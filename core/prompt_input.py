@@ -1,0 +1,87 @@
+"""What the VLM receives for a response (B3, B4, B14, B19): system text, history as
+(role, text) pairs oldest first, this turn's transcript, and its frames in capture order.
+
+Budgeting and tokenization belong to the VLM stage; the session only decides *what* is
+history. An assistant reply whose playback was cut enters history as the prefix that was
+heard (B19), measured by played audio, never by wall clock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spec.effects import PromptInput
+from spec.tables import ItemState, PlaybackState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from core.statemachines.commit import Commit
+    from core.statemachines.item import Item
+    from core.statemachines.response import Response
+
+__all__ = ["DEFAULT_INSTRUCTIONS", "build_prompt", "heard_text", "played_prefix"]
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a helpful assistant watching the user's camera in real time. The last frame is "
+    "the current moment. Answer spoken or typed questions briefly; stay silent when nothing "
+    "needs saying."
+)
+
+
+def played_prefix(marks: list[tuple[str, float]], played_ms: float) -> str:
+    """The text spoken by the first `played_ms` of audio, from (chunk text, end ms) marks;
+    a partly played chunk contributes the proportional share of its characters."""
+    out: list[str] = []
+    start = 0.0
+    for text, end in marks:
+        if played_ms >= end:
+            out.append(text)
+        elif played_ms > start and end > start:
+            out.append(text[: int(len(text) * (played_ms - start) / (end - start))])
+            break
+        else:
+            break
+        start = end
+    return "".join(out)
+
+
+def heard_text(response: Response) -> str:
+    """An assistant reply as history: in full, or the heard prefix when it was cut."""
+    item = response.item
+    full = item.text() if item is not None else ""
+    if response.playback.state is not PlaybackState.CLEARED:
+        return full
+    return played_prefix(response.text_marks, response.playback.played_ms)
+
+
+def build_prompt(
+    *,
+    instructions: str | None,
+    items: Iterable[Item],
+    responses: Mapping[str, Response],
+    segments: list[Commit],
+) -> PromptInput:
+    own = {c.item.id for c in segments}
+    history: list[tuple[str, str]] = []
+    for item in items:
+        if item.id in own or item.state is not ItemState.COMPLETED:
+            continue
+        if item.role == "user":
+            text = item.text()
+        elif item.role == "assistant":
+            response = responses.get(item.response_id or "")
+            text = heard_text(response) if response is not None else item.text()
+        else:
+            continue
+        if text:
+            history.append((item.role, text))
+    pieces = [c.transcript or c.text or "" for c in segments]
+    transcript = " ".join(p for p in pieces if p) or None
+    frames = tuple(f for c in segments for f in c.frames)
+    return PromptInput(
+        system=instructions or DEFAULT_INSTRUCTIONS,
+        history=tuple(history),
+        transcript=transcript,
+        frames=frames,
+    )

@@ -1,0 +1,39 @@
+"""State tables: the one source of truth for every machine's states and transitions.
+
+Each table is plain data: states (an Enum whose values are the wire-visible names), the
+initial and terminal states, transitions as `T(trigger, source, dest, guard, effect)` rows
+with guards and effects named (never callables), and numbered invariants. `core` builds
+one `transitions.Machine` per table at import; `tools/gen_docs.py` draws the Mermaid
+diagrams in `docs/statemachines/` from the same rows.
+"""
+
+from __future__ import annotations
+
+from spec.tables.base import T, Table
+from spec.tables.commit import COMMIT, CommitState
+from spec.tables.input_buffer import INPUT_BUFFER, BufferState
+from spec.tables.item import ITEM, ItemState
+from spec.tables.playback import PLAYBACK, PlaybackState
+from spec.tables.response import RESPONSE, ResponseState
+from spec.tables.turn_detector import TURN_DETECTOR, DetectorState
+
+__all__ = [
+    "COMMIT",
+    "INPUT_BUFFER",
+    "ITEM",
+    "PLAYBACK",
+    "RESPONSE",
+    "TABLES",
+    "TURN_DETECTOR",
+    "BufferState",
+    "CommitState",
+    "DetectorState",
+    "ItemState",
+    "PlaybackState",
+    "ResponseState",
+    "T",
+    "Table",
+]
+
+#: every server-side machine table, in documentation order
+TABLES: tuple[Table, ...] = (ITEM, INPUT_BUFFER, COMMIT, TURN_DETECTOR, RESPONSE, PLAYBACK)
