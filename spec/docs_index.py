@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spec.diagrams import DIAGRAMS
 from spec.schema import asyncapi_yaml, protocol_schema_json
 
 if TYPE_CHECKING:
@@ -14,4 +15,5 @@ __all__ = ["DOCUMENTS"]
 DOCUMENTS: dict[str, Callable[[], str]] = {
     "docs/protocol.schema.json": protocol_schema_json,
     "docs/asyncapi.yaml": asyncapi_yaml,
+    **DIAGRAMS,
 }
