@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.audio import SAMPLE_WIDTH, rms, to_pcm16_16k
+from core.audio import SAMPLE_WIDTH, is_loud, to_pcm16_16k
 from spec.errors import ErrorCode, RemoteProtocolError
 from spec.events import AudioFormat
 from spec.session_config import INPUT_FORMATS, MAX_RATE_HZ, MIN_RATE_HZ
@@ -44,14 +44,29 @@ def _refuse(code: ErrorCode, message: str, param: str | None, event_id: str | No
     return RemoteProtocolError(message, code=code, param=param, event_id=event_id)
 
 
-def check_append(ev: InputAudioBufferAppend, fmt: AudioFormatSpec, limits: Limits) -> AppendPlan:
-    """Validate `ev` against the session's input format and the limits.
+def check_append(
+    ev: InputAudioBufferAppend, fmt: AudioFormatSpec, limits: Limits, *, verdict: bool = True
+) -> AppendPlan:
+    """Validate `ev` against the session's input format and the limits; `verdict=False`
+    skips the speech verdict when nobody needs it (capturing already, or server VAD).
 
     Raises:
         RemoteProtocolError: `unsupported_audio_format`, `bad_audio`,
             `invalid_video_frames` or `invalid_input_modality`.
     """
     eid = ev.event_id
+    if (
+        not ev.video_frames
+        and ev.format is None
+        and ev.input_audio_format is None
+        and ev.sample_rate_hz is None
+        and ev.sample_rate is None
+        and fmt.name == "pcm16"
+        and fmt.rate_hz == 16_000
+        and ev.audio
+        and not len(ev.audio) % 2
+    ):  # the hot path: plain 16 kHz pcm16 audio in the session format
+        return AppendPlan(ev.audio, [], _speech(ev, ev.audio) if verdict else False)
     name, rate = fmt.name, fmt.rate_hz
     override = ev.format if ev.format is not None else ev.input_audio_format
     if override is not None:
@@ -111,10 +126,15 @@ def check_append(ev: InputAudioBufferAppend, fmt: AudioFormatSpec, limits: Limit
             eid,
         )
     pcm16 = to_pcm16_16k(ev.audio, name, rate)
+    return AppendPlan(pcm16, list(frames), _speech(ev, pcm16) if verdict else False)
+
+
+def _speech(ev: InputAudioBufferAppend, pcm16: bytes) -> bool:
+    """The manual speech verdict: explicit flag, else probability, else energy."""
+    if not pcm16:
+        return False
     if ev.is_speech is not None:
-        speech = ev.is_speech
-    elif ev.speech_probability is not None:
-        speech = ev.speech_probability >= 0.5
-    else:
-        speech = bool(pcm16) and rms(pcm16) >= SPEECH_RMS_FLOOR
-    return AppendPlan(pcm16=pcm16, frames=list(frames), speech=speech and bool(pcm16))
+        return ev.is_speech
+    if ev.speech_probability is not None:
+        return ev.speech_probability >= 0.5
+    return is_loud(pcm16, SPEECH_RMS_FLOOR)

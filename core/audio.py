@@ -8,6 +8,7 @@ import numpy as np
 __all__ = [
     "BYTES_PER_MS_16K",
     "SAMPLE_WIDTH",
+    "is_loud",
     "pcm16_ms",
     "rms",
     "to_pcm16_16k",
@@ -67,6 +68,12 @@ def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
 def pcm16_ms(n_bytes: int) -> int:
     """Duration in whole milliseconds of 16 kHz pcm16."""
     return n_bytes // BYTES_PER_MS_16K
+
+
+def is_loud(pcm16: bytes, floor: float) -> bool:
+    """`rms(pcm16) >= floor`, without the square root or the mean (the append hot path)."""
+    x = np.frombuffer(pcm16, dtype="<i2", count=len(pcm16) // 2).astype(np.float32)
+    return bool(x.size) and float(x @ x) >= (floor * 32768.0) ** 2 * x.size
 
 
 def rms(pcm16: bytes) -> float:

@@ -304,38 +304,42 @@ class SessionProtocol:
         return self._audio_bytes // 32
 
     def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
-        plan = check_append(event, self.config.input_format, self.limits)
+        buffer = self._buffer
         vad = self.config.turn_detection is not None
-        capture = self._buffer.capturing or (plan.speech and not vad)
-        after = self._held_after(len(plan.pcm16), plan.frames, capture)
-        if (
-            self._pending_bytes - self._buffer.held_bytes + after
-            > self.limits.max_pending_input_bytes
-        ):
+        plan = check_append(
+            event, self.config.input_format, self.limits, verdict=not (vad or buffer.capturing)
+        )
+        pcm16, frames = plan.pcm16, plan.frames
+        capture = buffer.capturing or plan.speech
+        after = self._held_after(len(pcm16), frames, capture)
+        if self._pending_bytes - buffer.held_bytes + after > self.limits.max_pending_input_bytes:
             raise RemoteProtocolError(
                 "pending input would exceed "
                 f"{self.limits.max_pending_input_bytes} bytes; commit or clear first",
                 code=ErrorCode.INPUT_BACKPRESSURE,
                 event_id=event.event_id,
             )
-        if capture and not self._buffer.capturing:
-            self._buffer.start_capture()
-        added = len(plan.pcm16) + sum(len(f) for f in plan.frames)
-        freed = self._buffer.add_audio(plan.pcm16)
-        freed += self._buffer.add_frames(plan.frames, self.limits.max_context_images)
+        if capture and not buffer.capturing:
+            buffer.start_capture()
+        freed = buffer.add_audio(pcm16)
+        added = len(pcm16)
+        if frames:
+            added += sum(len(f) for f in frames)
+            freed += buffer.add_frames(frames, self.limits.max_context_images)
         self._pending_bytes += added - freed
-        start_ms = self._audio_ms()
-        self._audio_bytes += len(plan.pcm16)
-        if vad and plan.pcm16:
-            self._out.effect(ScoreVad(plan.pcm16, start_ms))
+        if vad and pcm16:
+            self._out.effect(ScoreVad(pcm16, self._audio_bytes // 32))
+        self._audio_bytes += len(pcm16)
 
     def _held_after(self, audio: int, frames: list[bytes], capture: bool) -> int:
         """Bytes the buffer would hold after an append, without making it."""
         buffer = self._buffer
-        if capture:
-            kept = (buffer.frames + frames)[-self.limits.max_context_images :]
-            return buffer.audio_bytes + audio + sum(len(f) for f in kept)
-        return buffer.idle_bytes_after(audio, frames)
+        if not capture:
+            return buffer.idle_bytes_after(audio, frames)
+        if not frames:
+            return buffer.held_bytes + audio
+        kept = (buffer.frames + frames)[-self.limits.max_context_images :]
+        return buffer.audio_bytes + audio + sum(len(f) for f in kept)
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._pending_bytes -= self._buffer.clear()

@@ -75,7 +75,7 @@ class InputBuffer:
             return 0
         self.chunks.append(pcm16)
         self.audio_bytes += len(pcm16)
-        if self.capturing:
+        if self.state is BufferState.CAPTURING:
             return 0
         freed = 0
         while len(self.chunks) > 1 and self.audio_bytes > _PREROLL_BYTES:
