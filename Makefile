@@ -9,14 +9,17 @@ PORT ?= 8000
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: serve test install install-test system-deps lint typecheck pytest docs bench clean
+.PHONY: serve test install install-test system-deps lint typecheck pytest docs bench clean test-gpu-path
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1'
 
+# The cpu extra is the default backend. silero-vad ships the pinned Silero ONNX but declares
+# torch, so it is installed without dependencies (the code never imports it).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[cpu]'
+	$(BIN)/python -m pip install -q --no-deps 'silero-vad==6.2.3'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
@@ -43,6 +46,18 @@ pytest: install-test
 	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: system-deps lint typecheck pytest
+
+# The GPU backend's loading, prompt and generation code on CPU with tiny random checkpoints
+# (transformers + the CPU torch wheel), in a venv of its own so the default one stays small.
+GPU_VENV := .venv-gpu-path
+$(GPU_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
+	$(GPU_VENV)/bin/python -m pip install -q -e . --group test torch==2.13.0 transformers pillow tokenizers
+	touch $@
+
+test-gpu-path: $(GPU_VENV)/.installed
+	$(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k gpu -m slow $(PYTEST_ARGS)
 
 bench: install-test
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,mean,rounds

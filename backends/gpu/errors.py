@@ -42,6 +42,8 @@ RULES: Final[dict[tuple[str, str], type[BackendError]]] = {
     ("torch", "OutOfMemoryError"): BackendUnavailable,
     ("builtins", "TimeoutError"): BackendTimeout,
     ("builtins", "MemoryError"): BackendUnavailable,
+    # the gpu extra is not installed (or a wheel does not import on this machine)
+    ("builtins", "ImportError"): BackendUnavailable,
 }
 
 
@@ -63,7 +65,9 @@ def translate_error(exc: BaseException, *, stage: str, submitting: bool = False)
     if target is None:
         target = SubmissionFailed if submitting else StageFailed
         verb = "submitting to" if submitting else "serving in"
-        return target(f"{stage}: {type(exc).__name__} while {verb} the engine: {detail}", stage=stage)
+        return target(
+            f"{stage}: {type(exc).__name__} while {verb} the engine: {detail}", stage=stage
+        )
     return target(f"{stage}: {type(exc).__name__}: {detail}", stage=stage)
 
 

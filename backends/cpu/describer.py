@@ -1,0 +1,268 @@
+"""`FrameDescriber`: a deterministic stand-in for the vision-language model. It is NOT a VLM.
+
+No weights of a real vision-language model run offline on a 2-core CPU from a package
+(offline-dependencies.md section 4), so the embedded backend answers from measurements
+instead (`frame_features.py`): dominant colour names, brightness, and motion between the
+last two frames of the request. It understands only a few kinds of question, by keyword:
+
+    colour       "what colour is this"     -> "I see something red."
+    brightness   "is it dark in here"      -> "It looks bright."
+    motion       "is anything moving"      -> "I see movement." / "Nothing is moving."
+    anything     "what do you see"         -> colour and brightness together
+
+Camera-only turns (no transcript) follow the upstream speech-profile scenario of a spoken
+instruction followed by camera-only turns: the describer speaks only when something
+changed, else it decides `listen`. "Changed" means the last frame's dominant colour
+differs from the frame before it in this request or, with a single frame, from the colour
+the assistant last named in history; or clear motion between the last two frames. When
+the most recent user turn asked about colour and no answer named a colour yet, a
+camera-only turn answers it. The describer keeps no state of its own: everything it
+compares comes from the request, so sessions cannot leak into each other.
+
+A reply streams as word-sized `VlmTextDelta`s followed by exactly one `VlmDecision`.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import logging
+import re
+from typing import TYPE_CHECKING, Self
+
+import anyio
+import anyio.to_thread
+
+from backends.base import (
+    InvalidPromptContext,
+    PromptContext,
+    VlmAction,
+    VlmDecision,
+    VlmRequest,
+    VlmTextDelta,
+    validate_prompt_context,
+)
+from backends.cpu.assets import import_extra
+from backends.cpu.failures import serving_failures
+from backends.cpu.frame_features import (
+    COLOUR_NAMES,
+    FrameFeatures,
+    analyse_frame,
+    motion_between,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from types import TracebackType
+
+__all__ = [
+    "MOTION_THRESHOLD",
+    "FrameDescriber",
+    "Topic",
+    "compose_reply",
+    "topic_of",
+    "word_deltas",
+]
+
+log = logging.getLogger("joyduplex.backends.cpu")
+
+#: mean absolute luma change between the last two frames that counts as movement
+MOTION_THRESHOLD = 0.05
+
+
+class Topic(enum.Enum):
+    """What a transcript asks about."""
+
+    COLOUR = "colour"
+    BRIGHTNESS = "brightness"
+    MOTION = "motion"
+    SCENE = "scene"
+
+
+_TOPIC_PATTERNS = (
+    (Topic.COLOUR, re.compile(r"\bcolou?rs?\b|\bshades?\b|\bhues?\b")),
+    (Topic.BRIGHTNESS, re.compile(r"\bbright\w*|\bdark\w*|\bdim\b|\blit\b|\blight(ing)?\b")),
+    (Topic.MOTION, re.compile(r"\bmov\w*|\bmotion\b|\bstill\b|\bchang\w*")),
+)
+_COLOUR_WORDS = {name: name for name in COLOUR_NAMES} | {"gray": "grey", "violet": "purple"}
+_COLOUR_WORD = re.compile(r"\b(" + "|".join(sorted(_COLOUR_WORDS)) + r")\b")
+
+
+def topic_of(text: str) -> Topic:
+    """The first topic whose keywords appear in `text`, else the whole scene."""
+    lowered = text.lower()
+    for topic, pattern in _TOPIC_PATTERNS:
+        if pattern.search(lowered):
+            return topic
+    return Topic.SCENE
+
+
+def _first_colour_named(text: str) -> str | None:
+    match = _COLOUR_WORD.search(text.lower())
+    return _COLOUR_WORDS[match.group(1)] if match else None
+
+
+def _colour_sentence(frame: FrameFeatures) -> str:
+    (top, _share), *others = frame.colours  # others: each at least MIN_COLOUR_SHARE
+    if not others:
+        return f"I see something {top}."
+    return f"I see mostly {top}, with some {others[0][0]}."
+
+
+def _brightness_sentence(frame: FrameFeatures) -> str:
+    level = frame.brightness
+    if level < 0.12:
+        return "It is very dark."
+    if level < 0.35:
+        return "It is quite dark."
+    if level < 0.65:
+        return "It is neither bright nor dark."
+    if level < 0.85:
+        return "It looks bright."
+    return "It is very bright."
+
+
+def _speak(text: str) -> VlmDecision:
+    return VlmDecision(VlmAction.SPEAK, text)
+
+
+def _answer(topic: Topic, latest: FrameFeatures | None, previous: FrameFeatures | None) -> str:
+    if latest is None:
+        return "I cannot see anything yet: no camera frame has arrived."
+    if topic is Topic.COLOUR:
+        return _colour_sentence(latest)
+    if topic is Topic.BRIGHTNESS:
+        return _brightness_sentence(latest)
+    if topic is Topic.MOTION:
+        if previous is None:
+            return "I need at least two frames to tell whether anything moves."
+        moved = motion_between(previous, latest) >= MOTION_THRESHOLD
+        return "I see movement." if moved else "Nothing is moving."
+    return f"{_colour_sentence(latest)} {_brightness_sentence(latest)}"
+
+
+def compose_reply(
+    context: PromptContext, latest: FrameFeatures | None, previous: FrameFeatures | None
+) -> VlmDecision:
+    """Decide this turn from the validated context and the last two frames' features."""
+    transcript = (context.transcript or "").strip()
+    if transcript:
+        return _speak(_answer(topic_of(transcript), latest, previous))
+    if latest is None:
+        return VlmDecision(VlmAction.LISTEN)
+
+    last_user = next((t.text for t in reversed(context.history) if t.role == "user"), None)
+    colour_question = last_user is not None and topic_of(last_user) is Topic.COLOUR
+    if previous is not None:
+        earlier_colour: str | None = previous.dominant
+    else:
+        earlier_colour = next(
+            (
+                colour
+                for turn in reversed(context.history)
+                if turn.role == "assistant" and (colour := _first_colour_named(turn.text))
+            ),
+            None,
+        )
+
+    current = latest.dominant
+    if earlier_colour is None:
+        # Nothing seen before: answer a pending colour question, otherwise stay quiet.
+        return (
+            _speak(_colour_sentence(latest)) if colour_question else VlmDecision(VlmAction.LISTEN)
+        )
+    if current != earlier_colour:
+        if colour_question:
+            return _speak(f"Now I see something {current}.")
+        return _speak(f"Something {current} came into view.")
+    if previous is not None and motion_between(previous, latest) >= MOTION_THRESHOLD:
+        return _speak("I see movement.")
+    return VlmDecision(VlmAction.LISTEN)
+
+
+def word_deltas(text: str) -> list[str]:
+    """Split `text` into word-sized pieces that concatenate back to it."""
+    return re.findall(r"\s*\S+", text)
+
+
+class FrameDescriber:
+    """The `Vlm` stage of the CPU backend: a frame describer, not a vision-language model.
+
+    Deterministic: the same request always gets the same reply. See the module docstring
+    for the questions it understands and when a camera-only turn speaks.
+    """
+
+    name = "vlm"
+
+    def __init__(self) -> None:
+        self._loaded = False
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        import_extra("PIL.Image", stage="vlm")
+        log.info("vlm: frame describer ready (a deterministic stand-in, not a VLM)")
+        self._loaded = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._loaded = False
+
+    async def warmup(self) -> None:
+        """Describe one tiny generated frame (loads Pillow's PNG decoder)."""
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.new("RGB", (8, 8), (255, 0, 0)).save(buffer, format="PNG")
+        context = PromptContext(
+            system="", transcript="what colour is this", frames=(buffer.getvalue(),)
+        )
+        async for _item in self.generate(VlmRequest("warmup", context)):
+            pass
+
+    async def abort(self, request_id: str) -> None:
+        """No-op: a reply is computed at once; the runtime stops consuming the stream."""
+
+    # --- generation --------------------------------------------------------------------
+
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+        """Stream the reply to one turn: text deltas (speak only), then one decision.
+
+        Raises:
+            InvalidPromptContext: malformed context, or a frame that is not a decodable
+                JPEG/PNG image (client-supplied data).
+            StageFailed: any other failure.
+        """
+        context = validate_prompt_context(request.context)
+        frames = context.frames[-2:]
+        with serving_failures("vlm", request.request_id):
+            first_index = len(context.frames) - len(frames)
+            features = await anyio.to_thread.run_sync(self._analyse, frames, first_index)
+            previous = features[-2] if len(features) == 2 else None
+            latest = features[-1] if features else None
+            decision = compose_reply(context, latest, previous)
+        if decision.action is not VlmAction.LISTEN:
+            words = word_deltas(decision.text)[: max(request.max_tokens, 1)]
+            for word in words:
+                yield VlmTextDelta(word)
+            decision = VlmDecision(decision.action, "".join(words), decision.question)
+        yield decision
+
+    @staticmethod
+    def _analyse(frames: tuple[bytes, ...], first_index: int) -> list[FrameFeatures]:
+        features = []
+        for offset, frame in enumerate(frames):
+            try:
+                features.append(analyse_frame(frame))
+            except (ValueError, OSError) as exc:
+                raise InvalidPromptContext(
+                    f"prompt context `frames[{first_index + offset}]` is not a decodable "
+                    f"JPEG/PNG image: {exc}",
+                    stage="vlm",
+                ) from exc
+        return features

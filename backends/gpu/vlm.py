@@ -1,0 +1,141 @@
+"""The decision stage: JoyAI-VL-Interaction (Qwen3-VL), prompt context -> action + text.
+
+Per request: build the prompt under this stage's tokenizer and budget (`prompt.py`,
+B3), decode the raw frames only now (`frames.py`, B2), submit through the shared
+request path (`submission.py`, B18), and parse the action grammar while streaming
+(`actions.py`): speakable `VlmTextDelta`s as soon as the marker is known, then exactly
+one `VlmDecision`. Sampling follows upstream's JoyAI stage (temperature 0.8, top_p 0.9,
+top_k 40, repetition 1.1, presence 1.5) unless the caller sets its own.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import aclosing
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, Self
+
+from backends.base import PromptContext, VlmDecision, VlmRequest, VlmTextDelta
+from backends.gpu.actions import ActionStreamParser
+from backends.gpu.engine_api import EnginePrompt, Sampling
+from backends.gpu.errors import map_engine_errors
+from backends.gpu.frames import decode_frames
+from backends.gpu.prompt import DEFAULT_IMAGE_TOKENS, BuiltPrompt, build_prompt
+from backends.gpu.replica import ReplicaHealth
+from backends.gpu.submission import stream_request
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from types import TracebackType
+
+    from backends.gpu.engine_api import GenerationEngine
+    from backends.gpu.placement import StagePlacement
+
+__all__ = ["JOYAI_SAMPLING", "JOYAI_SYSTEM_PROMPT", "VlmStage"]
+
+JOYAI_SAMPLING: Final = Sampling(
+    max_tokens=256,
+    temperature=0.8,
+    top_p=0.9,
+    top_k=40,
+    repetition_penalty=1.1,
+    presence_penalty=1.5,
+)
+JOYAI_SYSTEM_PROMPT: Final = (
+    "You are a real-time video streaming assistant observing a continuous camera feed. "
+    "The last frame represents the current moment. Decide whether to stay silent, respond, "
+    "or delegate."
+)
+
+
+class VlmStage:
+    """JoyAI behind a `GenerationEngine` (vLLM in production)."""
+
+    name = "vlm"
+
+    def __init__(
+        self,
+        engine: GenerationEngine,
+        placement: StagePlacement,
+        *,
+        sampling: Sampling | None = None,
+        image_tokens: int = DEFAULT_IMAGE_TOKENS,
+        max_side: int = 448,
+    ) -> None:
+        self.engine = engine
+        self.placement = placement
+        self.health = ReplicaHealth("vlm")
+        self.sampling = sampling or replace(JOYAI_SAMPLING, max_tokens=placement.max_tokens)
+        self.image_tokens = image_tokens
+        self.max_side = max_side
+
+    @property
+    def budget_tokens(self) -> int:
+        """Tokens the prompt may use: the configured budget, or the model length minus the reply."""
+        if self.placement.context_budget_tokens is not None:
+            return self.placement.context_budget_tokens
+        return self.placement.max_model_len - self.sampling.max_tokens
+
+    async def __aenter__(self) -> Self:
+        with map_engine_errors(self.name):
+            await self.engine.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.close()
+
+    async def warmup(self) -> None:
+        """One request with a frame: pays the one-off processor setup before serving."""
+        frame = _blank_jpeg()
+        context = PromptContext(system=JOYAI_SYSTEM_PROMPT, transcript="Hello.", frames=(frame,))
+        async for _ in self.generate(VlmRequest("warmup-vlm", context, max_tokens=4)):
+            pass
+
+    async def abort(self, request_id: str) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.abort(request_id)
+
+    def build(self, request: VlmRequest) -> BuiltPrompt:
+        """The prompt for `request` (validates the context first)."""
+        return build_prompt(
+            request.context,
+            count_tokens=self.engine.count_tokens,
+            budget_tokens=self.budget_tokens,
+            image_tokens=self.image_tokens,
+            max_images=self.placement.max_images,
+        )
+
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+        built = self.build(request)
+        images = decode_frames(built.images, max_side=self.max_side)
+        prompt = EnginePrompt(built.text, images=images)
+        sampling = replace(
+            self.sampling, max_tokens=min(request.max_tokens, self.sampling.max_tokens)
+        )
+        parser = ActionStreamParser()
+        pieces = stream_request(
+            self.engine, self.health, request.request_id, prompt, sampling, stage=self.name
+        )
+        async with aclosing(pieces):
+            async for piece in pieces:
+                delta = parser.feed(piece)
+                if delta:
+                    yield VlmTextDelta(delta)
+        tail, decision = parser.finish()
+        if tail:
+            yield VlmTextDelta(tail)
+        yield decision
+
+
+def _blank_jpeg() -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (64, 64), (40, 40, 40)).save(out, format="JPEG")
+    return out.getvalue()

@@ -1,0 +1,170 @@
+"""Silero VAD on onnxruntime: accuracy against known boundaries, and batching."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from backends.base import VAD_FRAME_SAMPLES, BackendUnavailable, StageFailed, VadState
+from backends.cpu.vad import SileroVad
+
+from .conftest import Speech
+
+pytestmark = pytest.mark.anyio
+
+RATE = 16_000
+FRAME_MS = VAD_FRAME_SAMPLES * 1000 / RATE  # 32 ms
+
+# The reference endpointing of DESIGN.md B10 with its defaults.
+START_THRESHOLD = 0.5
+END_THRESHOLD = START_THRESHOLD - 0.15
+MIN_SPEECH_FRAMES = 3  # 96 ms
+SILENCE_FRAMES = 16  # 500 ms, rounded up to whole frames
+
+
+@pytest.fixture(scope="module")
+async def vad() -> AsyncIterator[SileroVad]:
+    pytest.importorskip("onnxruntime")
+    try:
+        stage = SileroVad()
+        async with stage:
+            await stage.warmup()
+            yield stage
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _frames(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    usable = len(audio) // VAD_FRAME_SAMPLES * VAD_FRAME_SAMPLES
+    return audio[:usable].reshape(-1, VAD_FRAME_SAMPLES)
+
+
+def _score_alone(vad: SileroVad, audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    state = vad.new_state()
+    return np.array([vad.score_sync([state], frame[None])[0] for frame in _frames(audio)])
+
+
+def _endpoint(probabilities: Sequence[float]) -> tuple[int, int]:
+    """First and last speech frame of the first turn, by the B10 rules.
+
+    Start: `MIN_SPEECH_FRAMES` consecutive frames >= threshold. While active, a frame >=
+    threshold is speech and restarts the silence timer; frames in the hysteresis band
+    keep the timer running but cannot end the turn; it ends on a frame below
+    threshold - 0.15 once the timer has run for the silence duration.
+    """
+    run = 0
+    start: int | None = None
+    last_speech = 0
+    silence_since: int | None = None
+    for i, p in enumerate(probabilities):
+        if start is None:
+            run = run + 1 if p >= START_THRESHOLD else 0
+            if run == MIN_SPEECH_FRAMES:
+                start, last_speech = i - MIN_SPEECH_FRAMES + 1, i
+            continue
+        if p >= START_THRESHOLD:
+            last_speech, silence_since = i, None
+            continue
+        silence_since = i if silence_since is None else silence_since
+        if p < END_THRESHOLD and i - silence_since + 1 >= SILENCE_FRAMES:
+            return start, last_speech
+    raise AssertionError(f"no complete turn found (start={start})")
+
+
+def _utterance_with_known_boundaries(
+    speech: Speech, text: str
+) -> tuple[npt.NDArray[np.float32], float, float]:
+    """1 s of quiet noise, the utterance trimmed by amplitude, 1 s of quiet noise."""
+    utterance = speech(text, RATE)
+    loud = np.flatnonzero(np.abs(utterance) > 0.02)
+    utterance = utterance[loud[0] : loud[-1] + 1]
+    rng = np.random.default_rng(7)
+    pad = RATE
+    audio = np.concatenate([np.zeros(pad), utterance, np.zeros(pad)]).astype(np.float32)
+    audio += rng.normal(0.0, 0.001, len(audio)).astype(np.float32)  # about -60 dBFS
+    start_ms = pad * 1000 / RATE
+    end_ms = (pad + len(utterance)) * 1000 / RATE
+    return audio, start_ms, end_ms
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["What colour is this?", "Please tell me what colour this ball is.", "Show me the red ball."],
+)
+async def test_vad_finds_speech_start_and_end_within_100ms_of_truth(
+    vad: SileroVad, cpu_speech: Speech, text: str
+) -> None:
+    audio, true_start_ms, true_end_ms = _utterance_with_known_boundaries(cpu_speech, text)
+    probabilities = _score_alone(vad, audio)
+    first, last = _endpoint(probabilities.tolist())
+    start_offset_ms = first * FRAME_MS - true_start_ms
+    end_offset_ms = (last + 1) * FRAME_MS - true_end_ms
+    print(
+        f"\nVAD offsets for {text!r}: start {start_offset_ms:+.1f} ms, "
+        f"end {end_offset_ms:+.1f} ms (truth {true_start_ms:.0f}-{true_end_ms:.0f} ms)"
+    )
+    assert abs(start_offset_ms) <= 100
+    assert abs(end_offset_ms) <= 100
+
+
+async def test_silence_scores_low_and_speech_scores_high(
+    vad: SileroVad, cpu_speech: Speech
+) -> None:
+    silence = np.zeros(RATE, dtype=np.float32)
+    assert _score_alone(vad, silence).max() < 0.1
+    speech = cpu_speech("Show me the red ball.", RATE)
+    assert _score_alone(vad, speech).max() > 0.9
+
+
+async def test_batched_scores_equal_per_session_scores(vad: SileroVad, cpu_speech: Speech) -> None:
+    rng = np.random.default_rng(3)
+    length = RATE * 2
+    clips = [
+        cpu_speech("What colour is this?", RATE),
+        cpu_speech("Show me the red ball.", RATE),
+        rng.normal(0.0, 0.05, length).astype(np.float32),
+        np.zeros(length, dtype=np.float32),
+    ]
+    clips = [np.pad(c, (0, max(0, length - len(c))))[:length] for c in clips]
+    alone = np.stack([_score_alone(vad, clip) for clip in clips])  # [sessions, frames]
+
+    states = [vad.new_state() for _ in clips]
+    framed = np.stack([_frames(clip) for clip in clips])  # [sessions, frames, 512]
+    batched = np.stack(
+        [await vad.score(states, framed[:, t, :]) for t in range(framed.shape[1])], axis=1
+    )
+    assert batched.shape == alone.shape
+    np.testing.assert_allclose(batched, alone, atol=1e-4)
+    assert alone[0].max() > 0.9 and alone[3].max() < 0.1  # the sessions really differ
+
+
+async def test_new_state_holds_silero_state_and_context(vad: SileroVad) -> None:
+    state = vad.new_state()
+    assert state.data["state"].shape == (2, 1, 128)
+    assert state.data["context"].shape == (64,)
+    frame = np.linspace(-0.5, 0.5, VAD_FRAME_SAMPLES, dtype=np.float32)
+    await vad.score([state], frame[None])
+    assert state.data["state"].shape == (2, 1, 128)
+    np.testing.assert_array_equal(state.data["context"], frame[-64:])
+
+
+async def test_score_with_no_sessions_returns_nothing(vad: SileroVad) -> None:
+    result = await vad.score([], np.zeros((0, VAD_FRAME_SAMPLES), np.float32))
+    assert result.shape == (0,)
+
+
+async def test_frames_not_matching_states_fail_the_stage(vad: SileroVad) -> None:
+    states: list[VadState] = [vad.new_state(), vad.new_state()]
+    with pytest.raises(StageFailed, match=r"\(2, 512\)") as info:
+        await vad.score(states, np.zeros((1, VAD_FRAME_SAMPLES), np.float32))
+    assert info.value.stage == "vad"
+
+
+async def test_score_before_loading_is_unavailable() -> None:
+    stage = SileroVad()
+    with pytest.raises(BackendUnavailable, match="not loaded"):
+        await stage.score([stage.new_state()], np.zeros((1, VAD_FRAME_SAMPLES), np.float32))
+    await stage.abort("anything")  # safe at any time

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.gpu.placement import (
+    PlacementError,
+    default_placement,
+    load_placement,
+    parse_placement,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "backends" / "gpu" / "placement.example.toml"
+
+
+def test_default_is_vlm_on_gpu0_asr_and_tts_on_gpu1() -> None:
+    placement = load_placement(None)
+    assert placement.vlm.device == 0
+    assert placement.asr.device == placement.tts.device == 1
+    assert placement.vlm.model == "jdopensource/JoyAI-VL-Interaction-Preview"
+    assert placement.asr.model == "Qwen/Qwen3-ASR-1.7B"
+    assert all(not placement.stage(s).enforce_eager for s in ("asr", "vlm", "tts"))
+    assert placement.vlm.cuda_graphs
+
+
+def test_single_gpu_layout_fits_one_device() -> None:
+    placement = parse_placement({"gpus": 1})
+    assert set(placement.devices()) == {0}
+    assert sum(s.gpu_memory_utilization for s in placement.devices()[0]) <= 0.95
+
+
+def test_shipped_example_loads() -> None:
+    placement = load_placement(EXAMPLE)
+    assert placement.vlm.cuda_graph_capture_sizes == (1, 2, 4)
+    assert placement.tts.speaker == "Vivian"
+    assert placement.tts.language == "Auto"
+
+
+def test_file_values_override_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'gpus = 1\n[vlm]\nmodel = "/m/joy"\nenforce_eager = true\n'
+        "cuda_graph_capture_sizes = [4, 1, 2, 2]\n",
+        encoding="utf-8",
+    )
+    placement = load_placement(path)
+    assert placement.vlm.model == "/m/joy"
+    assert placement.vlm.enforce_eager and not placement.vlm.cuda_graphs
+    assert placement.vlm.cuda_graph_capture_sizes == (1, 2, 4)
+    assert placement.asr == default_placement(1).asr
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        ({"vlm": {"gpu_memory_utilization": 1.5}}, "vlm.gpu_memory_utilization"),
+        ({"vlm": {"gpu_memory_utilization": "lots"}}, "vlm.gpu_memory_utilization"),
+        ({"asr": {"device": -1}}, "asr.device"),
+        ({"asr": {"device": True}}, "asr.device"),
+        ({"tts": {"max_model_len": 0}}, "tts.max_model_len"),
+        ({"vlm": {"cuda_graph_capture_sizes": []}}, "vlm.cuda_graph_capture_sizes"),
+        ({"vlm": {"cuda_graph_capture_sizes": [1, 64]}}, "vlm.cuda_graph_capture_sizes"),
+        ({"vlm": {"dtype": "int3"}}, "vlm.dtype"),
+        ({"vlm": {"colour": "red"}}, "vlm.colour"),
+        ({"asr": {"speaker": "Vivian"}}, "asr.speaker"),
+        ({"tts": {"max_images": 2}}, "tts.max_images"),
+        ({"vlm": {"context_budget_tokens": 16384}}, "vlm.context_budget_tokens"),
+        ({"gpus": 3}, "gpus"),
+        ({"extra": {}}, "extra"),
+        ({"vlm": 5}, "vlm"),
+    ],
+)
+def test_validation_errors_name_the_key(doc: dict[str, object], key: str) -> None:
+    with pytest.raises(PlacementError, match=f"`{key}`"):
+        parse_placement(doc)
+
+
+def test_shared_device_oversubscribed_names_all_keys() -> None:
+    with pytest.raises(PlacementError) as info:
+        parse_placement({"gpus": 1, "vlm": {"gpu_memory_utilization": 0.9}})
+    assert "`vlm.gpu_memory_utilization`" in str(info.value)
+    assert "`asr.gpu_memory_utilization`" in str(info.value)
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(PlacementError, match="cannot read"):
+        load_placement(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[vlm\n", encoding="utf-8")
+    with pytest.raises(PlacementError, match="not valid TOML"):
+        load_placement(bad)

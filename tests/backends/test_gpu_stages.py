@@ -1,0 +1,330 @@
+"""The GPU stages over fake engines: the request path without torch or vLLM."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from backends.base import (
+    AsrRequest,
+    EngineDead,
+    InvalidPromptContext,
+    PromptContext,
+    StageFailed,
+    SubmissionFailed,
+    TtsRequest,
+    VlmAction,
+    VlmDecision,
+    VlmRequest,
+    VlmTextDelta,
+)
+from backends.gpu.asr import AsrStage, build_asr_prompt, clean_asr_text, ensure_audio_only
+from backends.gpu.engine_api import EnginePrompt, Sampling
+from backends.gpu.engines import VllmEngine, engine_kwargs
+from backends.gpu.placement import default_placement
+from backends.gpu.tts import TtsStage, to_pcm16
+from backends.gpu.vlm import VlmStage
+
+EngineDeadError = type("EngineDeadError", (Exception,), {"__module__": "vllm.v1.engine.exceptions"})
+
+
+class FakeEngine:
+    """A GenerationEngine that streams scripted pieces and records calls."""
+
+    def __init__(
+        self,
+        pieces: list[str],
+        *,
+        fail_at: int | None = None,
+        submit_error: Exception | None = None,
+    ) -> None:
+        self.name = "fake"
+        self.pieces = pieces
+        self.fail_at = fail_at
+        self.submit_error = submit_error
+        self.submitted: list[tuple[str, EnginePrompt, Sampling]] = []
+        self.aborted: list[str] = []
+        self.started = self.closed = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def submit(self, request_id: str, prompt: EnginePrompt, sampling: Sampling) -> Any:
+        self.submitted.append((request_id, prompt, sampling))
+        if self.submit_error is not None:
+            raise self.submit_error
+        return self._stream()
+
+    async def _stream(self) -> AsyncIterator[str]:
+        for i, piece in enumerate(self.pieces):
+            if i == self.fail_at:
+                raise EngineDeadError("engine core died")
+            await anyio.sleep(0)
+            yield piece
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+
+
+def _vlm(engine: FakeEngine, **changes: Any) -> VlmStage:
+    placement = replace(default_placement().vlm, max_model_len=512, **changes)
+    return VlmStage(engine, placement, sampling=Sampling(max_tokens=64))
+
+
+async def _collect(stage: VlmStage, request: VlmRequest) -> list[VlmTextDelta | VlmDecision]:
+    return [item async for item in stage.generate(request)]
+
+
+CTX = PromptContext(system="Watch.", transcript="What is it?")
+
+
+def test_vlm_streams_deltas_then_one_decision() -> None:
+    engine = FakeEngine(["</resp", "onse> It is ", "a red ", "ball.\nextra"])
+    items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", CTX))
+    assert items[-1] == VlmDecision(VlmAction.SPEAK, "It is a red ball.")
+    assert "".join(i.text for i in items[:-1] if isinstance(i, VlmTextDelta)) == "It is a red ball."
+    request_id, prompt, sampling = engine.submitted[0]
+    assert (
+        request_id == "r1"
+        and prompt.images == ()
+        and prompt.text.endswith("<|im_start|>assistant\n")
+    )
+    assert sampling.max_tokens == 64
+
+
+def test_vlm_silence_has_no_deltas() -> None:
+    items = anyio.run(_collect, _vlm(FakeEngine(["</silence>"])), VlmRequest("r1", CTX))
+    assert items == [VlmDecision(VlmAction.LISTEN)]
+
+
+def test_vlm_request_max_tokens_caps_sampling() -> None:
+    engine = FakeEngine(["</silence>"])
+    anyio.run(_collect, _vlm(engine), VlmRequest("r1", CTX, max_tokens=5))
+    assert engine.submitted[0][2].max_tokens == 5
+
+
+def test_vlm_malformed_context_fails_before_submission_and_next_request_works() -> None:
+    engine = FakeEngine(["</silence>"])
+    stage = _vlm(engine)
+    bad = VlmRequest("bad", {"system": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidPromptContext):
+        anyio.run(_collect, stage, bad)
+    assert engine.submitted == []
+    assert anyio.run(_collect, stage, VlmRequest("good", CTX))[-1].action is VlmAction.LISTEN  # type: ignore[union-attr]
+
+
+def test_vlm_abandoned_stream_is_aborted_on_the_engine() -> None:
+    engine = FakeEngine(["</response> one", " two", " three", " four"])
+
+    async def main() -> None:
+        stream = _vlm(engine).generate(VlmRequest("r1", CTX))
+        assert isinstance(await stream.__anext__(), VlmTextDelta)
+        await stream.aclose()  # the response was cancelled
+
+    anyio.run(main)
+    assert engine.aborted == ["r1"]
+
+
+def test_vlm_submission_failure_is_compensated_and_translated() -> None:
+    engine = FakeEngine([], submit_error=RuntimeError("zmq"))
+    with pytest.raises(SubmissionFailed) as info:
+        anyio.run(_collect, _vlm(engine), VlmRequest("r1", CTX))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert engine.aborted == ["r1"]
+
+
+def test_vlm_engine_death_while_streaming_evicts_and_refuses_later_requests() -> None:
+    engine = FakeEngine(["</response> a", " b", " c"], fail_at=1)
+    stage = _vlm(engine)
+    with pytest.raises(EngineDead):
+        anyio.run(_collect, stage, VlmRequest("r1", CTX))
+    assert stage.health.evicted
+    with pytest.raises(EngineDead):
+        anyio.run(_collect, stage, VlmRequest("r2", CTX))
+    assert [s[0] for s in engine.submitted] == ["r1"]  # r2 never reached the dead engine
+
+
+def test_vlm_budget_uses_the_stage_tokenizer() -> None:
+    stage = _vlm(FakeEngine([]), context_budget_tokens=100, max_tokens=64)
+    assert stage.budget_tokens == 100
+    assert _vlm(FakeEngine([])).budget_tokens == 512 - 64
+
+
+def test_vlm_frames_are_decoded_only_at_submission() -> None:
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    out = io.BytesIO()
+    pil.new("RGB", (1000, 500)).save(out, format="PNG")
+    engine = FakeEngine(["</silence>"])
+    ctx = replace(CTX, frames=(out.getvalue(),))
+    anyio.run(_collect, _vlm(engine), VlmRequest("r1", ctx))
+    (image,) = engine.submitted[0][1].images
+    assert image.size == (448, 224)
+    with pytest.raises(InvalidPromptContext, match="frames"):
+        anyio.run(_collect, _vlm(engine), VlmRequest("r2", replace(CTX, frames=(b"not an image",))))
+
+
+# --- ASR (B2) -------------------------------------------------------------------------
+
+
+def test_asr_prompt_and_cleanup() -> None:
+    assert build_asr_prompt("en").endswith("<|im_start|>assistant\nlanguage English<asr_text>")
+    assert build_asr_prompt(None).endswith("<|im_start|>assistant\n")
+    assert clean_asr_text("language English<asr_text>hello   there</asr_text>") == "hello there"
+    assert clean_asr_text(" hi <|im_end|>") == "hi"
+    assert clean_asr_text("language None<asr_text>") == ""
+
+
+def test_asr_transcribes_audio_only() -> None:
+    engine = FakeEngine(["hello ", " world"])
+    stage = AsrStage(engine, default_placement().asr)
+    pcm = np.zeros(16_000, dtype=np.float32)
+    transcript = anyio.run(stage.transcribe, AsrRequest("a1", pcm))
+    assert transcript.text == "hello world"
+    prompt = engine.submitted[0][1]
+    assert (
+        prompt.images == ()
+        and prompt.audio is not None
+        and set(prompt.multi_modal_data()) == {"audio"}
+    )
+
+
+def test_asr_guard_refuses_visual_data_before_submission() -> None:
+    audio = (np.zeros(160, dtype=np.float32), 16_000)
+    with pytest.raises(StageFailed, match="visual"):
+        ensure_audio_only(EnginePrompt(build_asr_prompt(), images=(object(),), audio=audio))
+    with pytest.raises(StageFailed, match="visual"):
+        ensure_audio_only(EnginePrompt(build_asr_prompt() + "<|image_pad|>", audio=audio))
+    with pytest.raises(StageFailed, match="audio"):
+        ensure_audio_only(EnginePrompt(build_asr_prompt()))
+
+
+def test_vllm_asr_engine_refuses_images_before_reaching_the_serializer() -> None:
+    class RecordingLlm:
+        def __init__(self) -> None:
+            self.added: list[Any] = []
+
+        async def add_request(self, *args: Any) -> None:
+            self.added.append(args)
+
+    engine = VllmEngine(default_placement().asr)
+    llm = RecordingLlm()
+    engine._llm = llm
+    prompt = EnginePrompt("x", images=(object(),), audio=(np.zeros(1, np.float32), 16_000))
+    with pytest.raises(StageFailed, match="image"):
+        anyio.run(engine.submit, "a1", prompt, Sampling())
+    assert llm.added == []
+
+
+def test_engine_kwargs_follow_the_placement() -> None:
+    placement = default_placement()
+    vlm = engine_kwargs(placement.vlm)
+    assert vlm["cudagraph_capture_sizes"] == [1, 2, 4]
+    assert vlm["enforce_eager"] is False
+    assert vlm["device_ids"] == [0]
+    assert vlm["limit_mm_per_prompt"] == {"image": 8, "video": 0}
+    asr = engine_kwargs(replace(placement.asr, enforce_eager=True), available=frozenset(
+        {"model", "tokenizer", "dtype", "load_format", "gpu_memory_utilization", "max_model_len",
+         "max_num_seqs", "enforce_eager", "seed", "disable_log_stats", "trust_remote_code",
+         "limit_mm_per_prompt"}
+    ))  # fmt: skip
+    assert "cudagraph_capture_sizes" not in asr and "device_ids" not in asr  # old vLLM: env pinning
+    assert asr["limit_mm_per_prompt"] == {"audio": 1}
+    old = engine_kwargs(
+        placement.vlm,
+        available=frozenset({*vlm, "compilation_config"} - {"cudagraph_capture_sizes"}),
+    )
+    assert old["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
+    with pytest.raises(StageFailed, match="no engine argument"):
+        engine_kwargs(placement.asr, available=frozenset({"model"}))
+
+
+# --- TTS ------------------------------------------------------------------------------
+
+
+class FakeSynth:
+    sample_rate_hz = 24_000
+
+    def __init__(self, chunks: int = 3) -> None:
+        self.chunks = chunks
+        self.calls: list[tuple[str, str, str]] = []
+        self.loaded = False
+
+    def load(self) -> None:
+        self.loaded = True
+
+    def warmup(self) -> None:
+        pass
+
+    def stream(
+        self, text: str, *, speaker: str, language: str, stop: threading.Event
+    ) -> Iterator[Any]:
+        self.calls.append((text, speaker, language))
+        for _ in range(self.chunks):
+            if stop.is_set():
+                return
+            yield np.full(2400, 0.5, dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def test_tts_streams_pcm16_with_default_speaker_and_language() -> None:
+    synth = FakeSynth()
+    stage = TtsStage(synth, default_placement().tts)
+
+    async def main() -> list[Any]:
+        async with stage:
+            return [c async for c in stage.synthesize(TtsRequest("t1", "  Hello   world. "))]
+
+    chunks = anyio.run(main)
+    assert synth.calls == [("Hello world.", "Vivian", "Auto")]
+    assert [len(c.pcm16) for c in chunks] == [4800, 4800, 4800]
+    assert chunks[0].text == "Hello world." and chunks[1].text == ""
+    assert np.frombuffer(chunks[0].pcm16, "<i2")[0] == 16384
+
+
+def test_tts_resamples_and_skips_empty_text() -> None:
+    stage = TtsStage(FakeSynth(chunks=1), default_placement().tts)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        a = [
+            c
+            async for c in stage.synthesize(
+                TtsRequest("t1", "Hi", sample_rate_hz=16_000, voice="Ryan")
+            )
+        ]
+        b = [c async for c in stage.synthesize(TtsRequest("t2", "   "))]
+        return a, b
+
+    resampled, empty = anyio.run(main)
+    assert len(resampled[0].pcm16) == 1600 * 2
+    assert empty == []
+    assert to_pcm16(np.array([2.0, -2.0], np.float32), 24_000, 24_000) == b"\xff\x7f\x01\x80"
+
+
+def test_tts_abort_stops_the_stream() -> None:
+    stage = TtsStage(FakeSynth(chunks=100), default_placement().tts)
+
+    async def main() -> int:
+        n = 0
+        async for _ in stage.synthesize(TtsRequest("t1", "long text")):
+            n += 1
+            if n == 2:
+                await stage.abort("t1")
+        return n
+
+    assert anyio.run(main) <= 3

