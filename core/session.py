@@ -55,7 +55,13 @@ from spec.effects import (
     SubmitTts,
     SubmitVlm,
 )
-from spec.errors import ERROR_TYPE, ErrorCode, LocalProtocolError, RemoteProtocolError
+from spec.errors import (
+    ERROR_TYPE,
+    CloseCode,
+    ErrorCode,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 from spec.stage_results import (
@@ -294,7 +300,8 @@ class SessionProtocol:
                 self._out.effect(Abort(request_id, stage, active.id))
             active.open_requests.clear()
         self._out.emit(ev.SessionClosed(reason=reason))
-        self._out.effect(CloseSession(reason))
+        code = CloseCode.GOING_AWAY if reason == "shutdown" else CloseCode.NORMAL
+        self._out.effect(CloseSession(reason, code))
         self._out.closed = True
         self._closed = True
 
@@ -789,8 +796,14 @@ class SessionProtocol:
         duration = len(result.pcm16) / 2 / self.config.output_format.rate_hz * 1000
         response.playback.add_audio(duration, now_ms)
         text = result.text
-        if text and item.content[0].transcript:
+        so_far = item.content[0].transcript or ""
+        if (  # pieces of one TTS request carry their own spacing; requests are sentences
+            result.request_id != response.last_tts_request
+            and text[:1].strip()
+            and so_far[-1:].strip()
+        ):
             text = " " + text
+        response.last_tts_request = result.request_id
         response.text_marks.append((text, response.playback.generated_ms))
         item.content[0].transcript = (item.content[0].transcript or "") + text
         self._out.emit(

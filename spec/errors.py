@@ -48,6 +48,8 @@ class ErrorCode(enum.StrEnum):
     EVENT_TOO_LARGE = "event_too_large"
     BAD_EVENT = "bad_event"
     # session
+    UNAUTHORIZED = "unauthorized"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     UNKNOWN_SESSION = "unknown_session"
     SESSION_CLOSED = "session_closed"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"

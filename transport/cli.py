@@ -1,8 +1,10 @@
-"""The `joyduplex` command line."""
+"""The `joyduplex` command line: `serve` (the realtime server) and `client` (one spoken
+turn from a WAV file, the reply written to a WAV and its transcript printed)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,6 +14,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["build_parser", "main"]
+
+_BACKEND_HELP = (
+    "cpu: the embedded default (Silero VAD, Whisper tiny.en, Piper TTS, and a deterministic "
+    "frame describer standing in for the VLM); scripted: deterministic test backend; "
+    "gpu: Qwen3-ASR, JoyAI-VL-Interaction, Qwen3-TTS on vLLM (needs the gpu extra and weights)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,24 +34,88 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser("serve", help="run the realtime server")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--backend", choices=["cpu", "scripted", "gpu"], default="cpu")
-    serve.add_argument("--profile", choices=["speech", "camera"], default="speech")
-    serve.add_argument("--config", metavar="FILE.toml")
-    serve.add_argument("--api-key")
+    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
+    serve.add_argument("--backend", choices=["cpu", "scripted", "gpu"], help=_BACKEND_HELP)
+    serve.add_argument("--profile", choices=["speech", "camera"], help="speech runs ASR")
+    serve.add_argument("--config", metavar="FILE.toml", help="server config file")
+    serve.add_argument("--api-key", help="require this key from clients")
+    serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
+    serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
+    serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
+    serve.add_argument("--placement", help="gpu: placement file (TOML)")
+    serve.add_argument("--log-level", default="info")
+    client = sub.add_parser("client", help="send one spoken turn from a WAV file")
+    try:
+        from transport.client_cli import add_client_arguments
+    except ImportError:  # pragma: no cover - the client module ships with the package
+        pass
+    else:
+        add_client_arguments(client)
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from transport.app import create_app
+    from transport.settings import load_settings
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    options = {
+        key: value
+        for key, value in (
+            ("asr_model", args.asr_model),
+            ("tts_voice", args.tts_voice),
+            ("vad_model", args.vad_model),
+            ("placement", args.placement),
+        )
+        if value is not None
+    }
+    try:
+        settings = load_settings(
+            args.config,
+            host=args.host,
+            port=args.port,
+            backend=args.backend,
+            profile=args.profile,
+            api_key=args.api_key,
+            backend_options=options or None,
+        )
+    except (OSError, ValueError) as exc:
+        print(f"joyduplex: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(settings)
+    print(
+        f"joyduplex {__version__}: backend {settings.backend}, profile {settings.profile}; "
+        f"loading models, then serving on http://{settings.host}:{settings.port}/ "
+        f"(websocket /v1/realtime)",
+        file=sys.stderr,
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ws_max_size=settings.limits.max_event_bytes + 1024 * 1024,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
-        print(
-            f"joyduplex: backend `{args.backend}` not yet available in this build",
-            file=sys.stderr,
-        )
-        return 2
+        return _serve(args)
+    if args.command == "client":
+        import anyio
+
+        from transport.client_cli import run_client_from_args
+
+        return anyio.run(run_client_from_args, args)
     parser.print_help()
     return 0
 

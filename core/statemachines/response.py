@@ -57,6 +57,7 @@ class Response:
         "id",
         "item",
         "item_id",
+        "last_tts_request",
         "modalities",
         "open_requests",
         "outbox",
@@ -101,6 +102,7 @@ class Response:
         self.spoken = ""  # every text sent to TTS, in order
         self.text_marks: list[tuple[str, float]] = []  # (chunk text, audio end ms)
         self.tts_seq = 0
+        self.last_tts_request: str | None = None
         self.tts_open: set[str] = set()
         self.reason: str | None = None
         self.status_error: dict[str, Any] | None = None

@@ -1,0 +1,161 @@
+"""The session host: one backend, admission control, metrics, and the live sessions.
+
+The transport hands every accepted connection to `serve()`; the host admits it (or
+refuses with `resource_exhausted`, close 1013), runs a `SessionRunner`, and releases the
+slot on every terminal path. `start()` loads and warms up the backend before the host
+reports ready; `stop()` closes every session with reason `shutdown` (close 1001).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from backends.base import load_backend
+from core.admission import SessionSlots
+from core.session import SessionProtocol
+from runtime.clock import MonotonicClock
+from runtime.metrics import Metrics
+from runtime.session_runner import SessionRunner, StageTimeouts
+from runtime.vad_batcher import VadBatcher
+from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
+from spec.limits import Limits
+from spec.session_config import SessionConfig
+
+if TYPE_CHECKING:
+    from backends.base import Backend
+    from runtime.channel import Channel
+
+__all__ = ["HostSettings", "SessionHost"]
+
+log = logging.getLogger("joyduplex.runtime")
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    backend: str = "cpu"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    profile: str = "speech"
+    limits: Limits = field(default_factory=Limits)
+    session_defaults: SessionConfig = field(default_factory=SessionConfig)
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    shutdown_grace_s: float = 5.0
+
+
+class SessionHost:
+    def __init__(self, settings: HostSettings, backend: Backend | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.slots = SessionSlots(settings.limits.max_sessions)
+        self.backend = backend
+        self.ready = False
+        self.failure: str | None = None
+        self._vad: VadBatcher | None = None
+        self._runners: dict[str, SessionRunner] = {}
+        self._ids = itertools.count(1)
+        self._prefix = secrets.token_hex(4)
+        self._all_closed = anyio.Event()
+
+    @property
+    def sessions(self) -> int:
+        return len(self._runners)
+
+    async def start(self) -> None:
+        """Load, enter and warm up the backend; only then is the host ready."""
+        try:
+            if self.backend is None:
+                options = {"profile": self.settings.profile, **self.settings.backend_options}
+                self.backend = load_backend(self.settings.backend, **options)
+            log.info("loading backend %s", self.backend.description or self.backend.name)
+            await self.backend.__aenter__()
+            log.info("warming up backend %s", self.backend.name)
+            await self.backend.warmup()
+        except Exception as exc:
+            self.failure = str(exc)
+            log.error("backend failed to start: %s", exc)
+            raise
+        if self.backend.vad is not None:
+            self._vad = VadBatcher(self.backend.vad)
+        self.ready = True
+        log.info("backend %s ready", self.backend.name)
+
+    async def stop(self) -> None:
+        """Close every session (`session.closed` reason shutdown), then the backend."""
+        self.ready = False
+        for runner in list(self._runners.values()):
+            await runner.shutdown("shutdown")
+        if self._runners:
+            with anyio.move_on_after(self.settings.shutdown_grace_s):
+                await self._all_closed.wait()
+        if self.backend is not None:
+            with anyio.CancelScope(shield=True):
+                await self.backend.__aexit__(None, None, None)
+
+    def new_session_id(self) -> str:
+        return f"sess_{self._prefix}{next(self._ids):04d}"
+
+    def refusal(self) -> ProtocolError | None:
+        """Why a new session cannot start now, if it cannot."""
+        if not self.ready or self.backend is None:
+            return RemoteProtocolError(
+                "the server is not ready; retry shortly", code=ErrorCode.RESOURCE_EXHAUSTED
+            )
+        if self.slots.in_use >= self.slots.capacity:
+            return RemoteProtocolError(
+                f"the server is at its limit of {self.slots.capacity} sessions; retry later",
+                code=ErrorCode.RESOURCE_EXHAUSTED,
+            )
+        return None
+
+    async def serve(
+        self,
+        channel: Channel,
+        *,
+        config: SessionConfig | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """Run one session over `channel` until it ends. The caller checked `refusal()`."""
+        session_id = session_id or self.new_session_id()
+        assert self.backend is not None
+        self.slots.admit(session_id)
+        self.metrics.sessions_total += 1
+        self.metrics.sessions_active += 1
+        clock = MonotonicClock()
+        protocol = SessionProtocol(
+            session_id=session_id,
+            config=config or self.settings.session_defaults,
+            limits=self.settings.limits,
+            profile=self.settings.profile,
+            now_ms=clock.now_ms(),
+        )
+        runner = SessionRunner(
+            protocol,
+            self.backend,
+            channel,
+            clock=clock,
+            metrics=self.metrics,
+            vad=self._vad,
+            max_outbound_events=self.settings.limits.max_outbound_events,
+            timeouts=self.settings.timeouts,
+        )
+        self._runners[session_id] = runner
+        log.info("session %s opened", session_id)
+        try:
+            await runner.run()
+        finally:
+            del self._runners[session_id]
+            self.slots.release(session_id)
+            self.metrics.sessions_active -= 1
+            log.info("session %s closed", session_id)
+            if not self._runners:
+                self._all_closed.set()
+                self._all_closed = anyio.Event()
+
+    @staticmethod
+    def refusal_close_code() -> CloseCode:
+        return CloseCode.TRY_AGAIN_LATER

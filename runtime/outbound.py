@@ -1,0 +1,62 @@
+"""The bounded outbound queue of one session.
+
+A slow client must not grow server memory. When `max_events` are queued, a new audio
+delta evicts the oldest queued audio delta (dropping audio is correct, delaying it is not)
+and a counter says so; control events are never dropped. Control events beyond
+`4 * max_events` mean the client stopped reading altogether: `OutboundOverflow`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+import anyio
+
+from spec.events import ResponseOutputAudioDelta, ResponseOutputAudioTranscriptDelta
+
+if TYPE_CHECKING:
+    from spec.effects import CloseSession
+    from spec.events import ServerEvent
+
+__all__ = ["OutboundOverflow", "OutboundQueue"]
+
+_DROPPABLE = (ResponseOutputAudioDelta, ResponseOutputAudioTranscriptDelta)
+
+
+class OutboundOverflow(Exception):
+    """The client stopped reading: too many control events are waiting."""
+
+
+class OutboundQueue:
+    def __init__(self, max_events: int) -> None:
+        self.max_events = max_events
+        self._items: deque[ServerEvent | CloseSession] = deque()
+        self._ready = anyio.Event()
+        self.dropped_audio_deltas = 0
+        self.high_water = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: ServerEvent | CloseSession) -> None:
+        items = self._items
+        if len(items) >= self.max_events:
+            if isinstance(item, _DROPPABLE):
+                victim = next((i for i in items if isinstance(i, type(item))), None)
+                if victim is None:
+                    self.dropped_audio_deltas += isinstance(item, ResponseOutputAudioDelta)
+                    return
+                items.remove(victim)
+                self.dropped_audio_deltas += isinstance(victim, ResponseOutputAudioDelta)
+            elif len(items) >= 4 * self.max_events:
+                raise OutboundOverflow(f"{len(items)} events waiting for the client")
+        items.append(item)
+        self.high_water = max(self.high_water, len(items))
+        self._ready.set()
+
+    async def get(self) -> ServerEvent | CloseSession:
+        while not self._items:
+            self._ready = anyio.Event()
+            await self._ready.wait()
+        return self._items.popleft()

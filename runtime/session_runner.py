@@ -1,0 +1,430 @@
+"""Runs one `SessionProtocol` over a channel against a backend.
+
+Theory of operation: one task group per connection holds a reader (channel -> decode ->
+`receive`), a writer (bounded outbound queue -> channel), a timer (`next_deadline` ->
+`handle_timeout`) and one task per stage request. Every stage request runs in its own
+cancel scope, registered by request id, so an `Abort` effect (barge-in, cancel, failure)
+stops exactly that request; TTS requests of a response run in order on one worker. Results
+go back through `backend_event`, which fences anything late. Server VAD runs between
+client events: the audio of an append is scored (batched across sessions) before the next
+client event is applied, so a commit never races its own audio's verdict. Backend aborts
+run shielded under a deadline. When the connection ends, the task group is cancelled and
+nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+from backends.base import (
+    AsrRequest,
+    BackendError,
+    EngineDead,
+    HistoryTurn,
+    InvalidPromptContext,
+    PromptContext,
+    TtsRequest,
+    VlmDecision,
+    VlmRequest,
+)
+from runtime.outbound import OutboundOverflow, OutboundQueue
+from spec.effects import (
+    Abort,
+    CloseSession,
+    EvictReplica,
+    ScoreVad,
+    SubmitAsr,
+    SubmitTts,
+    SubmitVlm,
+)
+from spec.errors import CloseCode, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from spec.events import (
+    Error,
+    ErrorDetail,
+    ResponseCreated,
+    ResponseDone,
+    ResponseOutputAudioDelta,
+    ServerEvent,
+    SessionClose,
+)
+from spec.stage_results import (
+    AsrTranscript,
+    StageFailure,
+    StageResult,
+    TtsAudio,
+    TtsDone,
+    VadScores,
+    VlmDecisionResult,
+    VlmDelta,
+)
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from backends.base import Backend, VadState
+    from core.session import SessionProtocol
+    from runtime.channel import Channel
+    from runtime.clock import Clock
+    from runtime.metrics import Metrics
+    from runtime.vad_batcher import VadBatcher
+
+__all__ = ["SessionRunner", "StageTimeouts"]
+
+log = logging.getLogger("joyduplex.runtime")
+
+ABORT_DEADLINE_S = 2.0
+
+
+@dataclass(frozen=True)
+class StageTimeouts:
+    """Deadlines per stage request (seconds); a miss fails the response, not the session."""
+
+    asr: float = 30.0
+    vlm: float = 60.0
+    tts: float = 60.0
+
+
+@dataclass
+class _ResponseWork:
+    tts_send: MemoryObjectSendStream[SubmitTts] | None = None
+    aborted: set[str] = field(default_factory=set)
+    created_ms: int = 0
+    first_audio: bool = False
+
+
+class SessionRunner:
+    """One connection: see the module docstring."""
+
+    def __init__(
+        self,
+        protocol: SessionProtocol,
+        backend: Backend,
+        channel: Channel,
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        vad: VadBatcher | None,
+        max_outbound_events: int,
+        timeouts: StageTimeouts | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.backend = backend
+        self.channel = channel
+        self.clock = clock
+        self.metrics = metrics
+        self.vad = vad
+        self.timeouts = timeouts or StageTimeouts()
+        self.outbound = OutboundQueue(max_outbound_events)
+        self._tg: TaskGroup | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
+        self._responses: dict[str, _ResponseWork] = {}
+        self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
+        self._vad_rest = np.zeros(0, dtype=np.float32)
+        self._vad_pending: list[ScoreVad] = []
+        self._deadline_changed = anyio.Event()
+        self._closing = False
+        self._close_code = CloseCode.NORMAL
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until the session closes or the peer goes away."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                self._pump()  # session.created
+                tg.start_soon(self._writer)
+                tg.start_soon(self._timer)
+                await self._reader()
+                tg.cancel_scope.cancel()
+        finally:
+            self._tg = None
+            for work in self._responses.values():
+                if work.tts_send is not None:
+                    work.tts_send.close()
+            await self._abort_everything()
+            with anyio.CancelScope(shield=True):
+                await self.channel.close(int(self._close_code), "")
+
+    async def shutdown(self, reason: str = "shutdown") -> None:
+        """Close the session from the server side (graceful shutdown)."""
+        if not self.protocol.closed:
+            self.protocol.receive(SessionClose(reason=reason), self.clock.now_ms())
+            self._pump()
+
+    async def _abort_everything(self) -> None:
+        """The connection ended: abort whatever the backend may still be running."""
+        if not self.protocol.closed:
+            self.protocol.receive(SessionClose(reason="disconnect"), self.clock.now_ms())
+        aborts = [o for o in self.protocol.next_outputs() if isinstance(o, Abort)]
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
+            for abort in aborts:
+                await self._backend_abort(abort)
+
+    # --- reader, writer, timer ------------------------------------------------------
+
+    async def _reader(self) -> None:
+        while not self._closing:
+            received = await self.channel.receive()
+            if received is None:
+                return
+            if isinstance(received, ProtocolError):
+                self._send_error(received)
+                continue
+            self.metrics.events_in[type(received).__struct_config__.tag] += 1  # type: ignore[index]
+            try:
+                self.protocol.receive(received, self.clock.now_ms())
+            except RemoteProtocolError as exc:
+                self._send_error(exc)
+            self._pump()
+            await self._score_vad()
+
+    async def _writer(self) -> None:
+        while True:
+            item = await self.outbound.get()
+            if isinstance(item, CloseSession):
+                self._closing = True
+                await self.channel.close(int(item.code), item.reason)
+                assert self._tg is not None
+                self._tg.cancel_scope.cancel()
+                return
+            try:
+                await self.channel.send(item)
+            except Exception:  # the peer went away: the reader sees it and ends the session
+                log.debug("send failed; peer gone", exc_info=True)
+                return
+
+    async def _timer(self) -> None:
+        while True:
+            changed = self._deadline_changed = anyio.Event()
+            deadline = self.protocol.next_deadline()
+            if deadline is None:
+                await changed.wait()
+                continue
+            delay = (deadline - self.clock.now_ms()) / 1000
+            if delay > 0:
+                with anyio.move_on_after(delay):
+                    await changed.wait()
+                continue
+            self.protocol.handle_timeout(self.clock.now_ms())
+            self._pump()
+
+    # --- outputs ----------------------------------------------------------------------
+
+    def _send_error(self, exc: ProtocolError) -> None:
+        self._emit(self.protocol.error_event(exc))
+
+    def _emit(self, event: ServerEvent | CloseSession) -> None:
+        if isinstance(event, ServerEvent):
+            tag = str(type(event).__struct_config__.tag)
+            self.metrics.events_out[tag] += 1
+            if isinstance(event, Error):
+                self.metrics.errors[event.error.code] += 1
+        before = self.outbound.dropped_audio_deltas
+        try:
+            self.outbound.put(event)
+        except OutboundOverflow:
+            log.warning("session %s: client stopped reading; closing", self.protocol.session_id)
+            self._closing = True
+            self._close_code = CloseCode.POLICY_VIOLATION
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+        self.metrics.audio_deltas_dropped += self.outbound.dropped_audio_deltas - before
+
+    def _pump(self) -> None:
+        """Route everything the protocol produced: events out, effects to the backend."""
+        for out in self.protocol.next_outputs():
+            if isinstance(out, ServerEvent):
+                self._observe(out)
+                self._emit(out)
+            elif isinstance(out, CloseSession):
+                self._emit(out)
+            elif isinstance(out, ScoreVad):
+                self._vad_pending.append(out)
+            else:
+                self._execute(out)
+        self._deadline_changed.set()
+
+    def _observe(self, event: ServerEvent) -> None:
+        if isinstance(event, ResponseCreated):
+            self._responses[event.response.id] = _ResponseWork(created_ms=self.clock.now_ms())
+        elif isinstance(event, ResponseOutputAudioDelta):
+            work = self._responses.get(event.response_id)
+            if work is not None and not work.first_audio:
+                work.first_audio = True
+                elapsed = (self.clock.now_ms() - work.created_ms) / 1000
+                self.metrics.time_to_first_audio.observe(elapsed)
+        elif isinstance(event, ResponseDone):
+            work = self._responses.pop(event.response.id, None)
+            if work is not None and work.tts_send is not None:
+                work.tts_send.close()
+
+    def _feed(self, result: StageResult) -> None:
+        try:
+            self.protocol.backend_event(result, self.clock.now_ms())
+        except LocalProtocolError:
+            log.exception("session %s: impossible stage result", self.protocol.session_id)
+            self._emit(
+                Error(
+                    error=ErrorDetail(
+                        type="server_error",
+                        code=ErrorCode.INTERNAL_ERROR.value,
+                        message="internal error",
+                    )
+                )
+            )
+            self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
+        self._pump()
+
+    # --- effects ----------------------------------------------------------------------
+
+    def _execute(self, effect: Any) -> None:
+        tg = self._tg
+        if tg is None:
+            return
+        if isinstance(effect, SubmitAsr):
+            tg.start_soon(self._stage, effect.request_id, "asr", self._run_asr, effect)
+        elif isinstance(effect, SubmitVlm):
+            tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
+        elif isinstance(effect, SubmitTts):
+            self._queue_tts(tg, effect)
+        elif isinstance(effect, Abort):
+            work = self._responses.get(effect.response_id)
+            if work is not None:
+                work.aborted.add(effect.request_id)
+            scope = self._scopes.pop(effect.request_id, None)
+            if scope is not None:
+                scope.cancel()
+            tg.start_soon(self._backend_abort, effect)
+        elif isinstance(effect, EvictReplica):
+            log.error("stage %s engine died; evicting it", effect.stage)
+            evict = getattr(self.backend, "evict", None)
+            if callable(evict):
+                evict(effect.stage)
+
+    async def _backend_abort(self, abort: Abort) -> None:
+        stage = {"asr": self.backend.asr, "vlm": self.backend.vlm, "tts": self.backend.tts}.get(
+            abort.stage
+        )
+        if stage is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
+            try:
+                await stage.abort(abort.request_id)
+            except Exception:
+                log.warning("abort of %s failed", abort.request_id, exc_info=True)
+
+    async def _stage(self, request_id: str, stage: str, run: Any, effect: Any) -> None:
+        """Run one stage request in its own cancel scope; failures become StageFailure."""
+        scope = anyio.CancelScope()
+        self._scopes[request_id] = scope
+        started = anyio.current_time()
+        timeout = getattr(self.timeouts, stage)
+        try:
+            with scope:
+                with anyio.fail_after(timeout):
+                    await run(effect)
+                self.metrics.stage_latency[stage].observe(anyio.current_time() - started)
+        except TimeoutError:
+            self._feed(
+                StageFailure(
+                    request_id,
+                    ErrorCode.STAGE_FAILED,
+                    f"{stage} did not answer within {timeout:g} s",
+                    may_have_accepted=True,
+                )
+            )
+        except BackendError as exc:
+            log.warning("%s %s failed: %s", stage, request_id, exc.message)
+            self._feed(
+                StageFailure(
+                    request_id,
+                    exc.code,
+                    exc.message,
+                    may_have_accepted=not isinstance(exc, InvalidPromptContext),
+                    engine_dead=isinstance(exc, EngineDead),
+                )
+            )
+        except Exception:
+            log.exception("%s %s raised an untranslated error", stage, request_id)
+            self._feed(
+                StageFailure(
+                    request_id, ErrorCode.ENGINE_ERROR, f"{stage} failed", may_have_accepted=True
+                )
+            )
+        finally:
+            self._scopes.pop(request_id, None)
+
+    async def _run_asr(self, effect: SubmitAsr) -> None:
+        asr = self.backend.asr
+        if asr is None:
+            raise BackendError("this backend has no ASR stage", stage="asr")
+        pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        transcript = await asr.transcribe(AsrRequest(effect.request_id, pcm))
+        self._feed(AsrTranscript(effect.request_id, transcript.text))
+
+    async def _run_vlm(self, effect: SubmitVlm) -> None:
+        prompt = effect.prompt
+        context = PromptContext(
+            system=prompt.system,
+            history=tuple(HistoryTurn(role, text) for role, text in prompt.history),
+            transcript=prompt.transcript,
+            frames=prompt.frames,
+        )
+        async for out in self.backend.vlm.generate(VlmRequest(effect.request_id, context)):
+            if isinstance(out, VlmDecision):
+                self._feed(VlmDecisionResult(effect.request_id, out.action.value, out.text))
+                return
+            self._feed(VlmDelta(effect.request_id, out.text))
+        raise BackendError("the VLM stream ended without a decision", stage="vlm")
+
+    def _queue_tts(self, tg: TaskGroup, effect: SubmitTts) -> None:
+        work = self._responses.setdefault(effect.response_id, _ResponseWork())
+        if work.tts_send is None:
+            # unbounded: the VLM's token limit bounds the sentences of one response
+            send, receive = anyio.create_memory_object_stream[SubmitTts](math.inf)
+            work.tts_send = send
+            tg.start_soon(self._tts_worker, work, receive)
+        work.tts_send.send_nowait(effect)
+
+    async def _tts_worker(self, work: _ResponseWork, requests: Any) -> None:
+        async with requests:
+            async for effect in requests:
+                if effect.request_id in work.aborted:
+                    continue
+                await self._stage(effect.request_id, "tts", self._run_tts, effect)
+
+    async def _run_tts(self, effect: SubmitTts) -> None:
+        request = TtsRequest(effect.request_id, effect.text, effect.sample_rate_hz, effect.voice)
+        async for chunk in self.backend.tts.synthesize(request):
+            self._feed(TtsAudio(effect.request_id, chunk.pcm16, chunk.text))
+        self._feed(TtsDone(effect.request_id))
+
+    # --- server VAD -------------------------------------------------------------------
+
+    async def _score_vad(self) -> None:
+        """Score the audio of the appends just applied, before the next client event."""
+        while self._vad_pending:
+            pending, self._vad_pending = self._vad_pending, []
+            if self.vad is None or self._vad_state is None:
+                continue
+            audio = np.concatenate(
+                [self._vad_rest]
+                + [
+                    np.frombuffer(p.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+                    for p in pending
+                ]
+            )
+            n = len(audio) // 512
+            self._vad_rest = audio[n * 512 :]
+            if n == 0:
+                continue
+            probabilities = await self.vad.score(self._vad_state, audio[: n * 512].reshape(n, 512))
+            self._feed(VadScores(tuple(probabilities)))

@@ -1,0 +1,76 @@
+"""Server settings: defaults, the TOML config file, and command-line overrides.
+
+[server]   host, port, backend (cpu|scripted|gpu), profile (speech|camera), api_key,
+           allowed_origins
+[backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
+[limits]   any field of spec.limits.Limits
+[session]  the default session object, checked by the public session validator
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from spec.errors import InvalidSessionConfig
+from spec.limits import Limits
+from spec.session_config import SessionConfig, validate_session
+
+__all__ = ["ServerSettings", "load_settings"]
+
+_SERVER_KEYS = {"host", "port", "backend", "profile", "api_key", "allowed_origins"}
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    backend: str = "cpu"
+    profile: str = "speech"
+    api_key: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    session_defaults: SessionConfig = field(default_factory=SessionConfig)
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSettings:
+    """Defaults, then the config file, then the non-None overrides.
+
+    Raises:
+        ValueError: an unknown key or a bad value, naming it.
+    """
+    settings = ServerSettings()
+    if path is not None:
+        data = tomllib.loads(Path(path).read_text())
+        unknown = set(data) - {"server", "backend", "limits", "session"}
+        if unknown:
+            raise ValueError(f"unknown config table [{sorted(unknown)[0]}]")
+        server = dict(data.get("server", {}))
+        bad = set(server) - _SERVER_KEYS
+        if bad:
+            raise ValueError(f"unknown key `server.{sorted(bad)[0]}`")
+        if "allowed_origins" in server:
+            server["allowed_origins"] = tuple(server["allowed_origins"])
+        try:
+            session = validate_session(data.get("session", {}))
+        except InvalidSessionConfig as exc:
+            raise ValueError(f"invalid [session] ({exc.param}): {exc.message}") from None
+        settings = replace(
+            settings,
+            **server,
+            backend_options=dict(data.get("backend", {})),
+            limits=Limits.from_mapping(data.get("limits", {})),
+            session_defaults=session,
+        )
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "backend_options" in given:
+        given["backend_options"] = {**settings.backend_options, **given["backend_options"]}
+    settings = replace(settings, **given)
+    if settings.backend not in ("cpu", "scripted", "gpu"):
+        raise ValueError(f"unknown backend `{settings.backend}`")
+    if settings.profile not in ("speech", "camera"):
+        raise ValueError(f"unknown profile `{settings.profile}`")
+    return settings
