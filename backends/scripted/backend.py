@@ -1,0 +1,55 @@
+"""`create_backend`: the registry entry "scripted", four scripted stages sharing one Script.
+
+Tests reach the Script of a backend the server built with `script_of(backend)` (or any
+stage's `.script`). The `camera` profile has no ASR stage (B1).
+"""
+
+from __future__ import annotations
+
+from backends.base import Backend, BackendUnavailable
+from backends.scripted.script import Script
+from backends.scripted.stages import ScriptedAsr, ScriptedTts, ScriptedVad, ScriptedVlm
+
+__all__ = ["DESCRIPTION", "PROFILES", "create_backend", "script_of"]
+
+PROFILES = ("speech", "camera")
+DESCRIPTION = "scripted: deterministic test backend"
+
+
+def create_backend(
+    *, script: Script | None = None, profile: str = "speech", **_: object
+) -> Backend:
+    """The scripted backend (not yet entered); other options are accepted and ignored.
+
+    Args:
+        script: the behaviour to follow and where requests are recorded (default: a new
+            `Script()` with its defaults).
+        profile: `speech` (ASR on) or `camera` (no ASR stage).
+
+    Raises:
+        BackendUnavailable: an unknown profile.
+    """
+    if profile not in PROFILES:
+        raise BackendUnavailable(
+            f"scripted: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
+        )
+    script = script if script is not None else Script()
+    return Backend(
+        name="scripted",
+        vad=ScriptedVad(script),
+        asr=ScriptedAsr(script) if profile == "speech" else None,
+        vlm=ScriptedVlm(script),
+        tts=ScriptedTts(script),
+        description=DESCRIPTION,
+    )
+
+
+def script_of(backend: Backend) -> Script:
+    """The Script a scripted backend follows.
+
+    Raises:
+        TypeError: `backend` is not a scripted backend.
+    """
+    if not isinstance(backend.vlm, ScriptedVlm):
+        raise TypeError(f"backend `{backend.name}` is not the scripted backend")
+    return backend.vlm.script

@@ -1,0 +1,260 @@
+"""The four scripted stages: deterministic stand-ins driven by a shared `Script`.
+
+    ScriptedVad   energy: probability 0.9 when a 512-sample frame's RMS > 0.01 (float
+                  scale), else 0.05; one `VadState` per session counts its frames
+    ScriptedAsr   answers the next scripted transcript (default "scripted transcript")
+    ScriptedVlm   streams the next scripted reply word by word (`VlmTextDelta`s that join
+                  back to it), then one `VlmDecision` carrying the whole text (as the cpu
+                  and gpu VLMs do); with no reply queued it echoes "I hear you:
+                  <transcript>." ("I hear you." without a transcript)
+    ScriptedTts   a 440 Hz sine, 60 ms per character of text, in 100 ms pcm16 chunks at the
+                  requested rate; each chunk's `text` holds the words that start in it
+
+Every stage must be entered before use (`BackendUnavailable` otherwise), records each
+request in the script, honours the script's latency before every answer or streamed item,
+and takes the script's parking, failures and engine death (see `script.py`).
+
+Abort: `abort(request_id)` is recorded; a parked request wakes up; a streaming VLM or TTS
+request stops quietly before its next item; an aborted ASR request raises `StageFailed`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Self
+
+import anyio
+import numpy as np
+
+from backends.base import (
+    VAD_FRAME_SAMPLES,
+    AsrRequest,
+    BackendUnavailable,
+    StageFailed,
+    Transcript,
+    TtsChunk,
+    TtsRequest,
+    VadState,
+    VlmAction,
+    VlmDecision,
+    VlmRequest,
+    VlmTextDelta,
+    validate_prompt_context,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from types import TracebackType
+
+    from backends.base import Float32Array
+    from backends.scripted.script import Script, StageName
+
+__all__ = [
+    "CHUNK_MS",
+    "MS_PER_CHARACTER",
+    "SILENCE_PROBABILITY",
+    "SPEECH_PROBABILITY",
+    "SPEECH_RMS",
+    "ScriptedAsr",
+    "ScriptedTts",
+    "ScriptedVad",
+    "ScriptedVlm",
+    "VadBatch",
+    "tts_duration_ms",
+    "word_pieces",
+]
+
+SPEECH_RMS = 0.01
+SPEECH_PROBABILITY = 0.9
+SILENCE_PROBABILITY = 0.05
+MS_PER_CHARACTER = 60
+CHUNK_MS = 100
+TONE_HZ = 440.0
+TONE_AMPLITUDE = 0.3
+
+_WORD = re.compile(r"\s*\S+\s*$|\s*\S+")
+
+
+def word_pieces(text: str) -> list[str]:
+    """Split `text` into word pieces (leading space kept) that join back to it."""
+    return _WORD.findall(text) if text.strip() else ([text] if text else [])
+
+
+def tts_duration_ms(text: str) -> int:
+    """How long ScriptedTts speaks `text`."""
+    return MS_PER_CHARACTER * len(text)
+
+
+class _ScriptedStage:
+    """Load state, warm-up and abort, common to the four stages."""
+
+    stage: ClassVar[StageName]
+
+    def __init__(self, script: Script) -> None:
+        self.name: str = self.stage
+        self.script = script
+        self.entered = False
+
+    async def __aenter__(self) -> Self:
+        self.entered = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.entered = False
+
+    async def warmup(self) -> None:
+        """Nothing to warm; recorded in `script.warmed_up` (consumes no scripted answer)."""
+        self._require_entered()
+        self.script.warmed_up.add(self.stage)
+
+    async def abort(self, request_id: str) -> None:
+        self.script.record_abort(self.stage, request_id)
+
+    def _require_entered(self) -> None:
+        if not self.entered:
+            raise BackendUnavailable(f"scripted {self.stage} is not loaded", stage=self.stage)
+
+    async def _wait_latency(self) -> None:
+        delay = self.script.latency.get(self.stage, 0.0)
+        if delay > 0:
+            await anyio.sleep(delay)
+
+
+@dataclass(frozen=True, slots=True)
+class VadBatch:
+    """What the script records for one `ScriptedVad.score` call (not the frames: VAD runs
+    every tick, and a long run must not keep its audio)."""
+
+    sessions: int
+
+
+class ScriptedVad(_ScriptedStage):
+    """Energy-threshold VAD: 0.9 for a frame with RMS > 0.01, else 0.05."""
+
+    stage: ClassVar[StageName] = "vad"
+
+    def __init__(self, script: Script) -> None:
+        super().__init__(script)
+        self._calls = 0
+
+    def new_state(self) -> VadState:
+        return VadState({"frames": 0})
+
+    async def score(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
+        """Score `frames[i]` (shape [n, 512]) for session `states[i]`; n probabilities.
+
+        Raises:
+            StageFailed: the shapes do not match.
+        """
+        self._require_entered()
+        batch = np.asarray(frames, dtype=np.float32)
+        if batch.ndim != 2 or batch.shape[1] != VAD_FRAME_SAMPLES or len(states) != len(batch):
+            raise StageFailed(
+                f"vad: expected [{len(states)}, {VAD_FRAME_SAMPLES}] frames, got "
+                f"{list(batch.shape)}",
+                stage=self.stage,
+            )
+        self._calls += 1
+        request_id = f"vad:{self._calls}"
+        await self.script.admit(self.stage, request_id, VadBatch(len(states)))
+        await self._wait_latency()
+        self.script.raise_if_dead(self.stage)
+        rms = np.sqrt(np.mean(np.square(batch, dtype=np.float64), axis=1))
+        for state in states:
+            state.data["frames"] = int(state.data.get("frames", 0)) + 1
+        return np.where(rms > SPEECH_RMS, SPEECH_PROBABILITY, SILENCE_PROBABILITY).astype(
+            np.float32
+        )
+
+
+class ScriptedAsr(_ScriptedStage):
+    """Answers the script's next transcript after the ASR latency."""
+
+    stage: ClassVar[StageName] = "asr"
+
+    async def transcribe(self, request: AsrRequest) -> Transcript:
+        """Raises: whatever the script has due; `StageFailed` when aborted."""
+        self._require_entered()
+        admission = await self.script.admit(self.stage, request.request_id, request)
+        if not admission.aborted:
+            await self._wait_latency()
+        if admission.aborted:
+            raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
+        admission.checkpoint(0)
+        return Transcript(request.request_id, self.script.next_transcript())
+
+
+class ScriptedVlm(_ScriptedStage):
+    """Streams the script's next reply word by word, then its decision."""
+
+    stage: ClassVar[StageName] = "vlm"
+
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+        """Raises: `InvalidPromptContext` for a malformed context; whatever the script
+        has due (at submission or after some items)."""
+        self._require_entered()
+        admission = await self.script.admit(self.stage, request.request_id, request)
+        context = validate_prompt_context(request.context)
+        reply = self.script.next_reply(context.transcript)
+        items: list[VlmTextDelta | VlmDecision] = []
+        if reply.action is not VlmAction.LISTEN:
+            items.extend(VlmTextDelta(piece) for piece in word_pieces(reply.text))
+        text = reply.text if reply.action is not VlmAction.LISTEN else ""
+        items.append(VlmDecision(reply.action, text, reply.question))
+        for sent, item in enumerate(items):
+            await self._wait_latency()
+            if admission.aborted:
+                return
+            admission.checkpoint(sent)
+            yield item
+
+
+class ScriptedTts(_ScriptedStage):
+    """A sine tone, 60 ms per character, in 100 ms chunks; latency before every chunk."""
+
+    stage: ClassVar[StageName] = "tts"
+    output_sample_rate_hz: int = 24_000
+
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+        """Raises: `StageFailed` for a non-positive rate; whatever the script has due."""
+        self._require_entered()
+        rate = request.sample_rate_hz
+        if rate <= 0:
+            raise StageFailed(f"tts: sample rate {rate} Hz is not positive", stage=self.stage)
+        admission = await self.script.admit(self.stage, request.request_id, request)
+        chunks = _tone_chunks(request.text, rate)
+        for sent, chunk in enumerate(chunks):
+            await self._wait_latency()
+            if admission.aborted:
+                return
+            admission.checkpoint(sent)
+            yield chunk
+
+
+def _tone_chunks(text: str, rate: int) -> list[TtsChunk]:
+    """The whole reply as 100 ms chunks; a word goes with the chunk its first character
+    falls in (its time is 60 ms per character before it)."""
+    total = math.ceil(len(text) * MS_PER_CHARACTER * rate / 1000)
+    if total == 0:
+        return []
+    per_chunk = max(1, rate * CHUNK_MS // 1000)
+    count = math.ceil(total / per_chunk)
+    texts = [""] * count
+    offset = 0
+    for piece in word_pieces(text):
+        start_sample = offset * MS_PER_CHARACTER * rate // 1000
+        texts[min(start_sample // per_chunk, count - 1)] += piece
+        offset += len(piece)
+    t = np.arange(total, dtype=np.float64) / rate
+    wave = np.round(TONE_AMPLITUDE * 32767 * np.sin(2 * math.pi * TONE_HZ * t)).astype("<i2")
+    return [
+        TtsChunk(wave[i * per_chunk : (i + 1) * per_chunk].tobytes(), texts[i])
+        for i in range(count)
+    ]

@@ -1,0 +1,504 @@
+"""`DuplexClient`: an asyncio client of the realtime websocket protocol (tests, the CLI).
+
+    async with DuplexClient.connect("ws://127.0.0.1:8000/v1/realtime", token=...) as client:
+        await client.update_session(turn_detection=None)
+        await client.stream_audio(pcm16, realtime=True, frames=[jpeg])
+        await client.commit(create_response=True)
+        result = await client.collect_response(timeout=30)
+
+One background task reads the socket and decodes every frame with `transport.codec`
+into a typed server event; frames it cannot decode (an event type this client does not
+know, malformed JSON) are logged and skipped, never fatal. Decoded events wait in one
+queue, consumed by `events()`, `wait_for` and `collect_response` (use one consumer at a
+time); `history` keeps every event received.
+
+Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
+`ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
+Client event ids are `evt_<n>`, n from 1 per client; senders return the id they used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Self
+
+import msgspec
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, WebSocketException
+
+from spec.events import (
+    ClientEventT,
+    Error,
+    ErrorDetail,
+    InputAudioBufferAppend,
+    InputAudioBufferCommit,
+    InputAudioTranscriptionCompleted,
+    PlaybackAck,
+    ResponseCancel,
+    ResponseCreate,
+    ResponseCreated,
+    ResponseCreateParams,
+    ResponseDone,
+    ResponseListen,
+    ResponseOutputAudioDelta,
+    ResponseOutputAudioTranscriptDelta,
+    ResponseOutputAudioTranscriptDone,
+    ResponseOutputTextDelta,
+    ServerEventT,
+    SessionClose,
+    SessionCreated,
+    SessionObject,
+    SessionPatch,
+    SessionUpdate,
+    SessionUpdated,
+)
+from transport.codec import decode_server_event, encode_client_event
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+
+    from websockets.asyncio.client import ClientConnection
+
+__all__ = [
+    "ConnectionLost",
+    "DuplexClient",
+    "DuplexClientError",
+    "ResponseResult",
+    "ServerError",
+]
+
+log = logging.getLogger("joyduplex.client")
+
+#: largest server frame accepted (reply audio deltas are small; be generous)
+MAX_FRAME_BYTES = 32 * 1024 * 1024
+
+
+class DuplexClientError(Exception):
+    """Anything the client raises on purpose (besides `TimeoutError`)."""
+
+
+class ServerError(DuplexClientError):
+    """The server answered with an `error` event."""
+
+    def __init__(self, detail: ErrorDetail) -> None:
+        super().__init__(f"{detail.code}: {detail.message}")
+        self.detail = detail
+        self.code = detail.code
+        self.message = detail.message
+        self.param = detail.param
+        self.event_id = detail.event_id
+
+
+class ConnectionLost(DuplexClientError):
+    """The socket closed (or failed) while the client was sending or waiting."""
+
+    def __init__(self, message: str, *, code: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class ResponseResult:
+    """One response as `collect_response` saw it.
+
+    `status` is `completed` / `cancelled` / `failed` from `response.done`, or `listen` for a
+    quiet commit answered by `response.listen` without a response. `audio` is the reply
+    pcm16 at the session's output rate; `errors` holds `error` events seen after the
+    response started (a stage failure); `time_to_first_audio_s` counts from the last
+    `commit` / `create_response` this client sent (else from the call).
+    """
+
+    response_id: str | None
+    status: str
+    status_reason: str | None = None
+    transcript: str = ""
+    audio: bytes = b""
+    user_transcripts: list[str] = field(default_factory=list)
+    events: list[ServerEventT] = field(default_factory=list)
+    errors: list[ErrorDetail] = field(default_factory=list)
+    item_id: str | None = None
+    time_to_first_audio_s: float | None = None
+
+    def audio_ms(self, sample_rate_hz: int = 24_000) -> float:
+        """Duration of `audio` (pcm16 mono) at `sample_rate_hz`."""
+        return len(self.audio) / 2 / sample_rate_hz * 1000
+
+
+_CLOSED = object()  # queue sentinel: the reader ended
+
+
+class DuplexClient:
+    """A connected session. Build it with `DuplexClient.connect(...)`."""
+
+    def __init__(self, websocket: ClientConnection) -> None:
+        self._ws = websocket
+        self._queue: asyncio.Queue[tuple[ServerEventT, float] | object] = asyncio.Queue()
+        self._next_id = 0
+        self._closed: ConnectionLost | None = None
+        self._turn_started: float | None = None
+        self.history: list[ServerEventT] = []
+        self.skipped: list[str | bytes] = []
+        self.session: SessionObject | None = None
+        self._reader = asyncio.create_task(self._read(), name="duplex-client-reader")
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        open_timeout: float = 10.0,
+    ) -> AsyncIterator[Self]:
+        """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
+
+        Raises:
+            ConnectionLost: the connection could not be opened (refused, rejected
+                handshake such as 401, timeout).
+        """
+        extra = dict(headers or {})
+        if token is not None:
+            extra["Authorization"] = f"Bearer {token}"
+        try:
+            websocket = await ws_connect(
+                url,
+                additional_headers=extra,
+                max_size=MAX_FRAME_BYTES,
+                open_timeout=open_timeout,
+            )
+        except (OSError, TimeoutError, WebSocketException) as exc:  # refused, 401, bad URI
+            raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
+        client = cls(websocket)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        """Close the socket and stop reading (idempotent)."""
+        await self._ws.close()
+        if not self._reader.done():
+            self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+    # --- sending ------------------------------------------------------------------------
+
+    def next_event_id(self) -> str:
+        self._next_id += 1
+        return f"evt_{self._next_id}"
+
+    async def send(self, event: ClientEventT) -> None:
+        """Send one typed client event as it is.
+
+        Raises:
+            ConnectionLost: the socket is closed.
+        """
+        await self.send_raw(encode_client_event(event).decode())
+
+    async def send_raw(self, data: str | bytes) -> None:
+        """Send one text frame as it is (to test how the server answers bad input).
+
+        Raises:
+            ConnectionLost: the socket is closed.
+        """
+        text = data.decode() if isinstance(data, bytes) else data
+        try:
+            await self._ws.send(text)
+        except ConnectionClosed as exc:
+            raise _lost(exc) from exc
+
+    async def update_session(self, **session_fields: Any) -> SessionObject:
+        """Send `session.update` with these `session` fields; wait for `session.updated`.
+
+        Raises:
+            ServerError: the update was refused.
+            TimeoutError: no answer within 10 s.
+        """
+        event_id = self.next_event_id()
+        patch = msgspec.convert(session_fields, SessionPatch)
+        await self.send(SessionUpdate(event_id=event_id, session=patch))
+        event = await self._wait(
+            lambda e: isinstance(e, SessionUpdated), "session.updated", 10.0, event_id
+        )
+        assert isinstance(event, SessionUpdated)
+        return event.session
+
+    async def append_audio(
+        self,
+        pcm16: bytes,
+        *,
+        frames: Iterable[bytes] = (),
+        is_speech: bool | None = None,
+        sample_rate_hz: int | None = None,
+        event_id: str | None = None,
+    ) -> str:
+        """Append microphone audio (pcm16 at the session's input rate unless
+        `sample_rate_hz` says otherwise) and/or camera frames (JPEG/PNG bytes)."""
+        event_id = event_id or self.next_event_id()
+        await self.send(
+            InputAudioBufferAppend(
+                event_id=event_id,
+                audio=pcm16,
+                video_frames=list(frames),
+                is_speech=is_speech,
+                sample_rate_hz=sample_rate_hz,
+            )
+        )
+        return event_id
+
+    async def stream_audio(
+        self,
+        pcm16: bytes,
+        *,
+        chunk_ms: int = 20,
+        realtime: bool = False,
+        frames: Iterable[bytes] = (),
+        is_speech: bool | None = None,
+        sample_rate_hz: int = 16_000,
+    ) -> list[str]:
+        """Append `pcm16` (mono at `sample_rate_hz`) in `chunk_ms` chunks; `frames` go
+        with the first chunk. With `realtime`, chunk k is sent at k * chunk_ms after the
+        first (absolute deadlines: no drift). Returns the event ids."""
+        step = max(2, sample_rate_hz * chunk_ms // 1000 * 2)
+        chunks = [pcm16[i : i + step] for i in range(0, len(pcm16), step)] or [b""]
+        first_frames = list(frames)
+        start = time.monotonic()
+        ids: list[str] = []
+        for index, chunk in enumerate(chunks):
+            if realtime:
+                delay = start + index * chunk_ms / 1000 - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            ids.append(
+                await self.append_audio(
+                    chunk,
+                    frames=first_frames if index == 0 else (),
+                    is_speech=is_speech,
+                    sample_rate_hz=sample_rate_hz,
+                )
+            )
+        return ids
+
+    async def commit(
+        self, *, create_response: bool | None = None, event_id: str | None = None
+    ) -> str:
+        """Commit the buffered input as one user turn."""
+        event_id = event_id or self.next_event_id()
+        self._turn_started = time.monotonic()
+        await self.send(InputAudioBufferCommit(event_id=event_id, create_response=create_response))
+        return event_id
+
+    async def create_response(self, *, event_id: str | None = None, **params: Any) -> str:
+        """Start a response (`params`: `response.create`'s `response` fields)."""
+        event_id = event_id or self.next_event_id()
+        response = msgspec.convert(params, ResponseCreateParams) if params else None
+        self._turn_started = time.monotonic()
+        await self.send(ResponseCreate(event_id=event_id, response=response))
+        return event_id
+
+    async def cancel_response(
+        self, response_id: str | None = None, *, event_id: str | None = None
+    ) -> str:
+        event_id = event_id or self.next_event_id()
+        await self.send(ResponseCancel(event_id=event_id, response_id=response_id))
+        return event_id
+
+    async def ack_playback(
+        self, response_id: str, item_id: str, played_ms: float, *, event_id: str | None = None
+    ) -> str:
+        """Report how much of a response's audio was played."""
+        event_id = event_id or self.next_event_id()
+        await self.send(
+            PlaybackAck(
+                event_id=event_id, response_id=response_id, item_id=item_id, played_ms=played_ms
+            )
+        )
+        return event_id
+
+    async def close_session(self, reason: str = "client_close") -> str:
+        """Ask the server to end the session (`session.closed` follows)."""
+        event_id = self.next_event_id()
+        await self.send(SessionClose(event_id=event_id, reason=reason))
+        return event_id
+
+    # --- receiving ----------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[ServerEventT]:
+        """Every server event not yet consumed, until the socket closes."""
+        while True:
+            try:
+                event, _ = await self._next(None)
+            except ConnectionLost:
+                return
+            yield event
+
+    async def wait_for(
+        self, type_name: str, *, timeout: float = 10.0, raise_on_error: bool = True
+    ) -> ServerEventT:
+        """The next event of `type_name`; events before it are consumed (see `history`).
+
+        Raises:
+            TimeoutError: none arrived within `timeout` seconds (the client stays usable).
+            ServerError: an `error` event came first (unless `raise_on_error` is false or
+                `type_name` is "error").
+            ConnectionLost: the socket closed first.
+        """
+        errors_raise = raise_on_error and type_name != "error"
+        return await self._wait(
+            lambda e: _type_of(e) == type_name, type_name, timeout, None, errors_raise
+        )
+
+    async def collect_response(
+        self, timeout: float = 30.0, *, response_id: str | None = None
+    ) -> ResponseResult:
+        """Consume events until the response (`response_id`, else the next one created)
+        is done, and assemble it.
+
+        Raises:
+            ServerError: an `error` event came before the response was created.
+            TimeoutError: it did not finish within `timeout` seconds.
+            ConnectionLost: the socket closed first.
+        """
+        loop = asyncio.get_running_loop()
+        started = self._turn_started if self._turn_started is not None else time.monotonic()
+        deadline = loop.time() + timeout
+        result = ResponseResult(response_id=response_id, status="in_progress")
+        text_parts: list[str] = []
+        audio_parts: list[bytes] = []
+        created = response_id is not None
+        while True:
+            event, at = await self._next(deadline, "response.done")
+            result.events.append(event)
+            if isinstance(event, Error):
+                if not created:
+                    raise ServerError(event.error)
+                result.errors.append(event.error)
+            elif isinstance(event, InputAudioTranscriptionCompleted):
+                result.user_transcripts.append(event.transcript)
+            elif isinstance(event, ResponseListen) and event.response_id is None and not created:
+                result.status, result.status_reason = "listen", event.reason
+                return result
+            elif isinstance(event, ResponseCreated) and not created:
+                result.response_id, created = event.response.id, True
+            elif not created or _response_id_of(event) != result.response_id:
+                continue
+            elif isinstance(event, ResponseDone):
+                details = event.response.status_details
+                result.status = event.response.status
+                result.status_reason = details.reason if details is not None else None
+                result.transcript = "".join(text_parts)
+                result.audio = b"".join(audio_parts)
+                return result
+            elif isinstance(event, ResponseOutputAudioDelta):
+                result.item_id = event.item_id
+                if result.time_to_first_audio_s is None:
+                    result.time_to_first_audio_s = at - started
+                audio_parts.append(event.delta)
+            elif isinstance(event, ResponseOutputAudioTranscriptDelta | ResponseOutputTextDelta):
+                text_parts.append(event.delta)
+            elif isinstance(event, ResponseOutputAudioTranscriptDone) and event.transcript:
+                text_parts[:] = [event.transcript]
+
+    # --- internals ----------------------------------------------------------------------
+
+    async def _wait(
+        self,
+        matches: Callable[[ServerEventT], bool],
+        description: str,
+        timeout: float,
+        event_id: str | None,
+        errors_raise: bool = True,
+    ) -> ServerEventT:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            event, _ = await self._next(deadline, description)
+            if matches(event):
+                return event
+            if errors_raise and isinstance(event, Error) and _answers(event, event_id):
+                raise ServerError(event.error)
+
+    async def _next(
+        self, deadline: float | None, description: str = "an event"
+    ) -> tuple[ServerEventT, float]:
+        """The next queued event and its arrival (`time.monotonic()`); `deadline` is on
+        the running loop's clock."""
+        if self._closed is not None and self._queue.empty():
+            raise self._closed
+        try:
+            if deadline is None:
+                item = await self._queue.get()
+            else:
+                async with asyncio.timeout_at(deadline):
+                    item = await self._queue.get()
+        except TimeoutError:
+            raise TimeoutError(f"timed out waiting for {description}") from None
+        if item is _CLOSED:
+            assert self._closed is not None
+            self._queue.put_nowait(_CLOSED)  # every later wait sees the close too
+            raise self._closed
+        assert isinstance(item, tuple)
+        return item[0], item[1]
+
+    async def _read(self) -> None:
+        try:
+            async for message in self._ws:
+                at = time.monotonic()
+                event = self._decode(message)
+                if event is None:
+                    continue
+                if isinstance(event, SessionCreated | SessionUpdated):
+                    self.session = event.session
+                self.history.append(event)
+                self._queue.put_nowait((event, at))
+            self._closed = ConnectionLost(
+                f"the connection closed (code {self._ws.close_code})",
+                code=self._ws.close_code,
+                reason=self._ws.close_reason or "",
+            )
+        except ConnectionClosed as exc:
+            self._closed = _lost(exc)
+        finally:
+            if self._closed is None:
+                self._closed = ConnectionLost("the client closed the connection")
+            self._queue.put_nowait(_CLOSED)
+
+    def _decode(self, message: str | bytes) -> ServerEventT | None:
+        try:
+            return decode_server_event(message)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            self.skipped.append(message)
+            log.warning(
+                "skipping a server frame this client cannot read (%s): %.200r", exc, message
+            )
+            return None
+
+
+def _type_of(event: ServerEventT) -> str:
+    """The wire `type` of a decoded event (its msgspec tag)."""
+    return str(type(event).__struct_config__.tag)
+
+
+def _answers(error: Error, event_id: str | None) -> bool:
+    """Whether an `error` event may answer the client event `event_id` (None: any)."""
+    return event_id is None or error.error.event_id in (None, event_id)
+
+
+def _response_id_of(event: ServerEventT) -> str | None:
+    """The response an event belongs to, if any."""
+    if isinstance(event, ResponseCreated | ResponseDone):
+        return event.response.id
+    response_id = getattr(event, "response_id", None)
+    return response_id if isinstance(response_id, str) else None
+
+
+def _lost(exc: ConnectionClosed) -> ConnectionLost:
+    frame = exc.rcvd or exc.sent
+    code = frame.code if frame is not None else None
+    reason = frame.reason if frame is not None else ""
+    return ConnectionLost(f"connection closed: {exc}", code=code, reason=reason)

@@ -1,0 +1,169 @@
+"""`joyduplex client`: speak one WAV turn (optionally with a camera image) to a server.
+
+It reads a pcm16 WAV (mono or stereo, 8-48 kHz), converts it to 16 kHz mono, opens a
+session with manual turns, streams the audio in 20 ms appends (the image, JPEG or PNG,
+rides on the first), commits with `create_response: true`, and waits for the reply. The
+reply audio is written as a 24 kHz mono pcm16 WAV; the user transcript(s) and the reply
+transcript are printed. Exit status: 0 on a reply (or a quiet turn), 1 on a server error,
+a timeout or a lost connection, 2 on unusable input files.
+"""
+
+from __future__ import annotations
+
+import sys
+import wave
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from transport.client import ConnectionLost, DuplexClient, ServerError
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = [
+    "INPUT_RATE_HZ",
+    "OUTPUT_RATE_HZ",
+    "add_client_arguments",
+    "read_wav_16k_mono",
+    "run_client",
+    "run_client_from_args",
+    "write_wav_mono",
+]
+
+INPUT_RATE_HZ = 16_000
+OUTPUT_RATE_HZ = 24_000
+MIN_RATE_HZ = 8_000
+MAX_RATE_HZ = 48_000
+CHUNK_MS = 20
+DEFAULT_URL = "ws://127.0.0.1:8000/v1/realtime"
+
+
+class InputFileError(ValueError):
+    """An input file this command cannot use (message says why)."""
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the `client` sub-command's options on `parser`."""
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
+    parser.add_argument("--wav", required=True, type=Path, help="pcm16 WAV to speak (8-48 kHz)")
+    parser.add_argument("--image", type=Path, help="a JPEG or PNG camera frame to send along")
+    parser.add_argument(
+        "--out", type=Path, default=Path("reply.wav"), help="where to write the reply audio"
+    )
+    parser.add_argument("--token", help="API key, sent as `Authorization: Bearer <token>`")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the reply")
+
+
+async def run_client_from_args(args: argparse.Namespace) -> int:
+    """`run_client` with the options `add_client_arguments` parsed."""
+    return await run_client(
+        args.url, args.wav, args.image, args.out, args.token, timeout=args.timeout
+    )
+
+
+async def run_client(
+    url: str,
+    wav_path: str | Path,
+    image_path: str | Path | None,
+    out_path: str | Path,
+    token: str | None,
+    *,
+    timeout: float = 60.0,
+) -> int:
+    """Speak one turn to the server at `url`; write and print the reply. Returns the
+    exit status (messages go to stderr)."""
+    try:
+        pcm16 = read_wav_16k_mono(Path(wav_path))
+        frames = [_read_image(Path(image_path))] if image_path is not None else []
+    except InputFileError as exc:
+        print(f"joyduplex client: {exc}", file=sys.stderr)
+        return 2
+    try:
+        async with DuplexClient.connect(url, token=token) as client:
+            await client.update_session(
+                turn_detection=None,
+                audio={
+                    "input": {"format": {"type": "audio/pcm", "rate": INPUT_RATE_HZ}},
+                    "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE_HZ}},
+                },
+            )
+            await client.stream_audio(
+                pcm16, chunk_ms=CHUNK_MS, frames=frames, sample_rate_hz=INPUT_RATE_HZ
+            )
+            await client.commit(create_response=True)
+            result = await client.collect_response(timeout)
+    except ServerError as exc:
+        print(f"joyduplex client: the server refused: {exc}", file=sys.stderr)
+        return 1
+    except TimeoutError:
+        print(f"joyduplex client: no reply within {timeout:g} s", file=sys.stderr)
+        return 1
+    except ConnectionLost as exc:
+        print(f"joyduplex client: {exc}", file=sys.stderr)
+        return 1
+    for transcript in result.user_transcripts:
+        print(f"user: {transcript}")
+    if result.status == "listen" or result.status_reason == "listen":
+        print("assistant: (stayed silent)")
+    else:
+        print(f"assistant: {result.transcript}")
+    for error in result.errors:
+        print(f"joyduplex client: error {error.code}: {error.message}", file=sys.stderr)
+    write_wav_mono(Path(out_path), result.audio, OUTPUT_RATE_HZ)
+    print(f"reply audio: {result.audio_ms(OUTPUT_RATE_HZ) / 1000:.2f} s -> {out_path}")
+    if result.status not in ("completed", "listen"):
+        print(f"joyduplex client: the response ended {result.status}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def read_wav_16k_mono(path: Path) -> bytes:
+    """A pcm16 WAV (mono or stereo, 8-48 kHz) as 16 kHz mono pcm16 (linear interpolation).
+
+    Raises:
+        InputFileError: unreadable, not 16-bit, more than two channels, rate out of range.
+    """
+    try:
+        with wave.open(str(path), "rb") as wav:
+            channels, width, rate = wav.getnchannels(), wav.getsampwidth(), wav.getframerate()
+            data = wav.readframes(wav.getnframes())
+    except (OSError, EOFError, wave.Error) as exc:
+        raise InputFileError(f"cannot read WAV `{path}`: {exc}") from exc
+    if width != 2:
+        raise InputFileError(f"`{path}` is {8 * width}-bit; expected 16-bit pcm")
+    if channels not in (1, 2):
+        raise InputFileError(f"`{path}` has {channels} channels; expected mono or stereo")
+    if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
+        raise InputFileError(f"`{path}` is {rate} Hz; expected {MIN_RATE_HZ}-{MAX_RATE_HZ} Hz")
+    samples = np.frombuffer(data, dtype="<i2").astype(np.float64)
+    mono = samples.reshape(-1, channels).mean(axis=1)
+    return _resample(mono, rate, INPUT_RATE_HZ).tobytes()
+
+
+def _resample(mono: npt.NDArray[np.float64], rate: int, target: int) -> npt.NDArray[np.int16]:
+    if rate != target and mono.size:
+        count = round(mono.size * target / rate)
+        mono = np.interp(np.arange(count) * rate / target, np.arange(mono.size), mono)
+    return np.clip(np.round(mono), -32768, 32767).astype("<i2")
+
+
+def write_wav_mono(path: Path, pcm16: bytes, rate: int) -> None:
+    """Write mono pcm16 bytes as a WAV file."""
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm16)
+
+
+def _read_image(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"cannot read image `{path}`: {exc}") from exc
+    if not (data.startswith(b"\xff\xd8") or data.startswith(b"\x89PNG")):
+        raise InputFileError(f"`{path}` is neither JPEG nor PNG")
+    return data
