@@ -84,14 +84,19 @@ class SessionHost:
         self.ready = True
         log.info("backend %s ready", self.backend.name)
 
-    async def stop(self) -> None:
-        """Close every session (`session.closed` reason shutdown), then the backend."""
+    async def close_sessions(self) -> None:
+        """Stop admitting, close every session (`session.closed` reason shutdown, close
+        1001), and wait up to the grace period for them to end."""
         self.ready = False
         for runner in list(self._runners.values()):
             await runner.shutdown("shutdown")
         if self._runners:
             with anyio.move_on_after(self.settings.shutdown_grace_s):
                 await self._all_closed.wait()
+
+    async def stop(self) -> None:
+        """Close every session, then release the backend."""
+        await self.close_sessions()
         if self.backend is not None:
             with anyio.CancelScope(shield=True):
                 await self.backend.__aexit__(None, None, None)

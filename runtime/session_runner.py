@@ -309,6 +309,11 @@ class SessionRunner:
             if callable(evict):
                 evict(effect.stage)
 
+    def _engine_id(self, request_id: str) -> str:
+        """The backend is shared by every session: its request ids carry the session id
+        (`sess_x/resp_1:tts:2`), so one session's abort never reaches another's request."""
+        return f"{self.protocol.session_id}/{request_id}"
+
     async def _backend_abort(self, abort: Abort) -> None:
         stage = {"asr": self.backend.asr, "vlm": self.backend.vlm, "tts": self.backend.tts}.get(
             abort.stage
@@ -317,7 +322,7 @@ class SessionRunner:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
             try:
-                await stage.abort(abort.request_id)
+                await stage.abort(self._engine_id(abort.request_id))
             except Exception:
                 log.warning("abort of %s failed", abort.request_id, exc_info=True)
 
@@ -367,7 +372,7 @@ class SessionRunner:
         if asr is None:
             raise BackendError("this backend has no ASR stage", stage="asr")
         pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-        transcript = await asr.transcribe(AsrRequest(effect.request_id, pcm))
+        transcript = await asr.transcribe(AsrRequest(self._engine_id(effect.request_id), pcm))
         self._feed(AsrTranscript(effect.request_id, transcript.text))
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:
@@ -378,7 +383,8 @@ class SessionRunner:
             transcript=prompt.transcript,
             frames=prompt.frames,
         )
-        async for out in self.backend.vlm.generate(VlmRequest(effect.request_id, context)):
+        request = VlmRequest(self._engine_id(effect.request_id), context)
+        async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
                 self._feed(VlmDecisionResult(effect.request_id, out.action.value, out.text))
                 return
@@ -402,7 +408,9 @@ class SessionRunner:
                 await self._stage(effect.request_id, "tts", self._run_tts, effect)
 
     async def _run_tts(self, effect: SubmitTts) -> None:
-        request = TtsRequest(effect.request_id, effect.text, effect.sample_rate_hz, effect.voice)
+        request = TtsRequest(
+            self._engine_id(effect.request_id), effect.text, effect.sample_rate_hz, effect.voice
+        )
         async for chunk in self.backend.tts.synthesize(request):
             self._feed(TtsAudio(effect.request_id, chunk.pcm16, chunk.text))
         self._feed(TtsDone(effect.request_id))

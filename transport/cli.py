@@ -59,6 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from transport.app import create_app
+    from transport.server import RealtimeServer
     from transport.settings import load_settings
 
     logging.basicConfig(
@@ -94,7 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
         f"(websocket /v1/realtime)",
         file=sys.stderr,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -102,6 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=10,
     )
+    RealtimeServer(config).run()
     return 0
 
 

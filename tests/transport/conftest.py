@@ -12,6 +12,7 @@ import uvicorn
 from backends.scripted.backend import create_backend
 from backends.scripted.script import Script
 from transport.app import create_app
+from transport.server import RealtimeServer
 from transport.settings import ServerSettings
 
 
@@ -26,18 +27,19 @@ class LiveServer:
         return self.url.replace("http://", "ws://") + "/v1/realtime"
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # running in a thread
-        pass
-
-
 def start_server(settings: ServerSettings | None = None, **kw: Any) -> tuple[LiveServer, Any]:
     script = Script()
     settings = replace(settings or ServerSettings(backend="scripted"), backend="scripted", port=0)
     app = create_app(settings, backend=create_backend(script=script), **kw)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                            ws_max_size=settings.limits.max_event_bytes + 1024 * 1024)
-    server = _Server(config)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
+        ws_max_size=settings.limits.max_event_bytes + 1024 * 1024,
+    )
+    server = RealtimeServer(config)  # in a thread: uvicorn installs no signal handlers
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -23,15 +23,23 @@ def test_openai_sdk_realtime_client_completes_a_turn(live_server: LiveServer) ->
 
     async def run() -> list[str]:
         client = openai.AsyncOpenAI(
-            api_key="sk-local", base_url=live_server.url + "/v1",
+            api_key="sk-local",
+            base_url=live_server.url + "/v1",
             websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
         )
         seen: list[str] = []
         async with client.realtime.connect(model="joyai") as conn:
             await conn.session.update(
-                session={"type": "realtime", "output_modalities": ["audio"],
-                         "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000},
-                                             "turn_detection": None}}}
+                session={
+                    "type": "realtime",
+                    "output_modalities": ["audio"],
+                    "audio": {
+                        "input": {
+                            "format": {"type": "audio/pcm", "rate": 24000},
+                            "turn_detection": None,
+                        }
+                    },
+                }
             )
             for _ in range(10):
                 await conn.input_audio_buffer.append(audio=_tone_b64(40))

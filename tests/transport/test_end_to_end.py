@@ -1,0 +1,321 @@
+"""End to end against a real uvicorn on 127.0.0.1 with the scripted backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+
+from backends.base import StageFailed
+from spec.limits import Limits
+from tests.transport.conftest import LiveServer, start_server
+from transport.client import DuplexClient, ServerError
+from transport.settings import ServerSettings
+
+JPEG = b"\xff\xd8\xff\xe0" + b"frame".ljust(60, b".")
+
+
+def _tone(ms: int) -> bytes:
+    return (np.sin(np.arange(ms * 16) / 5.0) * 8000).astype("<i2").tobytes()
+
+
+async def _speech_and_camera_turns(url: str, turns: int = 2) -> list[str]:
+    statuses = []
+    async with DuplexClient.connect(url) as client:
+        await client.update_session(turn_detection=None)
+        for _ in range(turns):
+            await client.stream_audio(_tone(300), frames=[JPEG])
+            await client.commit(create_response=True)
+            result = await client.collect_response(timeout=20)
+            assert result.errors == []
+            assert result.audio
+            statuses.append(result.status)
+            await client.append_audio(b"", frames=[JPEG])
+            await client.commit(create_response=True)
+            result = await client.collect_response(timeout=20)
+            assert result.errors == []
+            statuses.append(result.status)
+    return statuses
+
+
+@pytest.mark.parametrize("sessions", [2, 8])
+def test_concurrent_sessions_complete_speech_and_camera_turns(
+    live_server: LiveServer, sessions: int
+) -> None:
+    async def run() -> list[list[str]]:
+        return await asyncio.gather(
+            *(_speech_and_camera_turns(live_server.ws_url) for _ in range(sessions))
+        )
+
+    results = asyncio.run(asyncio.wait_for(run(), 60))
+    assert results == [["completed"] * 4] * sessions
+
+
+def test_b24_garbage_and_a_failing_backend_do_not_disturb_other_sessions(
+    live_server: LiveServer,
+) -> None:
+    async def garbage() -> list[str]:
+        codes = []
+        async with websockets.connect(live_server.ws_url) as ws:
+            await ws.recv()  # session.created
+            for frame in (
+                "{",
+                "[]",
+                '{"type":"nope"}',
+                '{"type":"playback.ack"}',
+                '{"type":"input_audio_buffer.append","audio":"!!"}',
+                '{"type":"input_audio_buffer.commit"}',
+                "\x00" * 50,
+            ):
+                await ws.send(frame)
+                reply = json.loads(await ws.recv())
+                codes.append(reply["error"]["code"])
+        return codes
+
+    async def failing() -> str:
+        async with DuplexClient.connect(live_server.ws_url) as client:
+            await client.update_session(turn_detection=None)
+            await client.stream_audio(_tone(300))
+            await client.commit(create_response=True, event_id="doomed")
+            result = await client.collect_response(timeout=20)
+            return result.status
+
+    async def run() -> tuple[list[str], str, list[list[str]]]:
+        bad = asyncio.create_task(garbage())
+        live_server.script.park("vlm")
+        doomed = asyncio.create_task(failing())
+        [victim] = await live_server.script.wait_parked("vlm")
+        live_server.script.fail("vlm", StageFailed, request_id=victim)
+        live_server.script.release("vlm")
+        good = await asyncio.gather(
+            *(_speech_and_camera_turns(live_server.ws_url) for _ in range(3))
+        )
+        return await bad, await doomed, good
+
+    codes, doomed, good = asyncio.run(asyncio.wait_for(run(), 60))
+    assert codes == [
+        "invalid_json",
+        "bad_event",
+        "unknown_event",
+        "bad_event",
+        "bad_event",
+        "input_audio_buffer_empty",
+        "invalid_json",
+    ]
+    assert doomed == "failed"
+    assert good == [["completed"] * 4] * 3
+
+
+def test_upstream_duplex_client_spellings_complete_a_turn(live_server: LiveServer) -> None:
+    async def run() -> list[str]:
+        url = live_server.ws_url + "?duplex=1&model=x&autostart=0"
+        seen: list[str] = []
+        async with websockets.connect(url) as ws:
+
+            async def send(obj: dict) -> None:
+                await ws.send(json.dumps(obj))
+
+            await send(
+                {
+                    "type": "session.update",
+                    "session": {
+                        "input_audio_format": "pcm16",
+                        "output_audio_format": "pcm16",
+                        "sample_rate_hz": 16000,
+                        "turn_detection": None,
+                        "modalities": ["audio"],
+                        "extra_body": {"auto_response": True},
+                    },
+                }
+            )
+            import base64
+
+            chunk = base64.b64encode(_tone(100)).decode()
+            for i in range(3):
+                await send(
+                    {
+                        "type": "input_audio_buffer.append",
+                        "audio": chunk,
+                        "format": "pcm16",
+                        "sample_rate_hz": 16000,
+                        "duration_ms": 100,
+                        "audio_end_ms": 100 * (i + 1),
+                        "is_speech": True,
+                        "overlap_action": "listen",
+                        "event_id": f"a{i}",
+                    }
+                )
+            await send({"type": "session.heartbeat"})
+            await send(
+                {
+                    "type": "input_audio_buffer.commit",
+                    "final": True,
+                    "response_create": True,
+                    "event_id": "c1",
+                }
+            )
+            response_id = item_id = None
+            while True:
+                event = json.loads(await asyncio.wait_for(ws.recv(), 20))
+                seen.append(event["type"])
+                assert event["type"] != "error", event
+                if event["type"] == "response.output_audio.delta":
+                    response_id, item_id = event["response_id"], event["item_id"]
+                if event["type"] == "response.done":
+                    break
+            await send({"type": "session.event_ack", "server_event_seq": 3})
+            await send(
+                {
+                    "type": "playback.ack",
+                    "response_id": response_id,
+                    "item_id": item_id,
+                    "played_ms": 500,
+                    "committed_ms": 500,
+                }
+            )
+            while True:
+                event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                seen.append(event["type"])
+                assert event["type"] != "error", event
+                if event["type"] == "playback.acknowledged":
+                    break
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(run(), 40))
+    assert seen[0] == "session.created"
+    assert "session.heartbeat_ack" in seen
+    assert "input_audio_buffer.committed" in seen
+    assert seen[-1] == "playback.acknowledged"
+
+
+def test_health_readiness_and_metrics_endpoints(live_server: LiveServer) -> None:
+    asyncio.run(asyncio.wait_for(_speech_and_camera_turns(live_server.ws_url, 1), 30))
+    with httpx.Client(base_url=live_server.url) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["backend"] == "scripted"
+        text = http.get("/metrics").text
+    for needle in (
+        "joyduplex_sessions_active 0",
+        "joyduplex_sessions_total 1",
+        'joyduplex_events_in_total{type="input_audio_buffer.append"}',
+        'joyduplex_events_out_total{type="response.done"} 2',
+        "joyduplex_time_to_first_audio_seconds_count 2",
+        'joyduplex_stage_latency_seconds_count{stage="vlm"} 2',
+        "joyduplex_audio_deltas_dropped_total 0",
+    ):
+        assert needle in text
+
+
+def test_max_sessions_is_refused_with_resource_exhausted_and_close_1013() -> None:
+    live, stop = start_server(ServerSettings(limits=Limits(max_sessions=1)))
+    try:
+
+        async def run() -> tuple[str, int | None]:
+            async with websockets.connect(live.ws_url) as first:
+                await first.recv()
+                async with websockets.connect(live.ws_url) as second:
+                    error = json.loads(await second.recv())
+                    with pytest.raises(websockets.ConnectionClosed):
+                        await second.recv()
+                    return error["error"]["code"], second.close_code
+
+        assert asyncio.run(run()) == ("resource_exhausted", 1013)
+    finally:
+        stop()
+
+
+def test_api_key_via_header_subprotocol_or_query_and_refusal_with_1008() -> None:
+    live, stop = start_server(ServerSettings(api_key="s3cret"))
+    try:
+
+        async def attempt(**kw: object) -> str:
+            url = live.ws_url + kw.pop("query", "")  # type: ignore[operator]
+            async with websockets.connect(url, **kw) as ws:  # type: ignore[arg-type]
+                first = json.loads(await ws.recv())
+                if first["type"] == "error":
+                    with pytest.raises(websockets.ConnectionClosed):
+                        await ws.recv()
+                    assert ws.close_code == 1008
+                    return first["error"]["code"]
+                return first["type"]
+
+        async def run() -> list[str]:
+            return [
+                await attempt(),
+                await attempt(additional_headers={"Authorization": "Bearer wrong"}),
+                await attempt(additional_headers={"Authorization": "Bearer s3cret"}),
+                await attempt(subprotocols=["realtime", "openai-insecure-api-key.s3cret"]),
+                await attempt(query="?token=s3cret"),
+            ]
+
+        assert asyncio.run(run()) == [
+            "unauthorized",
+            "unauthorized",
+            "session.created",
+            "session.created",
+            "session.created",
+        ]
+    finally:
+        stop()
+
+
+def test_disallowed_origin_is_refused() -> None:
+    live, stop = start_server(ServerSettings(allowed_origins=("http://127.0.0.1:8000",)))
+    try:
+
+        async def run() -> str:
+            async with websockets.connect(live.ws_url, origin="http://evil.example") as ws:
+                return json.loads(await ws.recv())["error"]["code"]
+
+        assert asyncio.run(run()) == "origin_not_allowed"
+    finally:
+        stop()
+
+
+def test_an_oversize_frame_is_event_too_large_and_the_session_lives_on() -> None:
+    live, stop = start_server(ServerSettings(limits=Limits(max_event_bytes=10_000)))
+    try:
+
+        async def run() -> tuple[str, str]:
+            async with websockets.connect(live.ws_url) as ws:
+                await ws.recv()
+                await ws.send('{"type":"session.heartbeat","pad":"' + "x" * 20_000 + '"}')
+                first = json.loads(await ws.recv())["error"]["code"]
+                await ws.send('{"type":"session.heartbeat"}')
+                second = json.loads(await ws.recv())["type"]
+                return first, second
+
+        assert asyncio.run(run()) == ("event_too_large", "session.heartbeat_ack")
+    finally:
+        stop()
+
+
+def test_graceful_shutdown_closes_sessions_with_reason_shutdown_and_1001() -> None:
+    live, stop = start_server()
+
+    async def run() -> tuple[str, int | None]:
+        async with websockets.connect(live.ws_url) as ws:
+            await ws.recv()
+            loop = asyncio.get_running_loop()
+            loop.run_in_executor(None, stop)
+            closed = json.loads(await asyncio.wait_for(ws.recv(), 20))
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            return closed["reason"], ws.close_code
+
+    assert asyncio.run(run()) == ("shutdown", 1001)
+
+
+def test_server_error_from_the_client_helper(live_server: LiveServer) -> None:
+    async def run() -> str:
+        async with DuplexClient.connect(live_server.ws_url) as client:
+            with pytest.raises(ServerError) as info:
+                await client.update_session(turn_detection={"type": "semantic_vad"})
+            return info.value.code
+
+    assert asyncio.run(run()) == "unsupported_turn_detection"
