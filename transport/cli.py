@@ -65,6 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per transition
     options = {
         key: value
         for key, value in (
@@ -103,7 +104,10 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=10,
     )
-    RealtimeServer(config).run()
+    try:
+        RealtimeServer(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the signal after a graceful shutdown
+        pass
     return 0
 
 
