@@ -4,6 +4,7 @@ turn from a WAV file, the reply written to a WAV and its transcript printed)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from typing import TYPE_CHECKING
@@ -104,10 +105,8 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=10,
     )
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # re-raised by uvicorn after a clean shutdown
         RealtimeServer(config).run()
-    except KeyboardInterrupt:  # uvicorn re-raises the signal after a graceful shutdown
-        pass
     return 0
 
 
