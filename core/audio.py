@@ -58,8 +58,8 @@ def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
         samples = _ALAW[np.frombuffer(audio, dtype=np.uint8)].astype(np.float32)
     else:  # pragma: no cover - formats are validated before conversion
         raise ValueError(f"unsupported format {fmt}")
-    if rate_hz != 16_000 and samples.size:
-        n_out = max(1, round(samples.size * 16_000 / rate_hz))
+    if rate_hz != 16_000:
+        n_out = samples.size * 16_000 // rate_hz
         positions = np.arange(n_out, dtype=np.float64) * (rate_hz / 16_000)
         samples = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
     return bytes(np.clip(np.rint(samples), -32768, 32767).astype("<i2").tobytes())

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.append_checks import check_append, is_image
+from core.audio import BYTES_PER_MS_16K
 from core.errors import InvalidState, InvalidTransition
 from core.outbox import Outbox
 from core.prompt_input import build_prompt, heard_text, played_prefix
@@ -75,6 +76,7 @@ from spec.stage_results import (
     VlmDelta,
 )
 from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
+from spec.tables.turn_detector import FRAME_MS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,6 +86,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionProtocol", "SessionStatistics"]
 
+#: trailing silence kept on a VAD-ended utterance for the ASR (the rest only ended the turn)
+ASR_TAIL_PAD_MS = 200
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 _DATA_URL = re.compile(r"^data:image/(jpeg|jpg|png);base64,(.*)$", re.DOTALL)
 
@@ -377,7 +381,8 @@ class SessionProtocol:
         )
 
     def _queued_count(self) -> int:
-        return len(self._queue)
+        """Commits waiting (retained or deferred); items created by the client don't count."""
+        return sum(1 for c in self._queue if not c.adopted)
 
     def _new_item(
         self, item_id: str | None, role: str, content: list[ev.ContentPart], **kw: Any
@@ -399,11 +404,21 @@ class SessionProtocol:
         return item
 
     def _commit(
-        self, *, client_event_id: str | None, wants_response: bool, item_id: str | None
+        self,
+        *,
+        client_event_id: str | None,
+        wants_response: bool,
+        item_id: str | None,
+        keep_until_ms: int | None = None,
     ) -> None:
         has_speech = self._buffer.capturing
         held = self._buffer.held_bytes
         audio, frames = self._buffer.take()
+        if keep_until_ms is not None:  # the buffer ends at the audio clock
+            start_ms = self._audio_bytes // BYTES_PER_MS_16K - len(audio) // BYTES_PER_MS_16K
+            keep = (keep_until_ms - start_ms) * BYTES_PER_MS_16K
+            if 0 < keep < len(audio):
+                audio = audio[:keep]
         content: list[ev.ContentPart] = []
         if has_speech or not frames:
             content.append(ev.ContentPart(type="input_audio"))
@@ -479,6 +494,7 @@ class SessionProtocol:
             )
         texts: list[str] = []
         audio = b""
+        audio_index = 0
         frames: list[bytes] = []
         content: list[ev.ContentPart] = []
         for i, part in enumerate(item.content):
@@ -504,7 +520,15 @@ class SessionProtocol:
                     )
                 if part.transcript:
                     texts.append(part.transcript)
-                audio += data
+                elif data:
+                    if audio:
+                        raise RemoteProtocolError(
+                            "at most one audio part may come without a transcript",
+                            code=ErrorCode.BAD_EVENT,
+                            param=f"{where}.transcript",
+                            event_id=eid,
+                        )
+                    audio, audio_index = data, i
                 content.append(ev.ContentPart(type=part.type, transcript=part.transcript))
             elif part.type == "input_image" and item.role == "user":
                 frames.append(self._decode_image(part.image_url, f"{where}.image_url", eid))
@@ -516,7 +540,7 @@ class SessionProtocol:
                     param=f"{where}.type",
                     event_id=eid,
                 )
-        needs_asr = bool(audio) and not texts and item.role == "user"
+        needs_asr = bool(audio) and item.role == "user"
         reserved = (len(audio) if needs_asr else 0) + sum(len(f) for f in frames)
         if (
             item.role == "user"
@@ -542,6 +566,7 @@ class SessionProtocol:
             has_speech=needs_asr,
             reserved=reserved,
             text=" ".join(texts) or None,
+            content_index=audio_index,
         )
         self._pending_bytes += reserved
         commit.adopt()
@@ -659,7 +684,7 @@ class SessionProtocol:
         for commit in asr:
             request_id = response.new_request(ASR)
             response.asr_targets[request_id] = commit
-            ref = ItemRef(commit.item.id, commit.item.version, 0)
+            ref = ItemRef(commit.item.id, commit.item.version, commit.content_index)
             self._out.effect(SubmitAsr(request_id, response_id, self._out.epoch, ref, commit.pcm16))
             commit.pcm16 = b""
             self._release_audio(commit)
@@ -700,7 +725,7 @@ class SessionProtocol:
         item = commit.item
         if self._items.get(item.id) is item and item.state is ItemState.IN_PROGRESS:  # I7, B5
             if result.text.strip():
-                item.transcribe(transcript=result.text, content_index=0)
+                item.transcribe(transcript=result.text, content_index=commit.content_index)
             else:
                 item.complete()
         if not response.asr_targets:
@@ -875,7 +900,7 @@ class SessionProtocol:
             item = commit.item
             if self._items.get(item.id) is item and item.state is ItemState.IN_PROGRESS:
                 item.fail_transcription(
-                    content_index=0,
+                    content_index=commit.content_index,
                     error=ev.ErrorDetail(
                         type=ERROR_TYPE[code].value, code=code.value, message=message
                     ),
@@ -1018,7 +1043,10 @@ class SessionProtocol:
                 if config.interrupt_response:
                     self._interrupt("turn_detected", None)
             elif boundary == "stop":
-                item_id = self._detector.stop()
+                # ASR need not hear the silence that only ended the turn: keep a short tail
+                detector = self._detector
+                speech_end_ms = (detector.frames_seen - detector.silence_frames) * FRAME_MS
+                item_id = detector.stop()
                 if self._queued_count() >= self.limits.max_pending_commits:
                     self._out.emit(
                         ev.Error(
@@ -1032,5 +1060,8 @@ class SessionProtocol:
                     self._pending_bytes -= self._buffer.clear()
                     continue
                 self._commit(
-                    client_event_id=None, wants_response=config.create_response, item_id=item_id
+                    client_event_id=None,
+                    wants_response=config.create_response,
+                    item_id=item_id,
+                    keep_until_ms=speech_end_ms + ASR_TAIL_PAD_MS,
                 )

@@ -36,7 +36,9 @@ _RULES = build(COMMIT)
 
 class Commit:
     __slots__ = (
+        "adopted",
         "client_event_id",
+        "content_index",
         "frames",
         "has_speech",
         "item",
@@ -59,6 +61,7 @@ class Commit:
         reserved: int,
         client_event_id: str | None = None,
         text: str | None = None,
+        content_index: int = 0,
     ) -> None:
         self.outbox = outbox
         self.item = item
@@ -68,6 +71,8 @@ class Commit:
         self.reserved = reserved
         self.client_event_id = client_event_id
         self.text = text  # typed text or a transcript supplied by the client
+        self.content_index = content_index  # the audio part its transcript belongs to
+        self.adopted = False  # an item created by the client, not a commit
         self.transcript: str | None = None
         self.state = CommitState.PENDING
 
@@ -85,6 +90,7 @@ class Commit:
 
     def adopt(self) -> None:
         fire(_RULES, self, "adopt")
+        self.adopted = True
 
     def defer(self) -> None:
         fire(_RULES, self, "defer")

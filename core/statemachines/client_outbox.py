@@ -1,0 +1,44 @@
+"""The client outbox: what `ClientProtocol` asks its host to do, in order.
+
+Every client machine model holds the protocol's one `ClientOutbox`; effect callbacks
+only append to it. An output is a plain JSON object (`{"kind": ...}`), so the browser's
+port of the protocol produces byte-for-byte comparable outputs (tests/web/traces).
+
+Kinds: `send` (a client event to put on the socket), `play` / `drain` / `clear` (the
+playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indicator),
+`transcript`, `latency`, `notice`, `fenced` (late audio dropped), `close` (end the call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ClientOutbox", "Output"]
+
+Output = dict[str, Any]
+
+
+class ClientOutbox:
+    __slots__ = ("_event_counter", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Output] = []
+        self._event_counter = 0
+
+    def next_event_id(self) -> str:
+        """`evt_1`, `evt_2`, ...: client event ids, one counter per protocol."""
+        self._event_counter += 1
+        return f"evt_{self._event_counter}"
+
+    def send(self, event: dict[str, Any]) -> None:
+        """Queue a client event; it gets the next event id unless it has one."""
+        if "event_id" not in event:
+            event = {"type": event["type"], "event_id": self.next_event_id(), **event}
+        self.items.append({"kind": "send", "event": event})
+
+    def emit(self, output: Output) -> None:
+        self.items.append(output)
+
+    def drain(self) -> list[Output]:
+        out, self.items = self.items, []
+        return out
