@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spec.diagrams import DIAGRAMS
+from spec.client_tables_export import CLIENT_EXPORTS
+from spec.diagrams import DIAGRAMS, diagrams_of
 from spec.schema import asyncapi_yaml, protocol_schema_json
+from spec.tables.client_constants import CLIENT_TABLES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -16,4 +18,6 @@ DOCUMENTS: dict[str, Callable[[], str]] = {
     "docs/protocol.schema.json": protocol_schema_json,
     "docs/asyncapi.yaml": asyncapi_yaml,
     **DIAGRAMS,
+    **diagrams_of(CLIENT_TABLES),
+    **CLIENT_EXPORTS,
 }

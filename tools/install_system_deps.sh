@@ -2,7 +2,9 @@
 # Install the Debian packages the test suite needs, when running as root and missing.
 # Without root, print what is missing and let the tests that need it skip themselves.
 set -euo pipefail
-PACKAGES=()
+# chromium: the browser tests (Playwright drives it with executable_path; never
+# `playwright install`)
+PACKAGES=(chromium)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

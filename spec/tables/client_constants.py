@@ -1,0 +1,122 @@
+"""Constants of the client side (web UI and `ClientProtocol`), and its session payloads.
+
+Exported with the client tables to `web/spec/client_constants.json`, so the browser and
+the Python client read the same numbers. Values follow the upstream web UI
+(reference/upstream-duplex-protocol.md section 15) unless a comment says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from spec.tables.client_camera import CLIENT_CAMERA
+from spec.tables.client_connection import CLIENT_CONNECTION
+from spec.tables.client_hold import CLIENT_HOLD
+from spec.tables.client_playback import CLIENT_PLAYBACK
+from spec.tables.client_watchdog import CLIENT_WATCHDOG
+
+if TYPE_CHECKING:
+    from spec.tables.base import Table
+
+__all__ = [
+    "CAMERA_INTERVAL_MS",
+    "CAMERA_MAX_SIDE_PX",
+    "CAPTURE_RATE_HZ",
+    "CLIENT_CONSTANTS",
+    "CLIENT_MODES",
+    "CLIENT_TABLES",
+    "FENCE_MEMORY",
+    "FINISHED_HOLD_MEMORY",
+    "HANDSHAKE_TIMEOUT_MS",
+    "INITIAL_PLAYBACK_BUFFER_MS",
+    "JPEG_QUALITY",
+    "MIC_CHUNK_MS",
+    "PLAYBACK_RATE_HZ",
+    "TURN_WATCHDOG_MS",
+    "session_payload",
+]
+
+#: microphone audio is resampled to this rate and sent as pcm16
+CAPTURE_RATE_HZ: Final = 16_000
+#: reply audio (pcm16) is played at this rate
+PLAYBACK_RATE_HZ: Final = 24_000
+#: a turn that awaits a reply for this long ends the call
+TURN_WATCHDOG_MS: Final = 120_000
+#: camera cadence: one frame per interval
+CAMERA_INTERVAL_MS: Final = 1_000
+#: JPEG quality of camera frames (canvas.toBlob quality)
+JPEG_QUALITY: Final = 0.7
+#: longest side of a camera frame, in pixels
+CAMERA_MAX_SIDE_PX: Final = 448
+#: session.updated must answer session.update within this time
+HANDSHAKE_TIMEOUT_MS: Final = 15_000
+#: microphone audio per append (upstream sends 200 ms; smaller ends turns sooner)
+MIC_CHUNK_MS: Final = 40
+#: audio buffered before a response starts playing (upstream 400 ms; our TTS streams whole
+#: sentences, so a short buffer only guards the first chunk)
+INITIAL_PLAYBACK_BUFFER_MS: Final = 100
+#: finished responses remembered for response-id fencing
+FENCE_MEMORY: Final = 32
+#: finished holds kept for the UI and the snapshot
+FINISHED_HOLD_MEMORY: Final = 8
+#: push-to-talk and server VAD
+CLIENT_MODES: Final = ("ptt", "vad")
+
+#: every client machine table, in documentation order
+CLIENT_TABLES: tuple[Table, ...] = (
+    CLIENT_CONNECTION,
+    CLIENT_HOLD,
+    CLIENT_PLAYBACK,
+    CLIENT_WATCHDOG,
+    CLIENT_CAMERA,
+)
+
+_VAD_TURN_DETECTION: Final = {
+    "type": "server_vad",
+    "threshold": 0.5,
+    "prefix_padding_ms": 300,
+    "silence_duration_ms": 500,
+    "min_speech_duration_ms": 96,
+    "create_response": True,
+    "interrupt_response": True,
+}
+
+
+def session_payload(mode: str) -> dict[str, Any]:
+    """The `session` object of the client's `session.update` in `mode` (B9: it passes
+    `spec.session_config.validate_session`).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    if mode not in CLIENT_MODES:
+        raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
+    turn_detection = dict(_VAD_TURN_DETECTION) if mode == "vad" else None
+    return {
+        "type": "realtime",
+        "output_modalities": ["audio"],
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": CAPTURE_RATE_HZ},
+                "turn_detection": turn_detection,
+            },
+            "output": {"format": {"type": "audio/pcm", "rate": PLAYBACK_RATE_HZ}},
+        },
+    }
+
+
+CLIENT_CONSTANTS: Final[dict[str, Any]] = {
+    "capture_rate_hz": CAPTURE_RATE_HZ,
+    "playback_rate_hz": PLAYBACK_RATE_HZ,
+    "turn_watchdog_ms": TURN_WATCHDOG_MS,
+    "camera_interval_ms": CAMERA_INTERVAL_MS,
+    "jpeg_quality": JPEG_QUALITY,
+    "camera_max_side_px": CAMERA_MAX_SIDE_PX,
+    "handshake_timeout_ms": HANDSHAKE_TIMEOUT_MS,
+    "mic_chunk_ms": MIC_CHUNK_MS,
+    "initial_playback_buffer_ms": INITIAL_PLAYBACK_BUFFER_MS,
+    "fence_memory": FENCE_MEMORY,
+    "finished_hold_memory": FINISHED_HOLD_MEMORY,
+    "modes": list(CLIENT_MODES),
+    "session_payloads": {mode: session_payload(mode) for mode in CLIENT_MODES},
+}

@@ -1,0 +1,105 @@
+"""The client tables are well formed (as the server tables in tests/spec/test_tables.py),
+every guard and effect exists on its model, and every (state, trigger) pair that is not a
+row raises InvalidTransition and leaves the model and the outbox unchanged."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from core.errors import InvalidTransition
+from core.statemachines.client_camera import Camera
+from core.statemachines.client_connection import Connection
+from core.statemachines.client_hold import Hold
+from core.statemachines.client_outbox import ClientOutbox
+from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_watchdog import Watchdog
+from spec.tables.base import Table
+from spec.tables.client_constants import CLIENT_TABLES, session_payload
+
+FACTORIES: dict[str, Callable[[ClientOutbox], Any]] = {
+    "client_connection": lambda out: Connection(out, session_payload("ptt")),
+    "client_hold": lambda out: Hold(out, "hold_1"),
+    "client_playback": lambda out: ClientPlayback(out, "resp_1", "item_1"),
+    "client_watchdog": lambda out: Watchdog(out, 120_000),
+    "client_camera": Camera,
+}
+KWARGS: dict[str, Any] = {
+    "muted": False,
+    "audio_flowing": False,
+    "reason": "x",
+    "code": "c",
+    "message": "m",
+    "now_ms": 0,
+    "audio": "",
+    "audio_ms": 0.0,
+    "played_ms": 0.0,
+    "jpeg": "j",
+}
+
+
+def _ids(table: Table) -> str:
+    return table.name
+
+
+@pytest.mark.parametrize("table", CLIENT_TABLES, ids=_ids)
+def test_every_state_is_reachable_from_the_initial_state(table: Table) -> None:
+    seen, frontier = {table.initial}, [table.initial]
+    while frontier:
+        state = frontier.pop()
+        for row in table.transitions:
+            if state in row.source and row.dest is not None and row.dest not in seen:
+                seen.add(row.dest)
+                frontier.append(row.dest)
+    assert seen == set(table.states)
+
+
+@pytest.mark.parametrize("table", CLIENT_TABLES, ids=_ids)
+def test_terminal_states_have_only_internal_transitions(table: Table) -> None:
+    for row in table.transitions:
+        for source in row.source:
+            if source in table.terminal:
+                assert row.dest is None, f"{row.trigger} leaves terminal {source}"
+
+
+@pytest.mark.parametrize("table", CLIENT_TABLES, ids=_ids)
+def test_unguarded_rows_are_not_ambiguous(table: Table) -> None:
+    pairs = [(s, row.trigger) for row in table.transitions for s in row.source if not row.guard]
+    assert len(pairs) == len(set(pairs))
+
+
+@pytest.mark.parametrize("table", CLIENT_TABLES, ids=_ids)
+def test_guard_and_effect_names_exist_on_the_model(table: Table) -> None:
+    model = type(FACTORIES[table.name](ClientOutbox()))
+    for row in table.transitions:
+        for name in (row.guard, row.effect):
+            if name is not None:
+                assert callable(getattr(model, name, None)), f"{model.__name__}.{name}"
+    assert table.invariants
+
+
+def _cases() -> list[tuple[Table, Any, str]]:
+    return [
+        (t, s, trig)
+        for t in CLIENT_TABLES
+        for s in t.states
+        for trig in t.triggers()
+        if not t.allowed(s, trig)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "state", "trigger"), _cases(), ids=lambda v: getattr(v, "name", str(v))
+)
+def test_illegal_trigger_raises_and_changes_nothing(table: Table, state: Any, trigger: str) -> None:
+    out = ClientOutbox()
+    model = FACTORIES[table.name](out)
+    model.state = state
+    before = {k: copy.copy(getattr(model, k)) for k in type(model).__slots__ if k != "outbox"}
+    with pytest.raises(InvalidTransition):
+        model.fire(trigger, **KWARGS)
+    assert {k: getattr(model, k) for k in before} == before
+    assert out.items == []

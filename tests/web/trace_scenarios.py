@@ -1,0 +1,637 @@
+"""Recorded client traces: named scenarios (B20-B23 and the call lifecycle) and seeded
+random walks, run through the Python `ClientProtocol`.
+
+`build_traces()` returns every trace as JSON data: `{name, mode, options, steps: [{input,
+outputs, snapshot}]}`. `tools/web_gen_traces.py` writes them to `tests/web/traces/`;
+`tests/web/test_web_traces_fresh.py` fails when the files are stale; `traces.test.mjs`
+replays each through the browser's `ClientProtocol` and requires identical outputs and
+snapshots at every step: the two runtimes agree on every trace.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from core.client import ClientProtocol
+
+TRACE_DIR = Path(__file__).resolve().parent / "traces"
+RANDOM_TRACES = 8
+RANDOM_STEPS = 80
+
+Input = dict[str, Any]
+
+# 48 bytes of base64 -> 24 pcm16 samples at 24 kHz = 1 ms of reply audio; mic chunks say
+# their sample count (the protocol counts, never decodes)
+REPLY_CHUNK = "A" * 64
+MIC_CHUNK = "BBBB"
+JPEG = "/9j/" + "C" * 40
+
+
+def at(now: int, kind: str, **fields: Any) -> Input:
+    return {"kind": kind, "now_ms": now, **fields}
+
+
+def srv(now: int, type_: str, **fields: Any) -> Input:
+    return at(now, "server", event={"type": type_, **fields})
+
+
+def mic(now: int) -> Input:
+    return at(now, "mic", audio=MIC_CHUNK, samples=640)
+
+
+def ready(now: int = 0) -> list[Input]:
+    return [
+        at(now, "connected"),
+        srv(now + 5, "session.created", session={"id": "sess_1"}),
+        srv(now + 10, "session.updated", session={"id": "sess_1"}),
+    ]
+
+
+def committed(now: int, item_id: str, client_event_id: str | None, **extra: Any) -> Input:
+    fields: dict[str, Any] = {"item_id": item_id, **extra}
+    if client_event_id is not None:
+        fields["client_event_id"] = client_event_id
+    return srv(now, "input_audio_buffer.committed", **fields)
+
+
+def created(now: int, response_id: str) -> Input:
+    return srv(now, "response.created", response={"id": response_id, "status": "in_progress"})
+
+
+def delta(now: int, response_id: str, item_id: str) -> Input:
+    return srv(
+        now,
+        "response.output_audio.delta",
+        response_id=response_id,
+        item_id=item_id,
+        delta=REPLY_CHUNK,
+    )
+
+
+def done(now: int, response_id: str, status: str = "completed", reason: str | None = None) -> Input:
+    response: dict[str, Any] = {"id": response_id, "status": status}
+    if reason is not None:
+        response["status_details"] = {"type": status, "reason": reason}
+    return srv(now, "response.done", response=response)
+
+
+def error(now: int, code: str, event_id: str | None) -> Input:
+    detail: dict[str, Any] = {"type": "invalid_request_error", "code": code, "message": code}
+    if event_id is not None:
+        detail["event_id"] = event_id
+    return srv(now, "error", error=detail)
+
+
+def hold(now: int, chunks: int = 3) -> list[Input]:
+    """Press, upload `chunks` mic chunks, release."""
+    uploads = [mic(now + 40 * (i + 1)) for i in range(chunks)]
+    return [at(now, "press"), *uploads, at(now + 40 * (chunks + 1), "release")]
+
+
+def reply(now: int, response_id: str, item_id: str, chunks: int = 3) -> list[Input]:
+    """A complete reply: created, audio deltas with transcript, done chain."""
+    steps = [created(now, response_id)]
+    for i in range(chunks):
+        steps.append(delta(now + 10 + i, response_id, item_id))
+        steps.append(
+            srv(
+                now + 10 + i,
+                "response.output_audio_transcript.delta",
+                response_id=response_id,
+                item_id=item_id,
+                delta=f"w{i} ",
+            )
+        )
+    steps += [
+        srv(now + 20, "response.output_audio.done", response_id=response_id, item_id=item_id),
+        srv(
+            now + 20,
+            "response.output_audio_transcript.done",
+            response_id=response_id,
+            item_id=item_id,
+            transcript="w0 w1 w2",
+        ),
+        done(now + 21, response_id),
+    ]
+    return steps
+
+
+# --- named scenarios -----------------------------------------------------------------
+
+
+def ptt_turn_with_camera() -> list[Input]:
+    return [
+        *ready(),
+        at(20, "camera", on=True),
+        at(25, "frame", jpeg=JPEG),
+        *hold(100),
+        at(300, "frame", jpeg=JPEG),
+        committed(310, "item_1", "evt_7"),
+        srv(
+            320,
+            "conversation.item.input_audio_transcription.completed",
+            item_id="item_1",
+            transcript="what colour is this",
+        ),
+        *reply(330, "resp_1", "item_2"),
+        at(345, "playback_started", response_id="resp_1"),
+        at(1020, "timeout"),
+        at(1021, "frame", jpeg=JPEG),
+        at(1400, "playback_drained", response_id="resp_1", played_ms=60.0),
+    ]
+
+
+def b20_muted_hold() -> list[Input]:
+    return [
+        *ready(),
+        at(20, "camera", on=True),
+        at(21, "frame", jpeg=JPEG),
+        at(30, "mute", muted=True),
+        *hold(100),
+        at(1020, "timeout"),
+        at(1021, "frame", jpeg=JPEG),
+        at(1100, "mute", muted=False),
+    ]
+
+
+def b20_hold_muted_midway_before_upload() -> list[Input]:
+    return [
+        *ready(),
+        at(100, "press"),
+        at(110, "mute", muted=True),
+        mic(140),
+        at(150, "mute", muted=False),
+        at(160, "release"),
+    ]
+
+
+def b20_empty_hold() -> list[Input]:
+    return [*ready(), at(20, "camera", on=True), at(100, "press"), at(130, "release")]
+
+
+def b20_rejected_commit_while_another_pending() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),  # commit evt_5
+        *hold(300),  # commit evt_9
+        error(500, "input_audio_buffer_empty", "evt_9"),
+        committed(510, "item_1", "evt_5"),
+        *reply(520, "resp_1", "item_2"),
+    ]
+
+
+def b20_quiet_hold_after_done_before_drain() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        *reply(310, "resp_1", "item_2", chunks=6),
+        at(320, "playback_started", response_id="resp_1"),
+        *hold(400),  # quiet hold after response.done, reply still draining
+        committed(600, "item_3", "evt_10", no_response=True),
+        srv(601, "response.listen", reason="silence_or_noise"),
+        at(700, "playback_drained", response_id="resp_1", played_ms=120.0),
+    ]
+
+
+def b20_quiet_hold_rejected_after_done_before_drain() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        *reply(310, "resp_1", "item_2", chunks=6),
+        at(320, "playback_started", response_id="resp_1"),
+        *hold(400),
+        error(600, "input_audio_buffer_empty", "evt_10"),
+        at(700, "playback_drained", response_id="resp_1", played_ms=120.0),
+    ]
+
+
+def b20_no_response_two_pending_first_acknowledged_first() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),  # evt_5
+        *hold(300),  # evt_9
+        committed(500, "item_1", "evt_5", no_response=True),
+        srv(501, "response.listen", reason="silence_or_noise"),
+        committed(510, "item_2", "evt_9"),
+        *reply(520, "resp_1", "item_3"),
+    ]
+
+
+def b20_no_response_two_pending_second_acknowledged_first() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),  # evt_5
+        *hold(300),  # evt_9
+        committed(500, "item_1", "evt_9", no_response=True),
+        srv(501, "response.listen", reason="silence_or_noise"),
+        committed(510, "item_2", "evt_5"),
+        *reply(520, "resp_1", "item_3"),
+    ]
+
+
+def vad_turn(now: int, item_id: str) -> list[Input]:
+    return [
+        srv(now, "input_audio_buffer.speech_started", audio_start_ms=now, item_id=item_id),
+        *[mic(now + 40 * i) for i in range(1, 4)],
+        srv(now + 200, "input_audio_buffer.speech_stopped", audio_end_ms=now, item_id=item_id),
+        committed(now + 201, item_id, None),
+    ]
+
+
+def b21_vad_speech_start_during_generation() -> list[Input]:
+    return [
+        *ready(),
+        *vad_turn(100, "item_1"),
+        created(310, "resp_1"),
+        delta(320, "resp_1", "item_2"),
+        at(330, "playback_started", response_id="resp_1"),
+        delta(340, "resp_1", "item_2"),
+        srv(400, "input_audio_buffer.speech_started", audio_start_ms=380, item_id="item_3"),
+        delta(401, "resp_1", "item_2"),  # late audio of the interrupted reply
+        at(402, "playback_stopped", response_id="resp_1", played_ms=35.0),
+        done(403, "resp_1", "cancelled", "turn_detected"),
+        delta(404, "resp_1", "item_2"),
+    ]
+
+
+def b21_vad_speech_start_after_generation_completed() -> list[Input]:
+    return [
+        *ready(),
+        *vad_turn(100, "item_1"),
+        *reply(310, "resp_1", "item_2", chunks=8),
+        at(335, "playback_started", response_id="resp_1"),
+        srv(400, "input_audio_buffer.speech_started", audio_start_ms=380, item_id="item_3"),
+        at(401, "playback_stopped", response_id="resp_1", played_ms=60.0),
+        srv(402, "output_audio_buffer.cleared", response_id="resp_1"),
+        at(403, "playback_drained", response_id="resp_1", played_ms=160.0),
+    ]
+
+
+def b21_late_audio_of_older_response_after_interrupt() -> list[Input]:
+    return [
+        *ready(),
+        *vad_turn(100, "item_1"),
+        created(310, "resp_1"),
+        delta(320, "resp_1", "item_2"),
+        at(330, "playback_started", response_id="resp_1"),
+        *vad_turn(400, "item_3"),  # barge-in, then a new turn
+        done(401, "resp_1", "cancelled", "turn_detected"),
+        created(610, "resp_2"),
+        delta(611, "resp_2", "item_4"),
+        delta(612, "resp_1", "item_2"),  # late: dropped
+        srv(613, "output_audio_buffer.cleared", response_id="resp_1"),  # late: no effect
+        at(614, "playback_stopped", response_id="resp_1", played_ms=20.0),
+        at(620, "playback_started", response_id="resp_2"),
+    ]
+
+
+def b21_cancelled_done_and_cleared_clear_playback() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        created(310, "resp_1"),
+        delta(311, "resp_1", "item_2"),
+        done(320, "resp_1", "cancelled", "client_cancelled"),
+        at(321, "playback_stopped", response_id="resp_1", played_ms=0.0),
+        *hold(400),
+        committed(600, "item_3", "evt_10"),
+        *reply(610, "resp_2", "item_4"),
+        srv(640, "output_audio_buffer.cleared"),
+        at(641, "playback_stopped", response_id="resp_2", played_ms=10.0),
+    ]
+
+
+def b21_stop_button() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        created(310, "resp_1"),
+        delta(311, "resp_1", "item_2"),
+        at(320, "stop_reply"),
+        srv(330, "output_audio_buffer.cleared", response_id="resp_1"),
+        done(331, "resp_1", "cancelled", "output_audio_buffer_clear"),
+        at(332, "playback_stopped", response_id="resp_1", played_ms=5.0),
+    ]
+
+
+def b22_vad_frames_ride_with_speech_appends() -> list[Input]:
+    return [
+        *ready(),
+        at(20, "camera", on=True),
+        at(21, "frame", jpeg=JPEG),
+        mic(60),
+        mic(100),
+        at(1020, "timeout"),
+        at(1021, "frame", jpeg=JPEG),
+        at(1022, "frame", jpeg=JPEG + "D"),
+        mic(1040),
+        at(1100, "mute", muted=True),
+        at(2020, "timeout"),
+        at(2021, "frame", jpeg=JPEG),
+        at(2100, "mute", muted=False),
+        at(2200, "camera", on=False),
+        at(3020, "timeout"),
+    ]
+
+
+def b22_ptt_camera_cadence_outside_recording() -> list[Input]:
+    steps = [*ready(), at(20, "camera", on=True), at(21, "frame", jpeg=JPEG)]
+    for second in range(1, 4):
+        steps += [at(20 + 1000 * second, "timeout"), at(21 + 1000 * second, "frame", jpeg=JPEG)]
+    steps += [
+        at(3500, "press"),
+        mic(3540),
+        at(4020, "timeout"),
+        at(4021, "frame", jpeg=JPEG),  # rides with the next append
+        mic(4060),
+        at(4500, "timeout"),  # not due
+        at(4600, "press"),  # ignored: already held
+        at(4700, "release"),
+        at(5020, "timeout"),
+        at(5021, "frame", jpeg=JPEG),
+    ]
+    return steps
+
+
+def b23_watchdog_each_terminal_path() -> list[Input]:
+    return [
+        *ready(),
+        # done
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        *reply(310, "resp_1", "item_2"),
+        # no_response
+        *hold(400),
+        committed(600, "item_3", "evt_10", no_response=True),
+        # rejection
+        *hold(700),
+        error(900, "input_backpressure", "evt_15"),
+        # interrupt (stop button) and failed done
+        *hold(1000),
+        committed(1200, "item_4", "evt_20"),
+        created(1210, "resp_2"),
+        delta(1211, "resp_2", "item_5"),
+        at(1220, "stop_reply"),
+        *hold(1300),
+        committed(1500, "item_6", "evt_26"),
+        created(1510, "resp_3"),
+        srv(1511, "error", error={"type": "server_error", "code": "stage_failed", "message": "x"}),
+        done(1512, "resp_3", "failed", "stage_failed"),
+    ]
+
+
+def b23_watchdog_vad_interrupt_and_done() -> list[Input]:
+    return [
+        *ready(),
+        *vad_turn(100, "item_1"),
+        created(310, "resp_1"),
+        delta(320, "resp_1", "item_2"),
+        srv(400, "input_audio_buffer.speech_started", audio_start_ms=380, item_id="item_3"),
+        done(401, "resp_1", "cancelled", "turn_detected"),
+        mic(440),
+        srv(600, "input_audio_buffer.speech_stopped", audio_end_ms=580, item_id="item_3"),
+        committed(601, "item_3", None, no_response=True),
+        *vad_turn(700, "item_4"),
+        *reply(910, "resp_2", "item_5"),
+    ]
+
+
+def b23_watchdog_expiry_ends_the_call() -> list[Input]:
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        at(60_000, "timeout"),
+        *hold(70_000),  # restarts the timer
+        at(120_300, "timeout"),  # not due any more
+        at(190_200, "timeout"),
+        mic(190_300),
+        srv(190_400, "response.created", response={"id": "resp_1"}),
+    ]
+
+
+def call_lifecycle_errors_are_notices() -> list[Input]:
+    return [
+        *ready(),
+        error(100, "invalid_video_frames", "evt_99"),
+        error(110, "unknown_event", None),
+        at(120, "server_text", text="{not json"),
+        at(121, "server_text", text="[1, 2]"),
+        srv(130, "rate_limits.updated", rate_limits=[]),
+        srv(140, "session.closed", reason="idle_timeout"),
+        at(150, "press"),
+        at(160, "disconnected", reason="socket_closed"),
+    ]
+
+
+def handshake_refused() -> list[Input]:
+    return [at(0, "connected"), error(10, "unsupported_turn_detection", "evt_1"), at(20, "press")]
+
+
+def handshake_timeout() -> list[Input]:
+    return [at(0, "connected"), at(14_999, "timeout"), at(15_000, "timeout")]
+
+
+SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
+    "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
+    "b20_muted_hold": ("ptt", {}, b20_muted_hold),
+    "b20_hold_muted_midway_before_upload": ("ptt", {}, b20_hold_muted_midway_before_upload),
+    "b20_empty_hold": ("ptt", {}, b20_empty_hold),
+    "b20_rejected_commit_while_another_pending": (
+        "ptt",
+        {},
+        b20_rejected_commit_while_another_pending,
+    ),
+    "b20_quiet_hold_after_done_before_drain": ("ptt", {}, b20_quiet_hold_after_done_before_drain),
+    "b20_quiet_hold_rejected_after_done_before_drain": (
+        "ptt",
+        {},
+        b20_quiet_hold_rejected_after_done_before_drain,
+    ),
+    "b20_no_response_two_pending_first_acknowledged_first": (
+        "ptt",
+        {},
+        b20_no_response_two_pending_first_acknowledged_first,
+    ),
+    "b20_no_response_two_pending_second_acknowledged_first": (
+        "ptt",
+        {},
+        b20_no_response_two_pending_second_acknowledged_first,
+    ),
+    "b21_vad_speech_start_during_generation": ("vad", {}, b21_vad_speech_start_during_generation),
+    "b21_vad_speech_start_after_generation_completed": (
+        "vad",
+        {},
+        b21_vad_speech_start_after_generation_completed,
+    ),
+    "b21_late_audio_of_older_response_after_interrupt": (
+        "vad",
+        {},
+        b21_late_audio_of_older_response_after_interrupt,
+    ),
+    "b21_cancelled_done_and_cleared_clear_playback": (
+        "ptt",
+        {},
+        b21_cancelled_done_and_cleared_clear_playback,
+    ),
+    "b21_stop_button": ("ptt", {}, b21_stop_button),
+    "b22_vad_frames_ride_with_speech_appends": ("vad", {}, b22_vad_frames_ride_with_speech_appends),
+    "b22_ptt_camera_cadence_outside_recording": (
+        "ptt",
+        {},
+        b22_ptt_camera_cadence_outside_recording,
+    ),
+    "b23_watchdog_each_terminal_path": ("ptt", {}, b23_watchdog_each_terminal_path),
+    "b23_watchdog_vad_interrupt_and_done": ("vad", {}, b23_watchdog_vad_interrupt_and_done),
+    "b23_watchdog_expiry_ends_the_call": ("ptt", {}, b23_watchdog_expiry_ends_the_call),
+    "call_lifecycle_errors_are_notices": ("vad", {}, call_lifecycle_errors_are_notices),
+    "handshake_refused": ("ptt", {}, handshake_refused),
+    "handshake_timeout": ("vad", {}, handshake_timeout),
+}
+
+
+# --- random walks ----------------------------------------------------------------------
+
+
+def random_walk(seed: int, mode: str) -> Iterator[Callable[[ClientProtocol], Input]]:
+    """Input makers that look at the protocol's state to pick plausible ids."""
+    rng = random.Random(seed)
+    clock = [0]
+    responses = [0]
+    items = [0]
+
+    def tick(low: int = 1, high: int = 60) -> int:
+        clock[0] += rng.randint(low, high)
+        return clock[0]
+
+    def known_response(p: ClientProtocol) -> str:
+        ids = list(p.playbacks) or [f"resp_{max(1, responses[0])}"]
+        return rng.choice(ids)
+
+    def new_item() -> str:
+        items[0] += 1
+        return f"item_{items[0]}"
+
+    def server_commit(p: ClientProtocol) -> Input:
+        pending = list(p.pending_commits)
+        no_response = rng.random() < 0.3
+        if pending and rng.random() < 0.85:
+            return committed(tick(), new_item(), rng.choice(pending), no_response=no_response)
+        return committed(tick(), new_item(), None, no_response=no_response)
+
+    def server_error(p: ClientProtocol) -> Input:
+        pending = list(p.pending_commits)
+        choice = rng.choice([*pending, None, "evt_999"]) if pending else rng.choice([None, "x"])
+        return error(tick(), rng.choice(["input_audio_buffer_empty", "input_backpressure"]), choice)
+
+    def new_response(p: ClientProtocol) -> Input:
+        responses[0] += 1
+        return created(tick(), f"resp_{responses[0]}")
+
+    def audio(p: ClientProtocol) -> Input:
+        rid = f"resp_{max(1, responses[0])}" if rng.random() < 0.7 else known_response(p)
+        return delta(tick(), rid, f"item_a{rid}")
+
+    def finish(p: ClientProtocol) -> Input:
+        rid = f"resp_{max(1, responses[0])}" if rng.random() < 0.7 else known_response(p)
+        if rng.random() < 0.5:
+            return srv(tick(), "response.output_audio.done", response_id=rid, item_id="x")
+        status = rng.choice(["completed", "completed", "cancelled", "failed"])
+        return done(tick(), rid, status, "turn_detected" if status == "cancelled" else None)
+
+    def report(p: ClientProtocol) -> Input:
+        rid = known_response(p)
+        kind = rng.choice(["playback_started", "playback_stopped", "playback_drained"])
+        if kind == "playback_started":
+            return at(tick(), kind, response_id=rid)
+        return at(tick(), kind, response_id=rid, played_ms=float(rng.randint(0, 400)))
+
+    def speech(p: ClientProtocol) -> Input:
+        item = new_item()
+        if rng.random() < 0.5:
+            return srv(tick(), "input_audio_buffer.speech_started", audio_start_ms=0, item_id=item)
+        return srv(tick(), "input_audio_buffer.speech_stopped", audio_end_ms=0, item_id=item)
+
+    def cleared(p: ClientProtocol) -> Input:
+        if rng.random() < 0.3:
+            return srv(tick(), "output_audio_buffer.cleared")
+        return srv(tick(), "output_audio_buffer.cleared", response_id=known_response(p))
+
+    makers: list[tuple[float, Callable[[ClientProtocol], Input]]] = [
+        (3, lambda p: at(tick(), "press")),
+        (3, lambda p: at(tick(), "release")),
+        (1, lambda p: at(tick(), "mute", muted=rng.random() < 0.5)),
+        (1, lambda p: at(tick(), "camera", on=rng.random() < 0.7)),
+        (5, lambda p: mic(tick())),
+        (2, lambda p: at(tick(), "frame", jpeg=JPEG)),
+        (2, lambda p: at(tick(200, 1500), "timeout")),
+        (3, server_commit),
+        (1, server_error),
+        (2, new_response),
+        (4, audio),
+        (2, finish),
+        (3, report),
+        (2 if mode == "vad" else 0.2, speech),
+        (1, cleared),
+        (0.5, lambda p: at(tick(), "stop_reply")),
+    ]
+    weights = [w for w, _ in makers]
+    while True:
+        yield rng.choices([m for _, m in makers], weights)[0]
+
+
+def run(mode: str, options: dict[str, Any], inputs: list[Input]) -> list[dict[str, Any]]:
+    protocol = ClientProtocol(mode, **options)
+    return [
+        {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
+        for entry in inputs
+    ]
+
+
+def random_trace(seed: int) -> dict[str, Any]:
+    mode = "vad" if seed % 2 else "ptt"
+    options = {"camera": seed % 3 == 0}
+    protocol = ClientProtocol(mode, **options)
+    steps: list[dict[str, Any]] = []
+    for entry in ready():
+        steps.append(
+            {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
+        )
+    walk = random_walk(seed, mode)
+    for _ in range(RANDOM_STEPS):
+        entry = next(walk)(protocol)
+        steps.append(
+            {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
+        )
+    return {"name": f"random_{seed:02d}", "mode": mode, "options": options, "steps": steps}
+
+
+def build_traces() -> dict[str, dict[str, Any]]:
+    """Every trace by file name."""
+    traces: dict[str, dict[str, Any]] = {}
+    for name, (mode, options, make) in SCENARIOS.items():
+        traces[f"{name}.json"] = {
+            "name": name,
+            "mode": mode,
+            "options": options,
+            "steps": run(mode, options, make()),
+        }
+    for seed in range(RANDOM_TRACES):
+        trace = random_trace(seed)
+        traces[f"{trace['name']}.json"] = trace
+    return traces
+
+
+def render(trace: dict[str, Any]) -> str:
+    """Compact JSON, one step per line (small files, readable diffs)."""
+    head = {key: trace[key] for key in ("name", "mode", "options")}
+    steps = ",\n".join(json.dumps(step, separators=(",", ":")) for step in trace["steps"])
+    return json.dumps(head)[:-1] + ', "steps": [\n' + steps + "\n]}\n"

@@ -1,0 +1,428 @@
+// The joyduplex web UI: wires the DOM, the websocket, the microphone and playback
+// AudioWorklets and the camera to ClientProtocol. It holds no turn logic of its own: every
+// decision (what to send, when to clear or drain playback, the watchdog, the camera
+// cadence) is an output of ClientProtocol, which runs the spec tables (web/spec/*.json).
+//
+// window.joyduplex exposes the protocol snapshot and measurements (used by the browser
+// tests): per-turn time to first audio, and per interrupt the time from the interrupt
+// event to the playback worklet's report that the response's audio was dropped.
+
+import { ClientProtocol } from "./client_protocol.js";
+import { loadSpec } from "./spec_loader.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  mode: $("mode"),
+  connect: $("connect"),
+  mute: $("mute"),
+  camera: $("camera"),
+  stop: $("stop"),
+  talk: $("talk"),
+  connection: $("connection"),
+  watchdog: $("watchdog"),
+  speaking: $("speaking"),
+  latency: $("latency"),
+  preview: $("preview"),
+  frame: $("frame"),
+  cameraState: $("camera-state"),
+  transcript: $("transcript"),
+  notices: $("notices"),
+};
+
+const params = new URLSearchParams(location.search);
+if (params.get("mode")) ui.mode.value = params.get("mode");
+
+const metrics = {
+  latencies: [], // {responseId, firstAudioMs}
+  // per interrupt: eventAt (the interrupt event arrived), silentAt (the playback worklet
+  // dropped the audio: from its render clock), reportedAt (its report reached this thread)
+  interrupts: [], // {responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
+  transcripts: [], // {role, id, text, final}
+  notices: [], // {level, code, message}
+  sent: [], // {type, at}: client events, in order
+  received: [], // {type, at}: server events, in order, with their arrival (performance.now)
+  started: [], // response ids whose audio became audible
+  drained: [], // response ids played out
+  fenced: 0,
+  outputLatencyMs: null,
+};
+
+const spec = await loadSpec();
+let call = null; // the active call, or null
+let muted = false;
+let cameraOn = false;
+
+window.joyduplex = {
+  metrics,
+  snapshot: () => (call ? call.protocol.snapshot() : null),
+  constants: spec.constants,
+};
+
+function now() {
+  return performance.now();
+}
+
+function base64FromBytes(bytes) {
+  let binary = "";
+  const step = 0x8000;
+  for (let i = 0; i < bytes.length; i += step) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + step));
+  }
+  return btoa(binary);
+}
+
+function bytesFromBase64(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i += 1) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+function notice(level, code, message) {
+  metrics.notices.push({ level, code, message });
+  const element = document.createElement("div");
+  element.className = `notice ${level}`;
+  element.textContent = `${code}: ${message}`;
+  ui.notices.prepend(element);
+  while (ui.notices.childElementCount > 6) ui.notices.lastElementChild.remove();
+}
+
+function transcriptLine(role, id, text, final) {
+  metrics.transcripts.push({ role, id, text, final });
+  const key = `${role}:${id}`;
+  let line = ui.transcript.querySelector(`li[data-key="${CSS.escape(key)}"]`);
+  if (!line) {
+    line = document.createElement("li");
+    line.className = role;
+    line.dataset.key = key;
+    line.dataset.role = role;
+    line.innerHTML = `<span class="who"></span><span class="text"></span>`;
+    line.querySelector(".who").textContent = role === "user" ? "You" : "Assistant";
+    ui.transcript.append(line);
+  }
+  const span = line.querySelector(".text");
+  span.textContent = final || role === "user" ? text : span.textContent + text;
+  if (final) line.dataset.final = "true";
+  line.scrollIntoView({ block: "nearest" });
+}
+
+// --- the call -------------------------------------------------------------------------
+
+class Call {
+  constructor(mode) {
+    this.mode = mode;
+    this.protocol = new ClientProtocol(spec, mode, { muted, camera: cameraOn });
+    this.timer = null;
+    this.closed = false;
+    this.pendingInterrupts = new Map(); // responseId -> metric entry
+    this.lastServerType = null;
+  }
+
+  async start() {
+    const constants = spec.constants;
+    this.captureContext = new AudioContext();
+    this.playbackContext = new AudioContext({ sampleRate: constants.playback_rate_hz });
+    await Promise.all([
+      this.captureContext.audioWorklet.addModule(new URL("./capture_worklet.js", import.meta.url)),
+      this.playbackContext.audioWorklet.addModule(new URL("./playback_worklet.js", import.meta.url)),
+    ]);
+    await Promise.all([this.captureContext.resume(), this.playbackContext.resume()]);
+    metrics.outputLatencyMs =
+      ((this.playbackContext.baseLatency || 0) + (this.playbackContext.outputLatency || 0)) * 1000;
+
+    this.playback = new AudioWorkletNode(this.playbackContext, "joyduplex-playback", {
+      numberOfInputs: 0,
+      outputChannelCount: [1],
+      processorOptions: { initialBufferMs: constants.initial_playback_buffer_ms },
+    });
+    this.playback.connect(this.playbackContext.destination);
+    this.playback.port.onmessage = (event) => this.onPlayback(event.data);
+
+    this.stream = await navigator.mediaDevices.getUserMedia({
+      audio: {
+        channelCount: 1,
+        echoCancellation: true,
+        noiseSuppression: true,
+        autoGainControl: true,
+      },
+    });
+    const source = this.captureContext.createMediaStreamSource(this.stream);
+    this.capture = new AudioWorkletNode(this.captureContext, "joyduplex-capture", {
+      numberOfOutputs: 0,
+      processorOptions: { targetRate: constants.capture_rate_hz, chunkMs: constants.mic_chunk_ms },
+    });
+    source.connect(this.capture);
+    this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
+
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`);
+    this.socket.onopen = () => this.run(this.protocol.connected(now()));
+    this.socket.onmessage = (event) => this.onServerText(event.data);
+    this.socket.onclose = (event) =>
+      this.run(this.protocol.disconnected(now(), `socket_closed:${event.code}`));
+    this.socket.onerror = () => notice("error", "socket_error", "the connection failed");
+    this.render();
+  }
+
+  onServerText(text) {
+    const at = now();
+    let type = null;
+    try {
+      type = JSON.parse(text).type;
+    } catch {
+      type = null;
+    }
+    metrics.received.push({ type, at });
+    this.lastServerType = type;
+    this.run(this.protocol.server_text(text, at), at);
+    this.lastServerType = null;
+  }
+
+  onMicChunk(data) {
+    const level = Math.min(1, data.rms * 8);
+    ui.speaking.style.setProperty("--level", level.toFixed(2));
+    const audio = base64FromBytes(new Uint8Array(data.pcm));
+    this.run(this.protocol.mic_chunk(audio, data.samples, now()));
+  }
+
+  onPlayback(message) {
+    const at = now();
+    if (message.type === "playback-started") {
+      metrics.started.push(message.responseId);
+      this.run(this.protocol.playback_started(message.responseId, at));
+    } else if (message.type === "playback-stopped") {
+      const entry = this.pendingInterrupts.get(message.responseId);
+      if (entry) {
+        this.pendingInterrupts.delete(message.responseId);
+        // when the audio thread dropped the audio: its next render quantum is silent
+        const stamp = this.playbackContext.getOutputTimestamp();
+        const silentAt =
+          stamp.performanceTime !== undefined && stamp.contextTime !== undefined
+            ? stamp.performanceTime + (message.at - stamp.contextTime) * 1000
+            : at;
+        entry.reportedAt = at;
+        entry.reportMs = at - entry.eventAt;
+        entry.silentAt = Math.min(silentAt, at);
+        entry.silenceMs = entry.silentAt - entry.eventAt;
+        entry.playedMs = message.playedMs;
+        entry.droppedMs = message.droppedMs;
+        metrics.interrupts.push(entry);
+      }
+      this.run(this.protocol.playback_stopped(message.responseId, message.playedMs, at));
+    } else if (message.type === "playback-drained") {
+      metrics.drained.push(message.responseId);
+      this.run(this.protocol.playback_drained(message.responseId, message.playedMs, at));
+    }
+  }
+
+  async captureFrame() {
+    const video = ui.preview;
+    if (!this.video || video.readyState < 2 || !video.videoWidth) return;
+    const side = spec.constants.camera_max_side_px;
+    const scale = Math.min(1, side / Math.max(video.videoWidth, video.videoHeight));
+    const canvas = ui.frame;
+    canvas.width = Math.round(video.videoWidth * scale);
+    canvas.height = Math.round(video.videoHeight * scale);
+    canvas.getContext("2d").drawImage(video, 0, 0, canvas.width, canvas.height);
+    const blob = await new Promise((resolve) =>
+      canvas.toBlob(resolve, "image/jpeg", spec.constants.jpeg_quality),
+    );
+    if (!blob || this.closed) return;
+    const jpeg = base64FromBytes(new Uint8Array(await blob.arrayBuffer()));
+    this.run(this.protocol.camera_frame(jpeg, now()));
+  }
+
+  async setCamera(on) {
+    if (on && !this.video) {
+      try {
+        this.video = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480 } });
+        ui.preview.srcObject = this.video;
+        await ui.preview.play().catch(() => {});
+      } catch (error) {
+        notice("warning", "camera_unavailable", String(error));
+        return;
+      }
+    } else if (!on && this.video) {
+      for (const track of this.video.getTracks()) track.stop();
+      this.video = null;
+      ui.preview.srcObject = null;
+    }
+    this.run(this.protocol.set_camera(on, now()));
+  }
+
+  /** Execute the protocol's outputs, in order. */
+  run(outputs, eventAt = now()) {
+    for (const output of outputs) {
+      switch (output.kind) {
+        case "send":
+          metrics.sent.push({ type: output.event.type, at: eventAt });
+          if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(output.event));
+          break;
+        case "play": {
+          const pcm = bytesFromBase64(output.audio).buffer;
+          this.playback.port.postMessage({ type: "audio", responseId: output.response_id, pcm }, [pcm]);
+          break;
+        }
+        case "drain":
+          this.playback.port.postMessage({ type: "drain", responseId: output.response_id });
+          break;
+        case "clear":
+          this.playback.port.postMessage({ type: "clear", responseId: output.response_id });
+          this.pendingInterrupts.set(output.response_id, {
+            responseId: output.response_id,
+            trigger: this.lastServerType ?? "local",
+            eventAt,
+          });
+          break;
+        case "capture_frame":
+          this.captureFrame().catch((error) => notice("warning", "camera_frame", String(error)));
+          break;
+        case "transcript":
+          transcriptLine(
+            output.role,
+            output.role === "user" ? output.item_id : output.response_id,
+            output.text,
+            output.final,
+          );
+          break;
+        case "latency":
+          metrics.latencies.push({ responseId: output.response_id, firstAudioMs: output.first_audio_ms });
+          ui.latency.textContent = `first audio: ${Math.round(output.first_audio_ms)} ms`;
+          break;
+        case "notice":
+          notice(output.level, output.code, output.message);
+          break;
+        case "fenced":
+          metrics.fenced += 1;
+          break;
+        case "close":
+          this.shutdown(output.reason);
+          break;
+        default:
+          break; // "watchdog": shown from the snapshot
+      }
+    }
+    this.schedule();
+    this.render();
+  }
+
+  schedule() {
+    clearTimeout(this.timer);
+    if (this.closed) return;
+    const deadline = this.protocol.next_deadline();
+    if (deadline === null) return;
+    this.timer = setTimeout(() => this.run(this.protocol.handle_timeout(now())), Math.max(0, deadline - now()));
+  }
+
+  shutdown(reason) {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    if (this.socket && this.socket.readyState <= WebSocket.OPEN) this.socket.close(1000, "client closed");
+    for (const stream of [this.stream, this.video]) {
+      for (const track of stream?.getTracks() ?? []) track.stop();
+    }
+    ui.preview.srcObject = null;
+    setTimeout(() => {
+      this.captureContext?.close();
+      this.playbackContext?.close();
+    }, 200);
+    if (!reason.startsWith("client")) notice("warning", "call_ended", reason);
+    call = null;
+    render(null);
+  }
+
+  render() {
+    render(this.protocol.snapshot());
+  }
+}
+
+function render(snapshot) {
+  const state = snapshot ? snapshot.connection : "closed";
+  ui.connection.dataset.state = state;
+  ui.connection.textContent = state === "closed" ? "disconnected" : state;
+  ui.connect.textContent = snapshot && state !== "closed" ? "Disconnect" : "Connect";
+  ui.mode.disabled = Boolean(snapshot);
+  const ready = state === "ready";
+  ui.talk.disabled = !(ready && snapshot.mode === "ptt");
+  ui.stop.disabled = !ready;
+  const live = snapshot?.holds.find((h) => ["pressed", "muted", "recording"].includes(h.state));
+  ui.talk.classList.toggle("held", Boolean(live));
+  ui.talk.dataset.hold = live ? live.state : "";
+  ui.watchdog.dataset.state = snapshot?.watchdog ?? "disarmed";
+  ui.watchdog.textContent = snapshot?.watchdog === "armed" ? "awaiting reply" : "idle";
+  ui.speaking.dataset.state = snapshot?.user_speaking || live?.state === "recording" ? "on" : "off";
+  ui.speaking.textContent = muted ? "mic muted" : "mic";
+  ui.mute.setAttribute("aria-pressed", String(muted));
+  ui.camera.setAttribute("aria-pressed", String(cameraOn));
+  ui.camera.textContent = cameraOn ? "Camera off" : "Camera on";
+  ui.cameraState.textContent = `camera ${snapshot?.camera ?? (cameraOn ? "on" : "off")}`;
+  document.body.dataset.connection = state;
+}
+
+// --- controls -------------------------------------------------------------------------
+
+ui.connect.addEventListener("click", async () => {
+  if (call) {
+    const active = call;
+    active.run(active.protocol.disconnected(now(), "client_hangup"));
+    return;
+  }
+  call = new Call(ui.mode.value);
+  try {
+    await call.start();
+    if (cameraOn) await call.setCamera(true);
+  } catch (error) {
+    notice("error", "start_failed", String(error));
+    call?.shutdown("client_start_failed");
+  }
+});
+
+ui.mute.addEventListener("click", () => {
+  muted = !muted;
+  if (call) call.run(call.protocol.set_muted(muted, now()));
+  else render(null);
+});
+
+ui.camera.addEventListener("click", async () => {
+  cameraOn = !cameraOn;
+  if (call) await call.setCamera(cameraOn);
+  else render(null);
+});
+
+ui.stop.addEventListener("click", () => call?.run(call.protocol.stop_reply(now())));
+
+function press() {
+  if (call) call.run(call.protocol.press(now()));
+}
+
+function release() {
+  if (call) call.run(call.protocol.release(now()));
+}
+
+ui.talk.addEventListener("pointerdown", (event) => {
+  ui.talk.setPointerCapture?.(event.pointerId);
+  press();
+});
+ui.talk.addEventListener("pointerup", release);
+ui.talk.addEventListener("pointercancel", release);
+ui.talk.addEventListener("lostpointercapture", release);
+
+function typing(target) {
+  return target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement;
+}
+
+window.addEventListener("keydown", (event) => {
+  if (event.code !== "Space" || event.repeat || typing(event.target)) return;
+  event.preventDefault();
+  press();
+});
+window.addEventListener("keyup", (event) => {
+  if (event.code !== "Space" || typing(event.target)) return;
+  event.preventDefault();
+  release();
+});
+window.addEventListener("blur", release);
+
+render(null);
+document.body.dataset.loaded = "true";

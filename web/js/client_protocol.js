@@ -1,0 +1,768 @@
+// ClientProtocol: the browser port of core/client.py (read its docstring for the theory of
+// operation). Sans-IO: every input carries nowMs and returns outputs (plain JSON objects)
+// that app.js executes. State changes happen only through the tables of spec/ (exported to
+// web/spec/*.json) run by rulebook.js; this file holds the same couplings as the Python
+// class, line by line, and tests/web/traces prove both produce identical outputs and states.
+//
+// Method names follow Python's (snake_case) so a trace step maps to the same call.
+
+import { Rulebook } from "./rulebook.js";
+
+const AWAITING_REPLY_STATES = new Set(["submitted", "acknowledged", "answering"]);
+const LIVE_HOLD_STATES = new Set(["pressed", "muted", "recording"]);
+const LIVE_PLAYBACK_STATES = new Set(["queued", "playing", "draining"]);
+const TERMINAL_HOLD_STATES = new Set(["empty", "no_response", "rejected", "settled"]);
+
+export function base64Bytes(text) {
+  if (!text) return 0;
+  const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
+  return Math.floor((text.length * 3) / 4) - padding;
+}
+
+function id(value) {
+  return typeof value === "string" ? value : null;
+}
+
+function object(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? value : {};
+}
+
+class ClientOutbox {
+  constructor() {
+    this.items = [];
+    this.eventCounter = 0;
+  }
+  nextEventId() {
+    this.eventCounter += 1;
+    return `evt_${this.eventCounter}`;
+  }
+  send(event) {
+    if (!("event_id" in event)) {
+      event = { type: event.type, event_id: this.nextEventId(), ...event };
+    }
+    this.items.push({ kind: "send", event });
+  }
+  emit(output) {
+    this.items.push(output);
+  }
+  drain() {
+    const out = this.items;
+    this.items = [];
+    return out;
+  }
+}
+
+class Hold {
+  constructor(rules, outbox, holdId) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.hold_id = holdId;
+    this.state = rules.table.initial;
+    this.commit_event_id = null;
+    this.item_id = null;
+    this.response_id = null;
+    this.ended_ms = null;
+    this.uploaded_samples = 0;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  snapshot() {
+    return {
+      hold_id: this.hold_id,
+      state: this.state,
+      commit_event_id: this.commit_event_id,
+      item_id: this.item_id,
+      response_id: this.response_id,
+      uploaded_samples: this.uploaded_samples,
+    };
+  }
+  mic_muted(kwargs) {
+    return Boolean(kwargs.muted);
+  }
+  send_commit() {
+    this.commit_event_id = this.outbox.nextEventId();
+    this.outbox.send({
+      type: "input_audio_buffer.commit",
+      event_id: this.commit_event_id,
+      create_response: true,
+    });
+  }
+  report_rejection(kwargs) {
+    this.outbox.emit({
+      kind: "notice",
+      level: "warning",
+      code: kwargs.code,
+      message: kwargs.message,
+      hold_id: this.hold_id,
+    });
+  }
+}
+
+class ClientPlayback {
+  constructor(rules, outbox, responseId, itemId) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.response_id = responseId;
+    this.item_id = itemId;
+    this.state = rules.table.initial;
+    this.queued_ms = 0;
+    this.played_ms = 0;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  accepts(trigger) {
+    return this.rules.allowed(this.state, trigger);
+  }
+  snapshot() {
+    return {
+      response_id: this.response_id,
+      state: this.state,
+      queued_ms: this.queued_ms,
+      played_ms: this.played_ms,
+    };
+  }
+  enqueue_audio(kwargs) {
+    this.queued_ms += kwargs.audio_ms;
+    this.outbox.emit({ kind: "play", response_id: this.response_id, audio: kwargs.audio });
+  }
+  drop_late_audio(kwargs) {
+    this.outbox.emit({ kind: "fenced", response_id: this.response_id, audio_ms: kwargs.audio_ms });
+  }
+  request_drain() {
+    this.outbox.emit({ kind: "drain", response_id: this.response_id });
+  }
+  clear_local_audio() {
+    this.outbox.emit({ kind: "clear", response_id: this.response_id });
+  }
+  acknowledge_played(kwargs) {
+    this.played_ms = Math.max(this.played_ms, kwargs.played_ms);
+    const ack = { type: "playback.ack", response_id: this.response_id, played_ms: this.played_ms };
+    if (this.item_id !== null) ack.item_id = this.item_id;
+    this.outbox.send(ack);
+  }
+}
+
+class Watchdog {
+  constructor(rules, outbox, timeoutMs) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.timeout_ms = timeoutMs;
+    this.state = rules.table.initial;
+    this.deadline_ms = null;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  start_timer(kwargs) {
+    this.deadline_ms = kwargs.now_ms + this.timeout_ms;
+    this.outbox.emit({ kind: "watchdog", armed: true, deadline_ms: this.deadline_ms });
+  }
+  stop_timer() {
+    this.deadline_ms = null;
+    this.outbox.emit({ kind: "watchdog", armed: false, deadline_ms: null });
+  }
+  report_expiry() {
+    this.deadline_ms = null;
+    this.outbox.emit({
+      kind: "notice",
+      level: "error",
+      code: "turn_watchdog",
+      message: `no reply within ${Math.floor(this.timeout_ms / 1000)} s; the call was ended`,
+    });
+  }
+}
+
+class Camera {
+  constructor(rules, outbox) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.state = rules.table.initial;
+    this.stashed = null;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  take_stashed() {
+    const frame = this.stashed;
+    this.stashed = null;
+    return frame !== null ? [frame] : [];
+  }
+  audio_flowing(kwargs) {
+    return Boolean(kwargs.audio_flowing);
+  }
+  capture_now() {
+    this.outbox.emit({ kind: "capture_frame" });
+  }
+  send_frame(kwargs) {
+    this.outbox.send({ type: "input_audio_buffer.append", video_frames: [kwargs.jpeg] });
+  }
+  stash_frame(kwargs) {
+    this.stashed = String(kwargs.jpeg);
+  }
+  send_stashed_frame() {
+    const frames = this.take_stashed();
+    if (frames.length) this.outbox.send({ type: "input_audio_buffer.append", video_frames: frames });
+  }
+  drop_stashed_frame() {
+    this.stashed = null;
+  }
+}
+
+class Connection {
+  constructor(rules, outbox, sessionPayload) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.session_payload = sessionPayload;
+    this.state = rules.table.initial;
+    this.update_event_id = null;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  send_session_update() {
+    this.update_event_id = this.outbox.nextEventId();
+    this.outbox.send({
+      type: "session.update",
+      event_id: this.update_event_id,
+      session: this.session_payload,
+    });
+  }
+  tear_down(kwargs) {
+    this.outbox.emit({ kind: "close", reason: kwargs.reason });
+  }
+}
+
+export class ClientProtocol {
+  constructor(spec, mode = "vad", options = {}) {
+    const { constants, tables } = spec;
+    if (!constants.modes.includes(mode)) {
+      throw new Error(`unknown client mode \`${mode}\`; expected one of ${constants.modes}`);
+    }
+    this.constants = constants;
+    this.mode = mode;
+    this.muted = options.muted ?? false;
+    this.camera_wanted = options.camera ?? false;
+    this.camera_interval_ms = options.camera_interval_ms ?? constants.camera_interval_ms;
+    const payload = structuredClone(constants.session_payloads[mode]);
+    const detection = payload.audio.input.turn_detection;
+    this.interrupt_on_speech = Boolean(detection && detection.interrupt_response);
+    this.rules = {};
+    for (const [name, table] of Object.entries(tables)) this.rules[name] = new Rulebook(table);
+    this.out = new ClientOutbox();
+    this.connection = new Connection(this.rules.client_connection, this.out, payload);
+    this.watchdog = new Watchdog(
+      this.rules.client_watchdog,
+      this.out,
+      options.watchdog_ms ?? constants.turn_watchdog_ms,
+    );
+    this.camera = new Camera(this.rules.client_camera, this.out);
+    this.holds = [];
+    this.playbacks = new Map();
+    this.pending_commits = new Map();
+    this.user_speaking = false;
+    this.holdCounter = 0;
+    this.restartWatchdog = false;
+    this.handshakeDeadline = null;
+    this.nextCapture = null;
+    this.speechStoppedAt = new Map();
+    this.turnEnd = new Map();
+    this.latencyReported = new Set();
+  }
+
+  // --- host inputs --------------------------------------------------------------------
+
+  connected(now) {
+    if (this.connection.state === "connecting") {
+      this.connection.fire("open");
+      this.handshakeDeadline = now + this.constants.handshake_timeout_ms;
+    }
+    return this.finish(now);
+  }
+
+  disconnected(now, reason = "socket_closed") {
+    if (this.connection.state !== "closed") this.tearDown("lost", reason);
+    return this.finish(now);
+  }
+
+  server_text(text, now) {
+    if (this.connection.state === "closed") return [];
+    let event = null;
+    try {
+      event = JSON.parse(text);
+    } catch {
+      event = null;
+    }
+    if (
+      event === null ||
+      typeof event !== "object" ||
+      Array.isArray(event) ||
+      typeof event.type !== "string"
+    ) {
+      this.out.emit({
+        kind: "notice",
+        level: "warning",
+        code: "malformed_event",
+        message: "the server sent a frame that is not a JSON event; skipped",
+      });
+      return this.finish(now);
+    }
+    return this.server_event(event, now);
+  }
+
+  server_event(event, now) {
+    if (this.connection.state === "closed") return [];
+    this.onServerEvent(event, now);
+    return this.finish(now);
+  }
+
+  press(now) {
+    if (this.mode === "ptt" && this.ready() && this.liveHold() === null) {
+      this.holdCounter += 1;
+      const hold = new Hold(this.rules.client_hold, this.out, `hold_${this.holdCounter}`);
+      this.holds.push(hold);
+      hold.fire("press", { muted: this.muted });
+    }
+    return this.finish(now);
+  }
+
+  release(now) {
+    const hold = this.liveHold();
+    if (hold !== null) {
+      hold.ended_ms = now;
+      hold.fire("release");
+      if (hold.state === "submitted" && hold.commit_event_id !== null) {
+        this.pending_commits.set(hold.commit_event_id, hold);
+        this.restartWatchdog = true;
+      }
+    }
+    return this.finish(now);
+  }
+
+  set_muted(muted, now) {
+    if (muted !== this.muted) {
+      this.muted = muted;
+      const hold = this.liveHold();
+      if (hold !== null) hold.fire(muted ? "mute" : "unmute");
+    }
+    return this.finish(now);
+  }
+
+  set_camera(on, now) {
+    this.camera_wanted = on;
+    return this.finish(now);
+  }
+
+  stop_reply(now) {
+    if (this.ready()) {
+      this.interrupt(null);
+      this.out.send({ type: "output_audio_buffer.clear" });
+    }
+    return this.finish(now);
+  }
+
+  mic_chunk(audioB64, samples, now) {
+    if (this.audioFlowing() && samples > 0) {
+      if (this.mode === "ptt") {
+        const hold = this.liveHold();
+        if (hold.state === "pressed") hold.fire("upload");
+        hold.uploaded_samples += samples;
+      }
+      const event = { type: "input_audio_buffer.append", audio: audioB64 };
+      const frames = this.camera.take_stashed();
+      if (frames.length) event.video_frames = frames;
+      this.out.send(event);
+    }
+    return this.finish(now);
+  }
+
+  camera_frame(jpegB64, now) {
+    if (this.connection.state !== "closed") this.camera.fire("frame", { jpeg: jpegB64 });
+    return this.finish(now);
+  }
+
+  playback_started(responseId, now) {
+    const playback = this.playbacks.get(responseId);
+    if (playback !== undefined && this.connection.state !== "closed") {
+      playback.fire("started");
+      const end = this.turnEnd.get(responseId);
+      if (end !== undefined && !this.latencyReported.has(responseId)) {
+        this.latencyReported.add(responseId);
+        this.out.emit({ kind: "latency", response_id: responseId, first_audio_ms: now - end });
+      }
+    }
+    return this.finish(now);
+  }
+
+  playback_stopped(responseId, playedMs, now) {
+    return this.report(responseId, "stopped", playedMs, now);
+  }
+
+  playback_drained(responseId, playedMs, now) {
+    return this.report(responseId, "drained", playedMs, now);
+  }
+
+  handle_timeout(now) {
+    const state = this.connection.state;
+    if (state === "handshaking" && this.due(this.handshakeDeadline, now)) {
+      this.out.emit({
+        kind: "notice",
+        level: "error",
+        code: "handshake_timeout",
+        message: "the server did not answer session.update in time",
+      });
+      this.tearDown("lost", "handshake_timeout");
+    } else if (state === "ready") {
+      if (this.watchdog.state === "armed" && this.due(this.watchdog.deadline_ms, now)) {
+        this.watchdog.fire("expire");
+        this.tearDown("lost", "turn_watchdog");
+      } else if (this.due(this.nextCapture, now)) {
+        this.out.emit({ kind: "capture_frame" });
+        this.nextCapture = now + this.camera_interval_ms;
+      }
+    }
+    return this.finish(now);
+  }
+
+  next_deadline() {
+    const candidates = [this.nextCapture];
+    if (this.connection.state === "handshaking") candidates.push(this.handshakeDeadline);
+    if (this.watchdog.state === "armed") candidates.push(this.watchdog.deadline_ms);
+    const present = candidates.filter((c) => c !== null);
+    return present.length ? Math.min(...present) : null;
+  }
+
+  step(entry) {
+    const now = entry.now_ms;
+    switch (entry.kind) {
+      case "connected":
+        return this.connected(now);
+      case "disconnected":
+        return this.disconnected(now, entry.reason ?? "socket_closed");
+      case "server":
+        return this.server_event(entry.event, now);
+      case "server_text":
+        return this.server_text(entry.text, now);
+      case "press":
+        return this.press(now);
+      case "release":
+        return this.release(now);
+      case "mute":
+        return this.set_muted(Boolean(entry.muted), now);
+      case "camera":
+        return this.set_camera(Boolean(entry.on), now);
+      case "stop_reply":
+        return this.stop_reply(now);
+      case "mic":
+        return this.mic_chunk(entry.audio, Math.trunc(entry.samples), now);
+      case "frame":
+        return this.camera_frame(entry.jpeg, now);
+      case "playback_started":
+        return this.playback_started(entry.response_id, now);
+      case "playback_stopped":
+        return this.playback_stopped(entry.response_id, entry.played_ms, now);
+      case "playback_drained":
+        return this.playback_drained(entry.response_id, entry.played_ms, now);
+      case "timeout":
+        return this.handle_timeout(now);
+      default:
+        throw new Error(`unknown input kind \`${entry.kind}\``);
+    }
+  }
+
+  snapshot() {
+    return {
+      mode: this.mode,
+      muted: this.muted,
+      camera_wanted: this.camera_wanted,
+      connection: this.connection.state,
+      camera: this.camera.state,
+      frame_waiting: this.camera.stashed !== null,
+      next_capture_ms: this.nextCapture,
+      watchdog: this.watchdog.state,
+      watchdog_deadline_ms: this.watchdog.deadline_ms,
+      user_speaking: this.user_speaking,
+      pending_commits: [...this.pending_commits.keys()],
+      holds: this.holds.map((hold) => hold.snapshot()),
+      playbacks: [...this.playbacks.values()].map((playback) => playback.snapshot()),
+    };
+  }
+
+  // --- server events ------------------------------------------------------------------
+
+  onServerEvent(event, now) {
+    const kind = event.type;
+    if (kind === "session.updated") {
+      this.connection.fire("ready");
+      this.handshakeDeadline = null;
+    } else if (kind === "session.closed") {
+      this.tearDown("lost", `session_closed:${id(event.reason) || "unknown"}`);
+    } else if (kind === "error") {
+      this.onError(object(event.error));
+    } else if (kind === "input_audio_buffer.speech_started") {
+      this.user_speaking = true;
+      if (this.interrupt_on_speech) this.interrupt(null);
+    } else if (kind === "input_audio_buffer.speech_stopped") {
+      this.user_speaking = false;
+      const itemId = id(event.item_id);
+      if (itemId !== null) {
+        this.speechStoppedAt.set(itemId, now);
+        this.trim(this.speechStoppedAt);
+      }
+    } else if (kind === "input_audio_buffer.committed") {
+      this.onCommitted(event, now);
+    } else if (kind === "conversation.item.input_audio_transcription.completed") {
+      this.out.emit({
+        kind: "transcript",
+        role: "user",
+        item_id: id(event.item_id),
+        text: id(event.transcript) || "",
+        final: true,
+      });
+    } else if (kind === "conversation.item.input_audio_transcription.failed") {
+      this.out.emit({
+        kind: "notice",
+        level: "warning",
+        code: "transcription_failed",
+        message: `no transcript for ${id(event.item_id) ?? "None"}`,
+      });
+    } else if (kind === "response.created") {
+      const responseId = id(object(event.response).id);
+      if (responseId !== null) this.onResponseCreated(responseId);
+    } else if (kind === "response.output_audio.delta") {
+      this.onAudioDelta(event);
+    } else if (kind === "response.output_audio.done") {
+      const playback = this.playbackOf(event.response_id);
+      if (playback !== null) playback.fire("finish");
+    } else if (
+      kind === "response.output_audio_transcript.delta" ||
+      kind === "response.output_text.delta"
+    ) {
+      this.assistantText(event, id(event.delta) || "", false);
+    } else if (kind === "response.output_audio_transcript.done") {
+      this.assistantText(event, id(event.transcript) || "", true);
+    } else if (kind === "response.output_text.done") {
+      this.assistantText(event, id(event.text) || "", true);
+    } else if (kind === "response.done") {
+      this.onResponseDone(object(event.response));
+    } else if (kind === "output_audio_buffer.cleared") {
+      this.interrupt(id(event.response_id));
+    }
+  }
+
+  onError(error) {
+    const eventId = id(error.event_id);
+    const code = id(error.code) || "error";
+    const message = id(error.message) || "";
+    if (
+      this.connection.state === "handshaking" &&
+      (eventId === null || eventId === this.connection.update_event_id)
+    ) {
+      this.out.emit({ kind: "notice", level: "error", code, message });
+      this.tearDown("refused", `handshake_refused:${code}`);
+      return;
+    }
+    const hold = eventId !== null ? this.pending_commits.get(eventId) : undefined;
+    if (hold !== undefined) {
+      this.pending_commits.delete(eventId);
+      hold.fire("rejected", { code, message });
+      return;
+    }
+    this.out.emit({ kind: "notice", level: "error", code, message });
+  }
+
+  onCommitted(event, now) {
+    const clientEventId = id(event.client_event_id);
+    const noResponse = event.no_response === true;
+    const itemId = id(event.item_id);
+    if (clientEventId !== null) {
+      const hold = this.pending_commits.get(clientEventId);
+      if (hold !== undefined) {
+        this.pending_commits.delete(clientEventId);
+        hold.item_id = itemId;
+        hold.fire(noResponse ? "committed_no_response" : "committed");
+      }
+    } else if (!noResponse) {
+      this.holdCounter += 1;
+      const hold = new Hold(this.rules.client_hold, this.out, `hold_${this.holdCounter}`);
+      hold.item_id = itemId;
+      if (itemId !== null && this.speechStoppedAt.has(itemId)) {
+        hold.ended_ms = this.speechStoppedAt.get(itemId);
+        this.speechStoppedAt.delete(itemId);
+      } else {
+        hold.ended_ms = now;
+      }
+      this.holds.push(hold);
+      hold.fire("server_commit");
+      this.restartWatchdog = true;
+    }
+  }
+
+  onResponseCreated(responseId) {
+    const ends = [];
+    for (const hold of this.holds) {
+      if (hold.state === "acknowledged") {
+        hold.response_id = responseId;
+        hold.fire("answer");
+        if (hold.ended_ms !== null) ends.push(hold.ended_ms);
+      }
+    }
+    if (ends.length) {
+      this.turnEnd.set(responseId, Math.min(...ends));
+      this.trim(this.turnEnd);
+    }
+  }
+
+  onAudioDelta(event) {
+    const responseId = id(event.response_id);
+    const audio = id(event.delta) || "";
+    if (responseId === null) return;
+    const audioMs = Math.floor(base64Bytes(audio) / 2) / (this.constants.playback_rate_hz / 1000);
+    let playback = this.playbacks.get(responseId);
+    if (playback === undefined) {
+      playback = new ClientPlayback(this.rules.client_playback, this.out, responseId, id(event.item_id));
+      this.playbacks.set(responseId, playback);
+    }
+    playback.fire("audio", { audio, audio_ms: audioMs });
+  }
+
+  onResponseDone(response) {
+    const responseId = id(response.id);
+    const status = response.status;
+    if (responseId === null) return;
+    const playback = this.playbacks.get(responseId);
+    if (playback !== undefined) playback.fire(status === "cancelled" ? "clear" : "finish");
+    for (const hold of this.holds) {
+      if (hold.state === "answering" && hold.response_id === responseId) hold.fire("settle");
+    }
+    if (status === "failed") {
+      const reason = id(object(response.status_details).reason);
+      this.out.emit({
+        kind: "notice",
+        level: "error",
+        code: "response_failed",
+        message: `the reply failed (${reason || "no reason given"})`,
+      });
+    }
+  }
+
+  assistantText(event, text, final) {
+    this.out.emit({
+      kind: "transcript",
+      role: "assistant",
+      response_id: id(event.response_id),
+      text,
+      final,
+    });
+  }
+
+  // --- helpers ------------------------------------------------------------------------
+
+  interrupt(responseId) {
+    for (const playback of this.playbacks.values()) {
+      if (
+        (responseId === null || responseId === playback.response_id) &&
+        LIVE_PLAYBACK_STATES.has(playback.state)
+      ) {
+        playback.fire("clear");
+      }
+    }
+    for (const hold of this.holds) {
+      if (hold.state === "answering" && (responseId === null || responseId === hold.response_id)) {
+        hold.fire("interrupt");
+      }
+    }
+  }
+
+  report(responseId, trigger, playedMs, now) {
+    const playback = this.playbacks.get(responseId);
+    if (playback !== undefined && this.connection.state !== "closed" && playback.accepts(trigger)) {
+      playback.fire(trigger, { played_ms: playedMs });
+    }
+    return this.finish(now);
+  }
+
+  tearDown(trigger, reason) {
+    this.connection.fire(trigger, { reason });
+    for (const playback of this.playbacks.values()) {
+      if (LIVE_PLAYBACK_STATES.has(playback.state)) playback.fire("clear");
+    }
+    this.handshakeDeadline = null;
+  }
+
+  playbackOf(responseId) {
+    const key = id(responseId);
+    return key !== null ? (this.playbacks.get(key) ?? null) : null;
+  }
+
+  ready() {
+    return this.connection.state === "ready";
+  }
+
+  liveHold() {
+    for (const hold of this.holds) if (LIVE_HOLD_STATES.has(hold.state)) return hold;
+    return null;
+  }
+
+  audioFlowing() {
+    if (!this.ready() || this.muted) return false;
+    if (this.mode === "vad") return true;
+    const hold = this.liveHold();
+    return hold !== null && (hold.state === "pressed" || hold.state === "recording");
+  }
+
+  due(deadline, now) {
+    return deadline !== null && now >= deadline;
+  }
+
+  trim(table) {
+    while (table.size > this.constants.fence_memory) table.delete(table.keys().next().value);
+  }
+
+  couple(now) {
+    const camera = this.camera;
+    const wantCamera = this.camera_wanted && this.ready();
+    const flowing = this.audioFlowing();
+    if (wantCamera && camera.state === "off") {
+      camera.fire("enable", { audio_flowing: flowing });
+      this.nextCapture = now + this.camera_interval_ms;
+    } else if (!wantCamera && camera.state !== "off") {
+      camera.fire("disable");
+      this.nextCapture = null;
+    } else if (flowing && camera.state === "standalone") {
+      camera.fire("audio_starts");
+    } else if (!flowing && camera.state === "riding") {
+      camera.fire("audio_stops");
+    }
+
+    const awaiting =
+      this.connection.state !== "closed" &&
+      this.holds.some((hold) => AWAITING_REPLY_STATES.has(hold.state));
+    const watchdog = this.watchdog;
+    if (watchdog.state !== "expired") {
+      if (awaiting && (watchdog.state === "disarmed" || this.restartWatchdog)) {
+        watchdog.fire("arm", { now_ms: now });
+      } else if (!awaiting && watchdog.state === "armed") {
+        watchdog.fire("disarm");
+      }
+    }
+    this.restartWatchdog = false;
+  }
+
+  prune() {
+    const finished = this.holds.filter((hold) => TERMINAL_HOLD_STATES.has(hold.state));
+    const dropHolds = finished.slice(0, Math.max(0, finished.length - this.constants.finished_hold_memory));
+    this.holds = this.holds.filter((hold) => !dropHolds.includes(hold));
+    const done = [...this.playbacks.values()].filter((p) => !LIVE_PLAYBACK_STATES.has(p.state));
+    for (const playback of done.slice(0, Math.max(0, done.length - this.constants.fence_memory))) {
+      this.playbacks.delete(playback.response_id);
+    }
+  }
+
+  finish(now) {
+    this.couple(now);
+    this.prune();
+    return this.out.drain();
+  }
+}
