@@ -20,6 +20,7 @@ Client event ids are `evt_<n>`, n from 1 per client; senders return the id they 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ import msgspec
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
+from core.client import ClientProtocol
 from spec.events import (
     ClientEventT,
     Error,
@@ -56,6 +58,7 @@ from spec.events import (
     SessionUpdate,
     SessionUpdated,
 )
+from spec.tables.client_constants import PLAYBACK_RATE_HZ
 from transport.codec import decode_server_event, encode_client_event
 
 if TYPE_CHECKING:
@@ -135,8 +138,13 @@ _CLOSED = object()  # queue sentinel: the reader ended
 class DuplexClient:
     """A connected session. Build it with `DuplexClient.connect(...)`."""
 
-    def __init__(self, websocket: ClientConnection) -> None:
+    def __init__(
+        self, websocket: ClientConnection, lifecycle: ClientProtocol | None = None
+    ) -> None:
         self._ws = websocket
+        #: the client state machines (PTT holds, playback, watchdog) when opted in
+        self.lifecycle = lifecycle
+        self._played_ms: dict[str, float] = {}
         self._queue: asyncio.Queue[tuple[ServerEventT, float] | object] = asyncio.Queue()
         self._next_id = 0
         self._closed: ConnectionLost | None = None
@@ -155,8 +163,14 @@ class DuplexClient:
         token: str | None = None,
         headers: Mapping[str, str] | None = None,
         open_timeout: float = 10.0,
+        mode: str | None = None,
     ) -> AsyncIterator[Self]:
         """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
+
+        With `mode` ("ptt" or "vad") the client runs the shared client state machines
+        (`core.client.ClientProtocol`, the same tables as the web UI): it sends the mode's
+        `session.update`, tracks push-to-talk holds and pending commits by event id, plays
+        reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
         Raises:
             ConnectionLost: the connection could not be opened (refused, rejected
@@ -174,7 +188,9 @@ class DuplexClient:
             )
         except (OSError, TimeoutError, WebSocketException) as exc:  # refused, 401, bad URI
             raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
-        client = cls(websocket)
+        client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
+        if client.lifecycle is not None:
+            await client._run(client.lifecycle.connected(_now_ms()))
         try:
             yield client
         finally:
@@ -449,6 +465,8 @@ class DuplexClient:
         try:
             async for message in self._ws:
                 at = time.monotonic()
+                if self.lifecycle is not None:
+                    await self._run(self.lifecycle.server_text(message, _now_ms()))
                 event = self._decode(message)
                 if event is None:
                     continue
@@ -468,6 +486,59 @@ class DuplexClient:
                 self._closed = ConnectionLost("the client closed the connection")
             self._queue.put_nowait(_CLOSED)
 
+    # --- the client state machines (opt-in) ---------------------------------------------
+
+    async def hold_to_talk(self, pcm16: bytes, *, chunk_ms: int = 20, muted: bool = False) -> None:
+        """One push-to-talk hold through the client machines: press, stream, release.
+
+        A muted or empty hold sends no commit (B20); otherwise the release commits with the
+        hold's own event id and the watchdog is armed until its reply ends (B23).
+        """
+        lifecycle = self._require_lifecycle()
+        await self._run(lifecycle.set_muted(muted, _now_ms()))
+        await self._run(lifecycle.press(_now_ms()))
+        step = chunk_ms * 32  # 16 kHz pcm16
+        for start in range(0, len(pcm16) - len(pcm16) % 2, step):
+            chunk = pcm16[start : start + step]
+            encoded = base64.b64encode(chunk).decode()
+            await self._run(lifecycle.mic_chunk(encoded, len(chunk) // 2, _now_ms()))
+        await self._run(lifecycle.release(_now_ms()))
+
+    def _require_lifecycle(self) -> ClientProtocol:
+        if self.lifecycle is None:
+            raise RuntimeError("connect with mode='ptt' or mode='vad' to use the client machines")
+        return self.lifecycle
+
+    async def _run(self, outputs: list[dict[str, Any]]) -> None:
+        """Carry out what the client machines ask for, in order (a headless host)."""
+        lifecycle = self.lifecycle
+        assert lifecycle is not None
+        pending = list(outputs)
+        while pending:
+            output = pending.pop(0)
+            kind = output["kind"]
+            if kind == "send":
+                await self.send_raw(msgspec.json.encode(output["event"]).decode())
+            elif kind == "play":
+                rid = output["response_id"]
+                first = rid not in self._played_ms
+                audio_ms = len(base64.b64decode(output["audio"])) / 2 / PLAYBACK_RATE_HZ * 1000
+                self._played_ms[rid] = self._played_ms.get(rid, 0.0) + audio_ms
+                if first:
+                    pending += lifecycle.playback_started(rid, _now_ms())
+            elif kind == "drain":
+                rid = output["response_id"]
+                played = self._played_ms.pop(rid, 0.0)
+                pending += lifecycle.playback_drained(rid, played, _now_ms())
+            elif kind == "clear":
+                for rid in (
+                    [output["response_id"]] if output.get("response_id") else list(self._played_ms)
+                ):
+                    played = self._played_ms.pop(rid, 0.0)
+                    pending += lifecycle.playback_stopped(rid, played, _now_ms())
+            elif kind == "close":
+                await self._ws.close()
+
     def _decode(self, message: str | bytes) -> ServerEventT | None:
         try:
             return decode_server_event(message)
@@ -477,6 +548,10 @@ class DuplexClient:
                 "skipping a server frame this client cannot read (%s): %.200r", exc, message
             )
             return None
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 
 
 def _type_of(event: ServerEventT) -> str:
