@@ -53,7 +53,10 @@ GPU_VENV := .venv-gpu-path
 $(GPU_VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
-	$(GPU_VENV)/bin/python -m pip install -q -e . --group test torch==2.13.0 transformers pillow tokenizers
+	$(GPU_VENV)/bin/python -m pip install -q -e . --group test torch==2.13.0 'transformers>=5.16.1,<5.21' pillow tokenizers librosa soundfile einops
+	# qwen-tts-hf's declared dependencies (torchaudio, gradio, ...) are not needed on CPU and
+	# torchaudio would pull another torch: the Qwen3-TTS code is installed alone.
+	$(GPU_VENV)/bin/python -m pip install -q --no-deps qwen-tts-hf==0.1.1.post1
 	touch $@
 
 test-gpu-path: $(GPU_VENV)/.installed

@@ -7,7 +7,13 @@ The layouts follow the real checkpoints (`model_type` qwen3_vl / qwen3_asr, the 
 special tokens and placeholders), so the real loading and prompt code runs against them.
 `head_dim` is 64 because vLLM's CPU attention rejects smaller heads.
 
-    python tools/gpu_tiny_models.py /tmp/tiny      # writes /tmp/tiny/{vlm,asr,text}
+The TTS checkpoint (`build_tiny_tts`, needs `qwen-tts-hf`) is a Qwen3-TTS-12Hz
+CustomVoice layout: `config.json` (`qwen3_tts`, Talker + code predictor, speaker
+"vivian"), `generation_config.json` (greedy), the text tokenizer, and
+`speech_tokenizer/` (the 12 Hz tokenizer: Mimi encoder + Code2Wav decoder with the real
+upsampling 8*5*4*3*2*2 = 1920 samples per codec frame, so 12.5 Hz -> 24 kHz).
+
+    python tools/gpu_tiny_models.py /tmp/tiny      # writes /tmp/tiny/{vlm,asr,text[,tts]}
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ __all__ = [
     "build_all",
     "build_tiny_asr",
     "build_tiny_text",
+    "build_tiny_tts",
     "build_tiny_vlm",
     "build_tokenizer",
 ]
@@ -42,6 +49,9 @@ SPECIAL_TOKENS = [
     "</silence>",
     "</response>",
     "</delegation>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
 ]
 
 _CORPUS = [
@@ -50,6 +60,9 @@ _CORPUS = [
     "[User Query (IMPORTANT — follow this instruction)] what do you see? Describe the red ball.",
     "Hello there, how can I help you today? The cat is on the table. language English",
     "system user assistant 0123456789 ,.!?;:'\"()[]-_ abcdefghijklmnopqrstuvwxyz",
+    # the role names must end up as single tokens: Qwen3-TTS slices its prompt by token
+    # position (`<|im_start|>assistant\n` is exactly 3 tokens)
+    "assistant user system " * 8,
 ]
 
 CHAT_TEMPLATE = (
@@ -116,11 +129,20 @@ def _text_config(tokenizer: Any, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _finish(model: Any, tokenizer: Any, out: Path) -> Path:
+#: what the tiny VLM and ASR never generate (`suppress_tokens` in their generation
+#: config): with no action marker and no end token, the VLM's random text is a plain
+#: reply by the grammar (SPEAK, so end-to-end turns always reach TTS) and the ASR's is a
+#: non-empty transcript; both then run to their `max_tokens`
+NEVER_GENERATED = tuple(SPECIAL_TOKENS)
+
+
+def _finish(model: Any, tokenizer: Any, out: Path, *, suppress: bool = True) -> Path:
     ids = _ids(tokenizer)
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.generation_config.do_sample = False
+    if suppress:
+        model.generation_config.suppress_tokens = [ids[tok] for tok in NEVER_GENERATED]
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -216,18 +238,170 @@ def build_tiny_text(out: Path, tokenizer: Any | None = None) -> Path:
     tokenizer = tokenizer or build_tokenizer()
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(Qwen3Config(**_text_config(tokenizer))).eval()
-    return _finish(model, tokenizer, out)
+    return _finish(model, tokenizer, out, suppress=False)  # unchanged for the vLLM smoke
 
 
-def build_all(root: Path) -> dict[str, str]:
+#: codec codebook size of the tiny TTS (the real one: 2048); control ids follow it
+_TTS_CODEBOOK = 64
+#: codebooks per frame (the real one: 16)
+_TTS_QUANTIZERS = 4
+
+
+def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
+    """Tiny Qwen3-TTS-12Hz CustomVoice (Talker + code predictor + 12 Hz tokenizer).
+
+    The codec vocabulary is laid out as the real one: codes first, then the control ids,
+    then padding up to `codebook + 1024` (the model suppresses the top 1024 ids except
+    EOS while generating). Codebooks are filled with random values (their init is zero,
+    which would decode to exact silence).
+    """
+    import importlib
+
+    import torch
+    from transformers import EncodecFeatureExtractor
+
+    from backends.gpu.tts import import_qwen_tts
+
+    import_qwen_tts()
+    from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSForConditionalGeneration
+    from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Config,
+    )
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Model,
+    )
+
+    tokenizer = tokenizer or build_tokenizer()
+    ids = _ids(tokenizer)
+    role = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    if len(role) != 3:
+        raise RuntimeError("the tokenizer must encode `<|im_start|>assistant\\n` as 3 tokens")
+    code, groups = _TTS_CODEBOOK, _TTS_QUANTIZERS
+    mrope = {"rope_type": "default", "mrope_section": [6, 5, 5], "interleaved": True}
+    small = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "num_code_groups": groups,
+    }
+    talker = {
+        **small,
+        "vocab_size": code + 1024,
+        "max_position_embeddings": 4096,
+        "rope_scaling": mrope,
+        "text_hidden_size": 64,
+        "text_vocab_size": len(tokenizer),
+        "codec_pad_id": code,
+        "codec_bos_id": code + 1,
+        "codec_eos_token_id": code + 2,
+        "codec_think_id": code + 3,
+        "codec_nothink_id": code + 4,
+        "codec_think_bos_id": code + 5,
+        "codec_think_eos_id": code + 6,
+        "spk_id": {"vivian": code + 10},
+        "spk_is_dialect": {"vivian": False},
+        "codec_language_id": {"english": code + 20, "chinese": code + 21},
+        "code_predictor_config": {**small, "vocab_size": code, "max_position_embeddings": 64},
+    }
+    config = Qwen3TTSConfig(
+        talker_config=talker,
+        tokenizer_type="qwen3_tts_tokenizer_12hz",
+        tts_model_size="1b7",
+        tts_model_type="custom_voice",
+        im_start_token_id=ids["<|im_start|>"],
+        im_end_token_id=ids["<|im_end|>"],
+        tts_pad_token_id=ids["<tts_pad>"],
+        tts_bos_token_id=ids["<tts_text_bos>"],
+        tts_eos_token_id=ids["<tts_text_eod>"],
+    )
+    torch.manual_seed(0)
+    model = Qwen3TTSForConditionalGeneration(config).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    # written by hand as the published config.json is: the speaker encoder (Base models
+    # only) keeps its own keys, and the Talker's mRoPE stays in `rope_scaling`
+    document = config.to_dict()
+    document["speaker_encoder_config"] = {"sample_rate": 24_000}
+    document["talker_config"]["rope_scaling"] = mrope
+    document["talker_config"].pop("rope_parameters", None)
+    (out / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    # `save_pretrained` cannot: qwen_tts declares `_tied_weights_keys` as a list, which
+    # transformers 5 reads as a dict; the weights are not tied, so a plain file is it
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    save_file = importlib.import_module("safetensors.torch").save_file
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    generation = {
+        "do_sample": False,
+        "subtalker_dosample": False,
+        "repetition_penalty": 1.0,
+        "max_new_tokens": 24,
+    }
+    (out / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
+    tokenizer.save_pretrained(out)
+
+    codec = Qwen3TTSTokenizerV2Config(
+        encoder_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "intermediate_size": 64,
+            "codebook_size": code,
+            "codebook_dim": 32,
+            "num_filters": 8,
+            "num_quantizers": groups,
+            "num_semantic_quantizers": 1,
+            "upsampling_ratios": [8, 6, 5, 4],
+            "upsample_groups": 32,
+            "vector_quantization_hidden_dimension": 32,
+            "sampling_rate": 24_000,
+            "frame_rate": 12.5,
+        },
+        decoder_config={
+            "codebook_size": code,
+            "codebook_dim": 32,
+            "hidden_size": 32,
+            "latent_dim": 32,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_quantizers": groups,
+            "decoder_dim": 64,
+        },
+        encoder_valid_num_quantizers=groups,
+    )
+    torch.manual_seed(1)
+    speech = Qwen3TTSTokenizerV2Model(codec).eval()
+    with torch.no_grad():
+        for name, param in speech.named_parameters():
+            if name.endswith("_codebook.embedding_sum"):
+                param.normal_()
+    speech.save_pretrained(out / "speech_tokenizer")
+    EncodecFeatureExtractor(feature_size=1, sampling_rate=24_000).save_pretrained(
+        out / "speech_tokenizer"
+    )
+    return out
+
+
+def build_all(root: Path, *, tts: bool = False) -> dict[str, str]:
+    """The tiny checkpoints under `root`; `tts=True` adds the TTS (needs `qwen-tts-hf`)."""
     tokenizer = build_tokenizer()
     paths = {
         "vlm": build_tiny_vlm(root / "vlm", tokenizer),
         "asr": build_tiny_asr(root / "asr", tokenizer),
         "text": build_tiny_text(root / "text", tokenizer),
     }
+    if tts:
+        paths["tts"] = build_tiny_tts(root / "tts", tokenizer)
     return {name: str(path) for name, path in paths.items()}
 
 
 if __name__ == "__main__":
-    print(json.dumps(build_all(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/joyduplex-tiny"))))
+    import importlib.util
+
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/joyduplex-tiny")
+    print(json.dumps(build_all(root, tts=importlib.util.find_spec("qwen_tts") is not None)))

@@ -8,24 +8,51 @@ feeds each sentence to TTS; a LISTEN decision (`</silence>`) skips TTS entirely.
 module only builds the stages: nothing is loaded until the backend is entered, and
 nothing here imports torch, vLLM or transformers.
 
+`runtime = "transformers"` in the placement swaps the vLLM engines for the
+transformers ones (`hf_engines.py`) and the TTS for eager `qwen_tts`, on "cpu" or a
+CUDA device: the same stages, prompt code and streaming, for debugging and CPU CI.
+
 The backend brings no VAD: server VAD is the shared Silero model of the CPU backend
 (`Backend.vad` is None here).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from backends.base import Backend, BackendUnavailable
 from backends.gpu.asr import AsrStage
 from backends.gpu.engines import VllmEngine
+from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
 from backends.gpu.placement import load_placement
 from backends.gpu.tts import TtsStage, make_synthesizer
 from backends.gpu.vlm import VlmStage
 
+if TYPE_CHECKING:
+    from backends.gpu.engine_api import GenerationEngine
+    from backends.gpu.placement import StagePlacement
+
 __all__ = ["PROFILES", "create_backend"]
 
 PROFILES: Final = ("speech", "camera")
+
+
+def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
+    if runtime == "transformers":
+        dtype = stage.dtype
+        if dtype == "auto":
+            dtype = "float32" if stage.device == "cpu" else "bfloat16"
+        engine = HfAsrEngine if stage.stage == "asr" else HfVlmEngine
+        return engine(stage.model, dtype=dtype, device=stage.torch_device)
+    return VllmEngine(stage)
+
+
+def _describe(stage: StagePlacement, runtime: str) -> str:
+    if runtime == "transformers":
+        kind = "qwen_tts eager" if stage.stage == "tts" else "transformers"
+        return f"{stage.stage} on {stage.torch_device} ({kind})"
+    graphs = "eager" if stage.enforce_eager else "CUDA Graphs"
+    return f"{stage.stage} on {stage.torch_device} ({stage.gpu_memory_utilization:.2f}, {graphs})"
 
 
 def create_backend(*, placement: str | None = None, profile: str = "speech") -> Backend:
@@ -44,14 +71,12 @@ def create_backend(*, placement: str | None = None, profile: str = "speech") -> 
             f"unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
         )
     plan = load_placement(placement)
-    asr = AsrStage(VllmEngine(plan.asr), plan.asr) if profile == "speech" else None
-    vlm = VlmStage(VllmEngine(plan.vlm), plan.vlm)
-    tts = TtsStage(make_synthesizer(plan.tts), plan.tts)
+    runtime = plan.runtime
+    asr = AsrStage(_engine(plan.asr, runtime), plan.asr) if profile == "speech" else None
+    vlm = VlmStage(_engine(plan.vlm, runtime), plan.vlm)
+    tts = TtsStage(make_synthesizer(plan.tts, runtime=runtime), plan.tts)
     stages = ", ".join(
-        f"{s.stage} on cuda:{s.device} ({s.gpu_memory_utilization:.2f}"
-        f"{', eager' if s.enforce_eager else ', CUDA Graphs'})"
-        for s in (plan.asr if asr else None, plan.vlm, plan.tts)
-        if s is not None
+        _describe(s, runtime) for s in (plan.asr if asr else None, plan.vlm, plan.tts) if s
     )
     return Backend(
         name="gpu",

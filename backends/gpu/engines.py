@@ -195,7 +195,8 @@ class VllmEngine:
 
             available = frozenset(f.name for f in dataclasses.fields(AsyncEngineArgs))
             kwargs = engine_kwargs(self.placement, available=available, overrides=self._overrides)
-            pin = None if "device_ids" in kwargs else self.placement.device
+            device = self.placement.device
+            pin = device if "device_ids" not in kwargs and isinstance(device, int) else None
             with _visible_device(pin):
                 # spawns the engine core, loads weights, profiles memory, captures graphs
                 self._llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))

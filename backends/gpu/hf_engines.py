@@ -3,9 +3,10 @@
 `HfVlmEngine` (Qwen3-VL, `AutoModelForImageTextToText`) and `HfAsrEngine` (Qwen3-ASR)
 implement `GenerationEngine` with `model.generate()` in a worker thread, streaming text
 through `TextIteratorStreamer`; `abort()` stops a generation at the next token through
-a stopping criterion. They take the very `EnginePrompt` the vLLM engines take, so the
-prompt building, compensation, streaming and action parsing above them are the code
-that runs in production. No CUDA Graphs, one request at a time: not a serving runtime.
+a stopping criterion. `device` is "cpu" (tests) or "cuda:N". They take the very
+`EnginePrompt` the vLLM engines take, so the prompt building, compensation, streaming
+and action parsing above them are the code that runs in production. No CUDA Graphs, one
+request at a time: not a serving runtime (`runtime = "transformers"` in the placement).
 
 Qwen3-VL's processor class needs torchvision, which does not import beside the CPU
 torch wheel, so the image processor is run directly and each `<|image_pad|>` is
@@ -61,10 +62,13 @@ class _ThreadStream:
 class _HfEngine:
     """Shared plumbing: load, count tokens, run `generate` in a thread, abort by flag."""
 
-    def __init__(self, name: str, model_path: str, *, dtype: str = "float32") -> None:
+    def __init__(
+        self, name: str, model_path: str, *, dtype: str = "float32", device: str = "cpu"
+    ) -> None:
         self.name = name
         self.model_path = model_path
         self.dtype = dtype
+        self.device = device
         self.model: Any = None
         self.tokenizer: Any = None
         self._stops: dict[str, threading.Event] = {}
@@ -95,7 +99,10 @@ class _HfEngine:
 
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
-        inputs = self._inputs(prompt)
+        inputs = {
+            key: value.to(self.device) if hasattr(value, "to") else value
+            for key, value in self._inputs(prompt).items()
+        }
         stop = threading.Event()
         self._stops[request_id] = stop
 
@@ -145,8 +152,8 @@ class _HfEngine:
 class HfVlmEngine(_HfEngine):
     """Qwen3-VL / JoyAI through transformers."""
 
-    def __init__(self, model_path: str, *, dtype: str = "float32") -> None:
-        super().__init__("vlm", model_path, dtype=dtype)
+    def __init__(self, model_path: str, *, dtype: str = "float32", device: str = "cpu") -> None:
+        super().__init__("vlm", model_path, dtype=dtype, device=device)
         self.image_processor: Any = None
 
     def _load(self) -> None:
@@ -155,9 +162,13 @@ class HfVlmEngine(_HfEngine):
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.image_processor = AutoImageProcessor.from_pretrained(self.model_path)
-        self.model = AutoModelForImageTextToText.from_pretrained(
-            self.model_path, dtype=getattr(torch, self.dtype)
-        ).eval()
+        self.model = (
+            AutoModelForImageTextToText.from_pretrained(
+                self.model_path, dtype=getattr(torch, self.dtype)
+            )
+            .to(self.device)
+            .eval()
+        )
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         import torch
@@ -190,8 +201,8 @@ class HfVlmEngine(_HfEngine):
 class HfAsrEngine(_HfEngine):
     """Qwen3-ASR through transformers (`Qwen3ASRForConditionalGeneration`)."""
 
-    def __init__(self, model_path: str, *, dtype: str = "float32") -> None:
-        super().__init__("asr", model_path, dtype=dtype)
+    def __init__(self, model_path: str, *, dtype: str = "float32", device: str = "cpu") -> None:
+        super().__init__("asr", model_path, dtype=dtype, device=device)
         self.processor: Any = None
 
     def _load(self) -> None:
@@ -216,7 +227,7 @@ class HfAsrEngine(_HfEngine):
             model = Qwen3ASRForConditionalGeneration.from_pretrained(
                 self.model_path, dtype=getattr(torch, self.dtype)
             )
-        self.model = model.eval()
+        self.model = model.to(self.device).eval()
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         if prompt.images or prompt.audio is None:

@@ -7,7 +7,12 @@ single-GPU fractions). Validation is strict: unknown keys, wrong types and out-o
 values raise `PlacementError` naming the key (`vlm.gpu_memory_utilization`), and the
 memory fractions of the stages sharing one device must add up to at most 0.95.
 
+`runtime` picks the engines: "vllm" (default; ASR and VLM on vLLM, TTS with CUDA Graphs)
+or "transformers" (ASR and VLM through `hf_engines.py`, TTS through eager `qwen_tts`):
+the route for debugging and for CI on CPU, where a stage's `device` may be "cpu".
+
     gpus = 2                       # 1 or 2: which default layout to start from
+    runtime = "vllm"               # or "transformers"
 
     [vlm]
     model = "/models/JoyAI-VL-Interaction-Preview"
@@ -37,6 +42,8 @@ __all__ = [
 
 StageName = Literal["asr", "vlm", "tts"]
 STAGES: Final[tuple[StageName, ...]] = ("asr", "vlm", "tts")
+RUNTIMES: Final = ("vllm", "transformers")
+CPU: Final = "cpu"
 
 #: the published checkpoints (the user downloads them; see backends/gpu/README.md)
 DEFAULT_MODELS: Final[dict[StageName, str]] = {
@@ -58,7 +65,7 @@ class StagePlacement:
 
     stage: StageName
     model: str
-    device: int
+    device: int | Literal["cpu"]  # CUDA device index, or "cpu" (transformers runtime only)
     gpu_memory_utilization: float
     max_model_len: int
     max_num_seqs: int
@@ -76,7 +83,12 @@ class StagePlacement:
 
     @property
     def cuda_graphs(self) -> bool:
-        return not self.enforce_eager
+        return not self.enforce_eager and self.device != CPU
+
+    @property
+    def torch_device(self) -> str:
+        """`cpu` or `cuda:N`."""
+        return CPU if self.device == CPU else f"cuda:{self.device}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +98,19 @@ class Placement:
     asr: StagePlacement
     vlm: StagePlacement
     tts: StagePlacement
+    runtime: str = "vllm"  # "vllm" | "transformers"
 
     def stage(self, name: StageName) -> StagePlacement:
         placement: StagePlacement = getattr(self, name)
         return placement
 
     def devices(self) -> dict[int, list[StagePlacement]]:
-        """Device index -> the stages placed on it."""
+        """CUDA device index -> the stages placed on it (stages on the CPU left out)."""
         by_device: dict[int, list[StagePlacement]] = {}
         for name in STAGES:
             stage = self.stage(name)
-            by_device.setdefault(stage.device, []).append(stage)
+            if isinstance(stage.device, int):
+                by_device.setdefault(stage.device, []).append(stage)
         return by_device
 
 
@@ -141,7 +155,7 @@ def default_placement(gpus: int = 2) -> Placement:
 _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "model": (str,),
     "tokenizer": (str,),
-    "device": (int,),
+    "device": (int, str),
     "gpu_memory_utilization": (float, int),
     "max_model_len": (int,),
     "max_num_seqs": (int,),
@@ -179,8 +193,8 @@ def _check_value(key: str, name: str, raw: object) -> Any:
         if not 0.0 < float(value) <= MAX_DEVICE_FRACTION:
             raise PlacementError(f"`{key}` must be in (0, {MAX_DEVICE_FRACTION}], got {value}")
         return float(value)
-    if name == "device" and value < 0:
-        raise PlacementError(f"`{key}` must be a device index >= 0, got {value}")
+    if name == "device" and not (value == CPU if isinstance(value, str) else value >= 0):
+        raise PlacementError(f'`{key}` must be a device index >= 0 or "cpu", got {value!r}')
     if name in _POSITIVE and value < 1:
         raise PlacementError(f"`{key}` must be >= 1, got {value}")
     if name == "cuda_graph_capture_sizes":
@@ -229,18 +243,25 @@ def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlac
 
 def parse_placement(data: dict[str, Any]) -> Placement:
     """Validate a decoded placement document."""
-    unknown = set(data) - {"gpus", *STAGES}
+    unknown = set(data) - {"gpus", "runtime", *STAGES}
     if unknown:
         raise PlacementError(
-            f"unknown key `{sorted(unknown)[0]}`; expected gpus, {', '.join(STAGES)}"
+            f"unknown key `{sorted(unknown)[0]}`; expected gpus, runtime, {', '.join(STAGES)}"
         )
     gpus = data.get("gpus", 2)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus not in (1, 2):
         raise PlacementError("`gpus` must be 1 or 2")
+    runtime = data.get("runtime", "vllm")
+    if runtime not in RUNTIMES:
+        raise PlacementError(f"`runtime` must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     base = default_placement(gpus)
     placement = Placement(
-        **{name: _parse_stage(name, data.get(name, {}), base.stage(name)) for name in STAGES}
+        **{name: _parse_stage(name, data.get(name, {}), base.stage(name)) for name in STAGES},
+        runtime=runtime,
     )
+    for name in STAGES:
+        if placement.stage(name).device == CPU and runtime != "transformers":
+            raise PlacementError(f'`{name}.device = "cpu"` needs `runtime = "transformers"`')
     for device, stages in placement.devices().items():
         total = sum(s.gpu_memory_utilization for s in stages)
         if len(stages) > 1 and total > MAX_DEVICE_FRACTION + 1e-9:

@@ -11,8 +11,16 @@ transformers-5 build of the official package), on the placement's device:
   cache of `max_model_len` positions) and streams codec chunks through the 12 Hz
   tokenizer's decoder (Code2Wav) with a left context, so audio starts after the first
   chunk instead of after the whole utterance;
-- `EagerSynthesizer` (`enforce_eager = true`, or no CUDA): `qwen_tts.Qwen3TTSModel`
-  in eager mode, whole utterance then chunked; for debugging.
+- `EagerSynthesizer` (`enforce_eager = true`, `runtime = "transformers"`, or
+  `device = "cpu"`): `qwen_tts.Qwen3TTSModel` in eager mode, whole utterance then
+  chunked; for debugging, and the CPU route the tests run with a tiny random checkpoint
+  (`tools/gpu_tiny_models.py`).
+
+Both load `qwen_tts` through `import_qwen_tts()`, which works around two problems of
+`qwen-tts-hf` 0.1.1.post1 (see README "TTS on CPU"): its package imports the 25 Hz
+tokenizer (torchaudio, sox, onnxruntime) even for 12 Hz checkpoints, and its RoPE
+registry patch reads `config.rope_theta`, which transformers 5 configs (Mimi) no longer
+have.
 
 Both produce float32 mono at 24 kHz; the stage converts to pcm16 at the requested rate
 and runs one utterance at a time per device (the graphs are captured for batch 1).
@@ -21,7 +29,10 @@ Speaker defaults to "Vivian", language to "Auto", as upstream's JoyAI -> TTS bri
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
+import types
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 import anyio
@@ -43,6 +54,7 @@ __all__ = [
     "EagerSynthesizer",
     "SpeechSynthesizer",
     "TtsStage",
+    "import_qwen_tts",
     "make_synthesizer",
     "to_pcm16",
 ]
@@ -74,10 +86,82 @@ class SpeechSynthesizer(Protocol):
     def close(self) -> None: ...
 
 
-def _torch_dtype(name: str) -> Any:
+def _torch_dtype(name: str, device: str = "cuda") -> Any:
     import torch
 
-    return getattr(torch, "bfloat16" if name == "auto" else name)
+    if name == "auto":
+        name = "float32" if device == "cpu" else "bfloat16"
+    return getattr(torch, name)
+
+
+_V1_VQ_MODULE: Final = "qwen_tts.core.tokenizer_25hz.vq.speech_vq"
+
+
+class _NoV1Tokenizer:
+    """Stands in for the 25 Hz tokenizer's VQ parts where torchaudio cannot be imported."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            "the 25 Hz Qwen3-TTS tokenizer needs torchaudio, which cannot be imported here;"
+            " the 12 Hz checkpoints this backend serves do not use it"
+        )
+
+
+def import_qwen_tts() -> Any:
+    """Import `qwen_tts` (from `qwen-tts-hf`) with two narrow workarounds; returns it.
+
+    1. `qwen_tts/__init__` imports the 25 Hz (V1) speech tokenizer unconditionally, whose
+       VQ module imports torchaudio, sox and onnxruntime at import time. The 12 Hz
+       checkpoints never build it. Where torchaudio cannot be imported (the CPU torch
+       wheel has no matching torchaudio), only that one module is replaced by
+       placeholders that raise if a 25 Hz model is ever built.
+    2. `qwen_tts` registers a "default" RoPE initializer that reads `config.rope_theta`;
+       transformers 5 lets every model's weight init look it up, and configs that keep
+       the value only in `rope_parameters` (Mimi, inside the 12 Hz tokenizer; Qwen3-VL)
+       then fail with AttributeError. The registered function is wrapped to fall back
+       to `rope_parameters["rope_theta"]`; where `rope_theta` exists nothing changes.
+    """
+    if "qwen_tts" not in sys.modules and _V1_VQ_MODULE not in sys.modules:
+        try:
+            importlib.import_module("torchaudio")
+        except (ImportError, OSError):
+            stub = types.ModuleType(_V1_VQ_MODULE)
+            stub.WhisperEncoderVQ = _NoV1Tokenizer  # type: ignore[attr-defined]
+            stub.XVectorExtractor = _NoV1Tokenizer  # type: ignore[attr-defined]
+            sys.modules[_V1_VQ_MODULE] = stub
+    import qwen_tts
+    from transformers import modeling_rope_utils
+
+    registry = modeling_rope_utils.ROPE_INIT_FUNCTIONS
+    original = registry.get("default")
+    if original is not None and not getattr(original, "_joyduplex_wrapped", False):
+        registry["default"] = _wrap_default_rope(original)
+    return qwen_tts
+
+
+def _wrap_default_rope(original: Any) -> Any:
+    def default_rope(
+        config: Any, device: Any = None, seq_len: int | None = None, layer_type: str | None = None
+    ) -> tuple[Any, float]:
+        try:
+            return original(config, device, seq_len, layer_type)  # type: ignore[no-any-return]
+        except AttributeError:
+            import torch
+
+            params = getattr(config, "rope_parameters", None) or {}
+            if layer_type is not None and isinstance(params.get(layer_type), dict):
+                params = params[layer_type]
+            base = float(params["rope_theta"])
+            partial = float(params.get("partial_rotary_factor", 1.0))
+            head_dim = getattr(config, "head_dim", None) or (
+                config.hidden_size // config.num_attention_heads
+            )
+            dim = int(head_dim * partial)
+            steps = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float)
+            return 1.0 / (base ** (steps / dim)), 1.0
+
+    default_rope._joyduplex_wrapped = True  # type: ignore[attr-defined]
+    return default_rope
 
 
 class CudaGraphSynthesizer:
@@ -101,6 +185,7 @@ class CudaGraphSynthesizer:
         self._model: Any = None
 
     def load(self) -> None:
+        import_qwen_tts()
         from faster_qwen3_tts import FasterQwen3TTS
 
         self._model = FasterQwen3TTS.from_pretrained(
@@ -134,21 +219,32 @@ class CudaGraphSynthesizer:
 
 
 class EagerSynthesizer:
-    """qwen_tts eager (no graphs): the whole utterance, then fixed-size chunks."""
+    """qwen_tts eager (no graphs): the whole utterance, then fixed-size chunks.
 
-    def __init__(self, model_path: str, *, device: str, dtype: str = "bfloat16") -> None:
+    Runs on CUDA (`enforce_eager`, debugging) or on the CPU (`device = "cpu"`, tests).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        device: str,
+        dtype: str = "bfloat16",
+        max_new_tokens: int | None = None,
+    ) -> None:
         self.model_path = model_path
         self.device = device
         self.dtype = dtype
+        self.max_new_tokens = max_new_tokens
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
         self._model: Any = None
 
     def load(self) -> None:
-        from qwen_tts import Qwen3TTSModel
-
-        self._model = Qwen3TTSModel.from_pretrained(
-            self.model_path, device_map=self.device, dtype=_torch_dtype(self.dtype)
-        )
+        qwen_tts = import_qwen_tts()
+        kwargs: dict[str, Any] = {"dtype": _torch_dtype(self.dtype, self.device)}
+        if self.device != "cpu":
+            kwargs["device_map"] = self.device  # needs accelerate; the CPU needs no map
+        self._model = qwen_tts.Qwen3TTSModel.from_pretrained(self.model_path, **kwargs)
 
     def warmup(self) -> None:
         for _ in self.stream("Hello.", speaker="Vivian", language="Auto", stop=threading.Event()):
@@ -157,8 +253,13 @@ class EagerSynthesizer:
     def stream(
         self, text: str, *, speaker: str, language: str, stop: threading.Event
     ) -> Iterator[Float32Array]:
+        if stop.is_set():
+            return
+        extra: dict[str, Any] = {}
+        if self.max_new_tokens is not None:
+            extra["max_new_tokens"] = self.max_new_tokens
         wavs, rate = self._model.generate_custom_voice(
-            text=text, speaker=speaker, language=language
+            text=text, speaker=speaker, language=language, **extra
         )
         self.sample_rate_hz = int(rate)
         audio = np.asarray(wavs[0], dtype=np.float32).reshape(-1)
@@ -172,11 +273,17 @@ class EagerSynthesizer:
         self._model = None
 
 
-def make_synthesizer(placement: StagePlacement) -> SpeechSynthesizer:
-    """CUDA Graphs unless the placement says `enforce_eager`."""
-    device = f"cuda:{placement.device}"
-    if placement.enforce_eager:
-        return EagerSynthesizer(placement.model, device=device, dtype=placement.dtype)
+def make_synthesizer(placement: StagePlacement, *, runtime: str = "vllm") -> SpeechSynthesizer:
+    """CUDA Graphs, unless the placement says `enforce_eager`, the CPU, or the
+    transformers runtime: then eager `qwen_tts`."""
+    device = placement.torch_device
+    if placement.enforce_eager or device == "cpu" or runtime == "transformers":
+        return EagerSynthesizer(
+            placement.model,
+            device=device,
+            dtype=placement.dtype,
+            max_new_tokens=placement.max_tokens,
+        )
     return CudaGraphSynthesizer(
         placement.model, device=device, dtype=placement.dtype, max_seq_len=placement.max_model_len
     )

@@ -90,3 +90,52 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("[vlm\n", encoding="utf-8")
     with pytest.raises(PlacementError, match="not valid TOML"):
         load_placement(bad)
+
+
+def test_transformers_runtime_allows_cpu_stages(tmp_path: Path) -> None:
+    path = tmp_path / "cpu.toml"
+    path.write_text(
+        'runtime = "transformers"\ngpus = 1\n[asr]\ndevice = "cpu"\n[vlm]\ndevice = "cpu"\n'
+        '[tts]\ndevice = "cpu"\ngpu_memory_utilization = 0.95\n',
+        encoding="utf-8",
+    )
+    placement = load_placement(path)
+    assert placement.runtime == "transformers"
+    assert placement.vlm.torch_device == "cpu" and not placement.vlm.cuda_graphs
+    assert placement.devices() == {}  # no CUDA device, nothing to add up
+    assert default_placement(1).runtime == "vllm"
+    assert default_placement(2).asr.torch_device == "cuda:1"
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        ({"runtime": "tensorrt"}, "runtime"),
+        ({"vlm": {"device": "cpu"}}, "vlm.device"),  # the vLLM runtime needs a GPU
+        ({"runtime": "transformers", "asr": {"device": "gpu"}}, "asr.device"),
+    ],
+)
+def test_runtime_and_cpu_device_errors_name_the_key(doc: dict[str, object], key: str) -> None:
+    with pytest.raises(PlacementError, match=f"`{key}"):
+        parse_placement(doc)
+
+
+def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> None:
+    from backends.gpu.backend import create_backend
+    from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
+    from backends.gpu.tts import EagerSynthesizer
+
+    path = tmp_path / "cpu.toml"
+    path.write_text(
+        'runtime = "transformers"\n[asr]\ndevice = "cpu"\ndtype = "auto"\n[vlm]\ndevice = "cpu"\n'
+        '[tts]\ndevice = "cpu"\nmax_tokens = 6\n',
+        encoding="utf-8",
+    )
+    backend = create_backend(placement=str(path), profile="speech")
+    assert isinstance(backend.asr.engine, HfAsrEngine)  # type: ignore[union-attr]
+    assert backend.asr.engine.dtype == "float32"  # type: ignore[union-attr]
+    assert isinstance(backend.vlm.engine, HfVlmEngine)  # type: ignore[attr-defined]
+    synthesizer = backend.tts.synthesizer  # type: ignore[attr-defined]
+    assert isinstance(synthesizer, EagerSynthesizer)
+    assert synthesizer.device == "cpu" and synthesizer.max_new_tokens == 6
+    assert "tts on cpu (qwen_tts eager)" in backend.description

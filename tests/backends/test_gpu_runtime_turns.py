@@ -1,0 +1,237 @@
+"""Slow: the GPU backend end to end through the runtime, on CPU, with tiny random models.
+
+`tools/gpu_tiny_models.py` builds, in-test, tiny random checkpoints of all three
+architectures: Qwen3-ASR, Qwen3-VL and Qwen3-TTS-12Hz (Talker, code predictor and the
+12 Hz tokenizer's Code2Wav decoder), with a BPE tokenizer trained here. A placement file
+with `runtime = "transformers"` and `device = "cpu"` points the stages at them, and
+`create_backend()` builds the backend exactly as the server does; a `SessionHost` loads
+and warms it up and serves one session over an in-memory channel. So loading, prompt
+building, generation, sentence cutting, TTS streaming and the session protocol are the
+production code; only the engines differ from the GPU deployment (transformers `generate`
+and eager `qwen_tts` instead of vLLM and CUDA Graphs).
+
+The weights are random, so the texts are noise: the assertions are about the event flow.
+The tiny VLM and ASR never generate special tokens (`suppress_tokens` in their generation
+config, see `NEVER_GENERATED`): the VLM's text therefore carries no action marker, which
+the grammar reads as a spoken reply, so every turn reaches TTS; the ASR's transcript is
+never empty. The VLM samples (JoyAI's settings) and torch is seeded before each turn.
+
+Skipped without torch / transformers / tokenizers / Pillow, and without `qwen-tts-hf`
+(the `qwen_tts` modeling code of the TTS).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+pytest.importorskip("PIL")
+
+from backends.base import TtsRequest
+from backends.gpu.backend import create_backend
+from runtime.channel import memory_channel_pair
+from runtime.host import HostSettings, SessionHost
+from spec import events as ev
+from spec.session_config import validate_session
+
+if TYPE_CHECKING:
+    from backends.base import Backend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from gpu_tiny_models import build_all
+
+pytestmark = pytest.mark.slow
+
+TURN_TIMEOUT_S = 60.0
+TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    import transformers
+
+    if importlib.util.find_spec("qwen_tts") is None:
+        pytest.skip("qwen-tts-hf (the Qwen3-TTS modeling code) is not installed")
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
+    if (major, minor) >= (5, 21):
+        # its 12 Hz tokenizer subclasses MimiModel and sets `self.upsample = None`, a
+        # read-only property since transformers 5.21 split Mimi into halves
+        pytest.skip(
+            f"qwen-tts-hf 0.1.1.post1 needs transformers < 5.21 (found {transformers.__version__})"
+        )
+    return build_all(tmp_path_factory.mktemp("tiny"), tts=True)
+
+
+@pytest.fixture(scope="module")
+def placement(tiny: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("placement") / "cpu.toml"
+    path.write_text(
+        f"""
+runtime = "transformers"
+gpus = 1
+
+[asr]
+model = "{tiny["asr"]}"
+device = "cpu"
+dtype = "float32"
+max_tokens = 8
+
+[vlm]
+model = "{tiny["vlm"]}"
+device = "cpu"
+dtype = "float32"
+max_model_len = 1024
+max_tokens = 10
+
+[tts]
+model = "{tiny["tts"]}"
+device = "cpu"
+dtype = "float32"
+max_tokens = 6
+""",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def _speech_like(seconds: float = 0.8) -> bytes:
+    """16 kHz pcm16: a voiced, syllable-shaped tone (loud enough for the energy gate)."""
+    t = np.arange(int(16_000 * seconds)) / 16_000
+    voice = np.sin(2 * np.pi * 140 * t) + 0.5 * np.sin(2 * np.pi * 280 * t)
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t)  # four "syllables" a second
+    return (voice * envelope * 6000).astype("<i2").tobytes()
+
+
+def _jpeg(color: tuple[int, int, int]) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (320, 240), color).save(out, format="JPEG")
+    return out.getvalue()
+
+
+class _Client:
+    def __init__(self, send: Any, receive: Any) -> None:
+        self.send = send.send
+        self._receive = receive
+
+    async def turn(self, *appends: ev.InputAudioBufferAppend) -> list[Any]:
+        """Send the appends and a commit asking for a response; events until response.done."""
+        import torch
+
+        torch.manual_seed(1234)  # the VLM samples: seeded, every turn the same
+        for append in appends:
+            await self.send(append)
+        await self.send(ev.InputAudioBufferCommit(create_response=True))
+        events: list[Any] = []
+        with anyio.fail_after(TURN_TIMEOUT_S):
+            while True:
+                event = await self._receive.receive()
+                events.append(event)
+                if isinstance(event, ev.Error):
+                    raise AssertionError(f"error event: {event}")
+                if isinstance(event, ev.ResponseDone):
+                    return events
+
+
+def _tags(events: list[Any]) -> list[str]:
+    return [str(e.__struct_config__.tag) for e in events]
+
+
+async def _serve(backend: Backend, profile: str, run: Any) -> Any:
+    host = SessionHost(HostSettings(backend="gpu", profile=profile), backend=backend)
+    await host.start()
+    assert host.ready and backend.ready
+    channel, send, receive = memory_channel_pair()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: host.serve(channel, config=validate_session({})))
+            created = await receive.receive()
+            assert isinstance(created, ev.SessionCreated)
+            result = await run(_Client(send, receive))
+            await send.aclose()
+            await receive.aclose()
+    finally:
+        await host.stop()
+    return result
+
+
+def _assert_spoken_response(events: list[Any]) -> None:
+    """response.created, reply audio with its transcript, response.done completed."""
+    tags = _tags(events)
+    assert "response.listen" not in tags, tags
+    assert tags.index("response.created") < tags.index("response.output_audio.delta")
+    done = events[-1]
+    assert isinstance(done, ev.ResponseDone)
+    assert done.response.status == "completed", done
+    audio = b"".join(e.delta for e in events if isinstance(e, ev.ResponseOutputAudioDelta))
+    # pcm16 at the session's 24 kHz output: whole codec frames of 1920 samples
+    assert audio and len(audio) % (2 * 1920) == 0, len(audio)
+    [said] = [e for e in events if isinstance(e, ev.ResponseOutputAudioTranscriptDone)]
+    assert said.transcript.strip()
+
+
+def test_speech_profile_spoken_turn_then_camera_turn(placement: str) -> None:
+    async def run(client: _Client) -> tuple[list[Any], list[Any]]:
+        spoken = await client.turn(ev.InputAudioBufferAppend(audio=_speech_like()))
+        camera = await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg((200, 30, 30))]))
+        return spoken, camera
+
+    backend = create_backend(placement=placement, profile="speech")
+    assert backend.asr is not None
+    assert "asr on cpu (transformers)" in backend.description
+    spoken, camera = anyio.run(_serve, backend, "speech", run)
+
+    tags = _tags(spoken)
+    assert "input_audio_buffer.committed" in tags
+    [transcribed] = [e for e in spoken if isinstance(e, ev.InputAudioTranscriptionCompleted)]
+    assert transcribed.transcript.strip()  # random weights: any text
+    assert tags.index("input_audio_buffer.committed") < tags.index(TRANSCRIBED)
+    assert tags.index(TRANSCRIBED) < tags.index("response.output_audio.delta")
+    _assert_spoken_response(spoken)
+
+    tags = _tags(camera)
+    assert "input_audio_buffer.committed" in tags
+    assert TRANSCRIBED not in tags  # a frame only: no ASR
+    _assert_spoken_response(camera)
+
+
+def test_camera_profile_builds_no_asr_and_answers_frames(placement: str) -> None:
+    async def run(client: _Client) -> list[Any]:
+        return await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg((30, 40, 220))]))
+
+    backend = create_backend(placement=placement, profile="camera")
+    assert backend.asr is None
+    camera = anyio.run(_serve, backend, "camera", run)
+    tags = _tags(camera)
+    assert "input_audio_buffer.committed" in tags
+    assert TRANSCRIBED not in tags
+    _assert_spoken_response(camera)
+
+
+def test_tts_stage_streams_audio(placement: str) -> None:
+    """The TTS stage of the built backend on its own: Talker -> codec frames -> Code2Wav
+    -> 24 kHz float audio -> pcm16 at the requested rate, in chunks."""
+
+    async def main() -> list[bytes]:
+        backend = create_backend(placement=placement, profile="camera")
+        async with backend.tts:
+            request = TtsRequest("t1", "Hello there, the cat is on the table.", 16_000)
+            return [chunk.pcm16 async for chunk in backend.tts.synthesize(request)]
+
+    chunks = anyio.run(main)
+    audio = b"".join(chunks)
+    assert chunks and all(chunks)
+    # whole codec frames: 1920 samples at 24 kHz per frame = 1280 at 16 kHz, <= 6 frames
+    samples = len(audio) // 2
+    assert len(audio) % 2 == 0 and samples % 1280 == 0 and 0 < samples <= 6 * 1280
