@@ -1,0 +1,560 @@
+"""The hypothesis state machine that drives a session under test and the reference model
+(`spec.reference_model.ReferenceSession`) with the same inputs and compares them.
+
+Client rules have no preconditions (clients may send anything, stale and foreign ids
+included); backend rules have preconditions (a backend only answers requests that an
+emitted effect opened), except one rule that replays results of any request ever opened
+(stale results must be dropped). A clock rule advances time and fires deadlines.
+
+After every step the two output streams are compared through `observer.project`: event
+type and id, item and response ids, error code/param/event_id, `no_response`,
+`client_event_id`, response status and reason, effect type with request id and item ref.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis.strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+
+from spec.errors import ErrorCode, RemoteProtocolError
+from spec.events import (
+    AudioPlaybackAckAlias,
+    ContentPart,
+    ConversationItem,
+    ConversationItemCreate,
+    ConversationItemDelete,
+    ConversationItemRetrieve,
+    ConversationItemTruncate,
+    InputAudioBufferAppend,
+    InputAudioBufferClear,
+    InputAudioBufferCommit,
+    InputCommitAlias,
+    OutputAudioBufferClear,
+    PlaybackAck,
+    ResponseCancel,
+    ResponseCreate,
+    SessionClose,
+    SessionEventAck,
+    SessionHeartbeat,
+    SessionPatch,
+    SessionResume,
+    SessionUpdate,
+)
+from spec.limits import Limits
+from spec.reference_model import ReferenceSession
+from spec.session_config import SessionConfig, TurnDetection
+from spec.stage_results import (
+    AsrTranscript,
+    StageFailure,
+    TtsAudio,
+    TtsDone,
+    VadScores,
+    VlmDecisionResult,
+    VlmDelta,
+)
+from tests.stateful.observer import Observer, project
+
+__all__ = ["LIMITS", "VAD", "SessionMachine"]
+
+#: small limits so backpressure, the commit cap and the context cap are reachable
+LIMITS = Limits(
+    max_pending_input_bytes=64_000,
+    max_pending_commits=2,
+    max_video_frame_bytes=200,
+    max_context_images=3,
+    idle_timeout_s=8.0,
+)
+#: short VAD durations so a few score frames cross them
+VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
+
+JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40
+PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 40
+BIG_JPEG = b"\xff\xd8" + b"x" * 200
+FRAMES = st.sampled_from([JPEG, PNG, JPEG + b"2", b"", b"GIF89a-not-an-image", BIG_JPEG])
+GOOD_FRAMES = st.lists(st.sampled_from([JPEG, PNG, PNG + b"3"]), max_size=2)
+
+
+def _loud(samples: int) -> bytes:
+    return struct.pack(f"<{samples}h", *([9000, -9000] * (samples // 2 + 1))[:samples])
+
+
+@st.composite
+def audio_payloads(draw: Any) -> dict[str, Any]:
+    """Audio of an append, in formats whose 16 kHz conversion is exact."""
+    ms = draw(st.sampled_from([1, 10, 20, 32, 64, 100, 200, 400]))
+    kind = draw(
+        st.sampled_from(["speech", "quiet", "speech", "quiet", "f32", "ulaw", "pcm48", "odd"])
+    )
+    if kind == "speech":
+        return {"audio": _loud(16 * ms)}
+    if kind == "quiet":
+        return {"audio": bytes(32 * ms)}
+    if kind == "f32":
+        return {
+            "audio": struct.pack(f"<{16 * ms}f", *([0.5, -0.5] * 8 * ms)),
+            "format": "pcm_f32le",
+        }
+    if kind == "ulaw":
+        return {"audio": bytes([0x80, 0x00] * 4 * ms), "format": "g711_ulaw"}
+    if kind == "pcm48":
+        return {"audio": bytes(96 * ms), "sample_rate_hz": 48_000}
+    return {"audio": b"\x01" * (32 * ms + 1)}  # not a whole number of samples
+
+
+SESSION_PATCHES = st.sampled_from(
+    [
+        SessionPatch(turn_detection=VAD.public()),
+        SessionPatch(turn_detection={**VAD.public(), "interrupt_response": False}),
+        SessionPatch(turn_detection={**VAD.public(), "create_response": False}),
+        SessionPatch(turn_detection=None),
+        SessionPatch(turn_detection={"threshold": 0.1}),  # refused
+        SessionPatch(turn_detection={"type": "semantic_vad"}),  # refused
+        SessionPatch(input_audio_format="mp3"),  # refused
+        SessionPatch(idle_timeout_s=3.0),
+        SessionPatch(idle_timeout_s=None),
+        SessionPatch(instructions="Be brief."),
+        SessionPatch(extra_body={"auto_response": True}),
+        SessionPatch(extra_body={"auto_response": False}),
+        SessionPatch(output_audio_format="pcm16"),
+    ]
+)
+FOREIGN_ITEMS = st.sampled_from(["item_999", "nope", "resp_1", ""])
+FOREIGN_RESPONSES = st.sampled_from(["resp_999", "item_1", "x"])
+SCORES = st.sampled_from([0.97, 0.9, 0.6, 0.45, 0.3, 0.1, 0.0])
+
+
+def _diff(got: list[Any], want: list[Any]) -> str:
+    lines = ["outputs differ (sut | reference):"]
+    for i in range(max(len(got), len(want))):
+        g = got[i] if i < len(got) else "-"
+        w = want[i] if i < len(want) else "-"
+        lines.append(f"{'  ' if g == w else '!!'} {g} | {w}")
+    return "\n".join(lines)
+
+
+class SessionMachine(RuleBasedStateMachine):
+    """Drives `make_sut(...)` and a `ReferenceSession` in lockstep."""
+
+    #: builds the session under test: (config, limits, profile) -> session
+    make_sut: Callable[[SessionConfig, Limits, str], Any] = staticmethod(
+        lambda config, limits, profile: ReferenceSession(
+            session_id="s1", config=config, limits=limits, profile=profile, now_ms=0
+        )
+    )
+
+    items = Bundle("items")
+    responses = Bundle("responses")
+    requests = Bundle("requests")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0
+        self.n = 0
+        self.obs = Observer()
+        self.ref: ReferenceSession | None = None
+        self.sut: Any = None
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def eid(self) -> str:
+        self.n += 1
+        return f"evt_{self.n}"
+
+    @initialize(
+        profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
+        vad=st.booleans(),
+        auto=st.booleans(),
+    )
+    def start(self, profile: str, vad: bool, auto: bool) -> None:
+        config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
+        self.ref = ReferenceSession(
+            session_id="s1", config=config, limits=LIMITS, profile=profile, now_ms=0
+        )
+        self.sut = type(self).make_sut(config, LIMITS, profile)
+        self.settle()
+
+    def settle(self, transcript_for: str | None = None) -> list[Any]:
+        """Compare what both emitted; fire due deadlines the way a runtime would."""
+        assert self.ref is not None
+        got, want = self.sut.next_outputs(), self.ref.next_outputs()
+        got_p, want_p = [project(o) for o in got], [project(o) for o in want]
+        assert got_p == want_p, _diff(got_p, want_p)
+        self.obs.feed(want, transcript_for=transcript_for)
+        deadline = self.ref.next_deadline()
+        got_deadline = self.sut.next_deadline()
+        assert got_deadline == deadline, f"next_deadline: sut {got_deadline}, reference {deadline}"
+        if deadline is not None and deadline <= self.now:
+            self.sut.handle_timeout(self.now)
+            self.ref.handle_timeout(self.now)
+            want += self.settle()
+        return want
+
+    def client(self, event: Any) -> tuple[list[Any], RemoteProtocolError | None]:
+        assert self.ref is not None
+        before = copy.deepcopy(vars(self.ref))
+        errors: list[RemoteProtocolError | None] = []
+        for session in (self.sut, self.ref):
+            try:
+                session.receive(event, self.now)
+            except RemoteProtocolError as exc:
+                errors.append(exc)
+            else:
+                errors.append(None)
+        got, want = errors
+        assert (got is None) == (want is None), f"sut raised {got!r}, reference {want!r}"
+        if got is not None and want is not None:
+            assert (got.code, got.param, got.event_id) == (want.code, want.param, want.event_id), (
+                f"rejection differs: sut {(got.code, got.param, got.event_id)}, "
+                f"reference {(want.code, want.param, want.event_id)}"
+            )
+            assert self.sut.next_outputs() == [], "a rejected event emitted something"
+            assert vars(self.ref) == before, "the reference changed on a rejection"
+            assert project(self.sut.error_event(got)) == project(self.ref.error_event(want))
+            return [], want
+        return self.settle(), None
+
+    def backend(self, result: Any, *, answered: str | None = None) -> list[Any]:
+        assert self.ref is not None
+        self.sut.backend_event(result, self.now)
+        self.ref.backend_event(result, self.now)
+        if answered is not None:
+            self.obs.answered(answered)
+        transcript_for = result.request_id if isinstance(result, AsrTranscript) else None
+        return self.settle(transcript_for=transcript_for)
+
+    # --- bundles: ids seen in the stream -----------------------------------------------
+
+    @precondition(lambda self: bool(self.obs.new_items))
+    @rule(target=items)
+    def learn_items(self) -> Any:
+        new, self.obs.new_items = self.obs.new_items, []
+        return multiple(*new)
+
+    @precondition(lambda self: bool(self.obs.new_responses))
+    @rule(target=responses)
+    def learn_responses(self) -> Any:
+        new, self.obs.new_responses = self.obs.new_responses, []
+        return multiple(*new)
+
+    @precondition(lambda self: bool(self.obs.new_requests))
+    @rule(target=requests)
+    def learn_requests(self) -> Any:
+        new, self.obs.new_requests = self.obs.new_requests, []
+        return multiple(*new)
+
+    # --- client rules (no preconditions) -----------------------------------------------
+
+    @rule(
+        audio=st.one_of(st.none(), audio_payloads()),
+        frames=st.one_of(GOOD_FRAMES, st.lists(FRAMES, max_size=3)),
+        is_speech=st.sampled_from([None, None, True, False]),
+        probability=st.sampled_from([None, None, 0.2, 0.8]),
+        odd=st.sampled_from([None, None, None, {"format": "mp3"}, {"sample_rate_hz": 4000}]),
+    )
+    def append(
+        self,
+        audio: dict[str, Any] | None,
+        frames: list[bytes],
+        is_speech: bool | None,
+        probability: float | None,
+        odd: dict[str, Any] | None,
+    ) -> None:
+        kwargs: dict[str, Any] = dict(audio or {})
+        kwargs.update(odd or {})
+        self.client(
+            InputAudioBufferAppend(
+                event_id=self.eid(),
+                video_frames=frames,
+                is_speech=is_speech,
+                speech_probability=probability,
+                **kwargs,
+            )
+        )
+
+    @rule(frames=st.integers(1, 2), ms=st.sampled_from([100, 400, 1000]))
+    def append_large(self, frames: int, ms: int) -> None:
+        """Big speech appends: backpressure becomes reachable."""
+        self.client(
+            InputAudioBufferAppend(
+                event_id=self.eid(), audio=_loud(16 * ms), video_frames=[JPEG] * frames
+            )
+        )
+
+    @rule(
+        kind=st.sampled_from(["commit", "commit", "alias"]),
+        create=st.sampled_from([None, True, False]),
+        response_create=st.sampled_from([None, None, True, False]),
+    )
+    def commit(self, kind: str, create: bool | None, response_create: bool | None) -> None:
+        cls = InputCommitAlias if kind == "alias" else InputAudioBufferCommit
+        eid = self.eid()
+        outs, exc = self.client(
+            cls(event_id=eid, create_response=create, response_create=response_create)
+        )
+        # I3: exactly one committed carrying the event id, or exactly one error
+        if self.obs.closed:
+            assert outs == []
+        elif exc is None:
+            assert self.obs.commits_for(outs, eid) == 1, "I3: accepted commit not acknowledged once"
+        else:
+            assert exc.event_id == eid and self.obs.commits_for(outs, eid) == 0
+
+    @rule()
+    def clear(self) -> None:
+        self.client(InputAudioBufferClear(event_id=self.eid()))
+
+    @rule(
+        role=st.sampled_from(["user", "user", "user", "assistant", "system"]),
+        parts=st.lists(
+            st.sampled_from(["text", "audio", "audio_transcript", "image"]), min_size=0, max_size=3
+        ),
+        with_id=st.booleans(),
+    )
+    def create_item(self, role: str, parts: list[str], with_id: bool) -> None:
+        self.client(self._create(None if not with_id else f"c_{self.n}", role, parts))
+
+    @rule(
+        item_id=items,
+        parts=st.lists(st.sampled_from(["text", "audio", "image"]), min_size=1, max_size=2),
+    )
+    def recreate_item(self, item_id: str, parts: list[str]) -> None:
+        """A known id: refused while live, a new version once deleted (B5)."""
+        self.client(self._create(item_id, "user", parts))
+
+    def _create(self, item_id: str | None, role: str, parts: list[str]) -> ConversationItemCreate:
+        url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+        table = {
+            "text": ContentPart(type="input_text", text="what is this"),
+            "audio": ContentPart(type="input_audio", audio=_loud(1600)),
+            "audio_transcript": ContentPart(type="input_audio", transcript="hello"),
+            "image": ContentPart(type="input_image", image_url=url),
+        }
+        item = ConversationItem(id=item_id, role=role, content=[table[p] for p in parts])
+        return ConversationItemCreate(event_id=self.eid(), item=item)
+
+    @rule(item_id=items)
+    def delete_item(self, item_id: str) -> None:
+        self.client(ConversationItemDelete(event_id=self.eid(), item_id=item_id))
+
+    @rule(item_id=items)
+    def retrieve_item(self, item_id: str) -> None:
+        self.client(ConversationItemRetrieve(event_id=self.eid(), item_id=item_id))
+
+    @rule(item_id=items, audio_end_ms=st.sampled_from([0, 50, 100, 5000]))
+    def truncate_item(self, item_id: str, audio_end_ms: int) -> None:
+        self.client(
+            ConversationItemTruncate(
+                event_id=self.eid(), item_id=item_id, audio_end_ms=audio_end_ms
+            )
+        )
+
+    @rule(
+        kind=st.sampled_from(["delete", "retrieve", "truncate"]),
+        item_id=FOREIGN_ITEMS,
+    )
+    def foreign_item(self, kind: str, item_id: str) -> None:
+        eid = self.eid()
+        event: Any
+        if kind == "delete":
+            event = ConversationItemDelete(event_id=eid, item_id=item_id)
+        elif kind == "retrieve":
+            event = ConversationItemRetrieve(event_id=eid, item_id=item_id)
+        else:
+            event = ConversationItemTruncate(event_id=eid, item_id=item_id, audio_end_ms=0)
+        self.client(event)
+
+    @rule()
+    def response_create(self) -> None:
+        self.client(ResponseCreate(event_id=self.eid()))
+
+    @rule(clear=st.booleans())
+    def cancel(self, clear: bool) -> None:
+        cls = OutputAudioBufferClear if clear else ResponseCancel
+        self.client(cls(event_id=self.eid()))
+
+    @rule(response_id=responses, clear=st.booleans())
+    def cancel_named(self, response_id: str, clear: bool) -> None:
+        cls = OutputAudioBufferClear if clear else ResponseCancel
+        self.client(cls(event_id=self.eid(), response_id=response_id))
+
+    @rule(response_id=FOREIGN_RESPONSES, clear=st.booleans())
+    def cancel_foreign(self, response_id: str, clear: bool) -> None:
+        cls = OutputAudioBufferClear if clear else ResponseCancel
+        self.client(cls(event_id=self.eid(), response_id=response_id))
+
+    @rule(
+        response_id=responses,
+        which=st.sampled_from(["none", "own", "own", "other"]),
+        other=items,
+        played=st.sampled_from([0.0, 40.0, 100.0, 250.0, 10_000.0]),
+        alias=st.booleans(),
+    )
+    def ack(self, response_id: str, which: str, other: str, played: float, alias: bool) -> None:
+        item_id = {
+            "none": None,
+            "own": self.obs.assistant_item.get(response_id, f"item_of_{response_id}"),
+            "other": other,
+        }[which]
+        cls = AudioPlaybackAckAlias if alias else PlaybackAck
+        self.client(
+            cls(event_id=self.eid(), response_id=response_id, item_id=item_id, played_ms=played)
+        )
+
+    @rule(response_id=st.sampled_from([None, "resp_999"]), played=st.sampled_from([0.0, 10.0]))
+    def ack_foreign(self, response_id: str | None, played: float) -> None:
+        self.client(PlaybackAck(event_id=self.eid(), response_id=response_id, played_ms=played))
+
+    @rule(patch=SESSION_PATCHES)
+    def session_update(self, patch: SessionPatch) -> None:
+        self.client(SessionUpdate(event_id=self.eid(), session=patch))
+
+    @rule(kind=st.sampled_from(["heartbeat", "heartbeat", "resume", "event_ack", "close"]))
+    def session_misc(self, kind: str) -> None:
+        eid = self.eid()
+        event: Any = {
+            "heartbeat": SessionHeartbeat(event_id=eid),
+            "resume": SessionResume(event_id=eid, session_id="s1"),
+            "event_ack": SessionEventAck(event_id=eid, server_event_seq=1),
+            "close": SessionClose(event_id=eid, reason="client_close"),
+        }[kind]
+        self.client(event)
+
+    # --- backend rules (preconditions: only requests an effect opened) -----------------
+
+    @precondition(lambda self: bool(self.obs.open_of("asr")))
+    @rule(data=st.data(), text=st.sampled_from(["what is this", "", "look at the cup"]))
+    def asr_transcript(self, data: st.DataObject, text: str) -> None:
+        req = data.draw(st.sampled_from(self.obs.open_of("asr")))
+        self.backend(AsrTranscript(request_id=req, text=text), answered=req)
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), text=st.sampled_from(["Hi. ", "It is a", " cup! ", "ok", "Why? No"]))
+    def vlm_delta(self, data: st.DataObject, text: str) -> None:
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        self.backend(VlmDelta(request_id=req, text=text))
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(["speak", "speak", "listen", "delegate"]),
+        text=st.sampled_from(["", "Sure.", "Here it is. Done"]),
+    )
+    def vlm_decision(self, data: st.DataObject, action: str, text: str) -> None:
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        self.backend(VlmDecisionResult(request_id=req, action=action, text=text), answered=req)
+
+    @precondition(lambda self: bool(self.obs.open_of("tts")))
+    @rule(
+        data=st.data(),
+        ms=st.sampled_from([10, 40, 100, 300]),
+        text=st.sampled_from(["", "Hi", " there."]),
+    )
+    def tts_audio(self, data: st.DataObject, ms: int, text: str) -> None:
+        req = data.draw(st.sampled_from(self.obs.open_of("tts")))
+        self.backend(TtsAudio(request_id=req, pcm16=bytes(48 * ms), text=text))
+
+    @precondition(lambda self: bool(self.obs.open_of("tts")))
+    @rule(data=st.data())
+    def tts_done(self, data: st.DataObject) -> None:
+        req = data.draw(st.sampled_from(self.obs.open_of("tts")))
+        self.backend(TtsDone(request_id=req), answered=req)
+
+    @precondition(lambda self: bool(self.obs.open))
+    @rule(
+        data=st.data(),
+        code=st.sampled_from([ErrorCode.STAGE_FAILED, ErrorCode.ENGINE_ERROR]),
+        may_have_accepted=st.booleans(),
+        engine_dead=st.booleans(),
+    )
+    def stage_failure(
+        self, data: st.DataObject, code: ErrorCode, may_have_accepted: bool, engine_dead: bool
+    ) -> None:
+        req = data.draw(st.sampled_from(sorted(self.obs.open)))
+        self.backend(
+            StageFailure(
+                request_id=req,
+                code=code,
+                message="stage failed",
+                may_have_accepted=may_have_accepted,
+                engine_dead=engine_dead,
+            ),
+            answered=req,
+        )
+
+    @rule(
+        request_id=requests,
+        kind=st.sampled_from(["asr", "delta", "decision", "audio", "done", "fail"]),
+    )
+    def stale_result(self, request_id: str, kind: str) -> None:
+        """Any result for any request ever opened: dropped unless still open."""
+        if request_id in self.obs.open:
+            return  # the rules above cover open requests
+        result: Any = {
+            "asr": AsrTranscript(request_id=request_id, text="late"),
+            "delta": VlmDelta(request_id=request_id, text="Late. "),
+            "decision": VlmDecisionResult(request_id=request_id, action="speak", text="Late."),
+            "audio": TtsAudio(request_id=request_id, pcm16=bytes(480)),
+            "done": TtsDone(request_id=request_id),
+            "fail": StageFailure(
+                request_id=request_id, code=ErrorCode.ENGINE_ERROR, message="late"
+            ),
+        }[kind]
+        self.backend(result)
+
+    @precondition(lambda self: self.obs.vad_on and self.obs.vad_frames_available() > 0)
+    @rule(
+        data=st.data(),
+        shape=st.sampled_from(["speech", "silence", "burst", "random"]),
+    )
+    def vad_scores(self, data: st.DataObject, shape: str) -> None:
+        available = min(self.obs.vad_frames_available(), 24)
+        n = data.draw(st.integers(1, available))
+        if shape == "speech":
+            scores = [0.95] * n
+        elif shape == "silence":
+            scores = [0.02] * n
+        elif shape == "burst":
+            high = data.draw(st.integers(0, n))
+            scores = [0.95] * high + [0.02] * (n - high)
+        else:
+            scores = data.draw(st.lists(SCORES, min_size=n, max_size=n))
+        self.obs.scored(n)
+        self.backend(VadScores(tuple(scores)))
+
+    # --- the clock ---------------------------------------------------------------------
+
+    @rule(ms=st.sampled_from([1, 30, 400, 1100, 2500, 4000]))
+    def advance_clock(self, ms: int) -> None:
+        assert self.ref is not None
+        self.now += ms
+        self.sut.handle_timeout(self.now)
+        self.ref.handle_timeout(self.now)
+        self.settle()
+
+    # --- invariants --------------------------------------------------------------------
+
+    @invariant()
+    def reference_invariants_hold(self) -> None:
+        if self.ref is not None:
+            assert self.ref.invariant_violations() == []
+            # I1 as the stream shows it, and the active response agrees with the model
+            active = self.ref.active.id if self.ref.active is not None else None
+            assert self.obs.active == active
+
+    def teardown(self) -> None:
+        if self.ref is not None:
+            self.obs.teardown()
