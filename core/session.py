@@ -1025,6 +1025,11 @@ class SessionProtocol:
 
     # --- server VAD ---------------------------------------------------------------------
 
+    def _emit_error(self, code: ErrorCode, message: str) -> None:
+        """An `error` that answers no client event (server VAD found it)."""
+        detail = ev.ErrorDetail(type=ERROR_TYPE[code].value, code=code.value, message=message)
+        self._out.emit(ev.Error(error=detail))
+
     def _on_vad_scores(self, result: VadScores, now_ms: int) -> None:
         config = self.config.turn_detection
         if config is None:
@@ -1047,15 +1052,16 @@ class SessionProtocol:
                 detector = self._detector
                 speech_end_ms = (detector.frames_seen - detector.silence_frames) * FRAME_MS
                 item_id = detector.stop()
+                if not self._buffer.since_commit:  # nothing arrived since the last commit
+                    self._emit_error(
+                        ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
+                        "speech ended but no audio was appended since the last commit",
+                    )
+                    continue
                 if self._queued_count() >= self.limits.max_pending_commits:
-                    self._out.emit(
-                        ev.Error(
-                            error=ev.ErrorDetail(
-                                type=ERROR_TYPE[ErrorCode.INPUT_BACKPRESSURE].value,
-                                code=ErrorCode.INPUT_BACKPRESSURE.value,
-                                message="too many commits waiting; the utterance was dropped",
-                            )
-                        )
+                    self._emit_error(
+                        ErrorCode.INPUT_BACKPRESSURE,
+                        "too many commits waiting; the utterance was dropped",
                     )
                     self._pending_bytes -= self._buffer.clear()
                     continue
