@@ -416,8 +416,8 @@ class SessionProtocol:
         audio, frames = self._buffer.take()
         if keep_until_ms is not None:  # the buffer ends at the audio clock
             start_ms = self._audio_bytes // BYTES_PER_MS_16K - len(audio) // BYTES_PER_MS_16K
-            keep = (keep_until_ms - start_ms) * BYTES_PER_MS_16K
-            if 0 < keep < len(audio):
+            keep = max(0, (keep_until_ms - start_ms) * BYTES_PER_MS_16K)
+            if keep < len(audio):
                 audio = audio[:keep]
         content: list[ev.ContentPart] = []
         if has_speech or not frames:
