@@ -354,8 +354,7 @@ class SessionProtocol:
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._pending_bytes -= self._buffer.clear()
-        if self._detector.speaking or self._detector.item_id:
-            self._detector.reset(self._audio_ms())
+        self._detector.reset(self._audio_ms())
 
     def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
         if not self._buffer.since_commit:
