@@ -8,7 +8,8 @@ emitted effect opened), except one rule that replays results of any request ever
 
 After every step the two output streams are compared through `observer.project`: event
 type and id, item and response ids, error code/param/event_id, `no_response`,
-`client_event_id`, response status and reason, effect type with request id and item ref.
+`client_event_id`, VAD `audio_start_ms`/`audio_end_ms`, response status and reason, effect
+type with request id and item ref, and the audio length of `SubmitAsr`/`ScoreVad`.
 """
 
 from __future__ import annotations

@@ -70,9 +70,20 @@ def project(o: Any) -> tuple[Any, ...]:
                 out.append((name, getattr(o, name)))
         if isinstance(o, EvictReplica):
             out.append(("stage", o.stage))
+        if isinstance(o, SubmitAsr | ScoreVad):
+            out.append(("pcm16 bytes", len(o.pcm16)))
+        if isinstance(o, ScoreVad):
+            out.append(("start_ms", o.start_ms))
         return tuple(out)
     fields: list[Any] = [tag(o), o.event_id]
-    for name in ("item_id", "response_id", "client_event_id", "no_response"):
+    for name in (
+        "item_id",
+        "response_id",
+        "client_event_id",
+        "no_response",
+        "audio_start_ms",
+        "audio_end_ms",
+    ):
         if hasattr(o, name):
             fields.append((name, getattr(o, name)))
     item = getattr(o, "item", None)
