@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.append_checks import check_append, is_image
-from core.audio import BYTES_PER_MS_16K
 from core.errors import InvalidState, InvalidTransition
 from core.outbox import Outbox
 from core.prompt_input import build_prompt, heard_text, played_prefix
@@ -76,7 +75,6 @@ from spec.stage_results import (
     VlmDelta,
 )
 from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
-from spec.tables.turn_detector import FRAME_MS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -283,9 +281,10 @@ class SessionProtocol:
     def _on_session_update(self, event: ev.SessionUpdate, now_ms: int) -> None:
         config = validate_session(event.session, self.config)
         vad_changed = config.turn_detection != self.config.turn_detection
+        switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config
         if vad_changed:
-            self._detector.reset(self._audio_ms())
+            self._detector.reset(self._audio_samples(), restart=switched_on)
         self._out.emit(ev.SessionUpdated(session=self._public()))
 
     def _on_heartbeat(self, event: ev.SessionHeartbeat, now_ms: int) -> None:
@@ -313,6 +312,9 @@ class SessionProtocol:
 
     def _audio_ms(self) -> int:
         return self._audio_bytes // 32
+
+    def _audio_samples(self) -> int:
+        return self._audio_bytes // 2
 
     def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
         buffer = self._buffer
@@ -354,7 +356,7 @@ class SessionProtocol:
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._pending_bytes -= self._buffer.clear()
-        self._detector.reset(self._audio_ms())
+        self._detector.reset(self._audio_samples())
 
     def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
         if not self._buffer.since_commit:
@@ -372,7 +374,7 @@ class SessionProtocol:
             )
         item_id = self._detector.item_id
         if self._detector.speaking:
-            self._detector.reset(self._audio_ms())
+            self._detector.reset(self._audio_samples())
         self._commit(
             client_event_id=event.event_id,
             wants_response=event.wants_response(self.config.auto_response),
@@ -408,14 +410,14 @@ class SessionProtocol:
         client_event_id: str | None,
         wants_response: bool,
         item_id: str | None,
-        keep_until_ms: int | None = None,
+        keep_until_sample: int | None = None,
     ) -> None:
         has_speech = self._buffer.capturing
         held = self._buffer.held_bytes
         audio, frames = self._buffer.take()
-        if keep_until_ms is not None:  # the buffer ends at the audio clock
-            start_ms = self._audio_bytes // BYTES_PER_MS_16K - len(audio) // BYTES_PER_MS_16K
-            keep = max(0, (keep_until_ms - start_ms) * BYTES_PER_MS_16K)
+        if keep_until_sample is not None:  # the buffer ends at the audio clock
+            start = self._audio_samples() - len(audio) // 2
+            keep = max(0, (keep_until_sample - start) * 2)
             if keep < len(audio):
                 audio = audio[:keep]
         content: list[ev.ContentPart] = []
@@ -1049,7 +1051,7 @@ class SessionProtocol:
             elif boundary == "stop":
                 # ASR need not hear the silence that only ended the turn: keep a short tail
                 detector = self._detector
-                speech_end_ms = (detector.frames_seen - detector.silence_frames) * FRAME_MS
+                keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
                 item_id = detector.stop()
                 if not self._buffer.since_commit:  # nothing arrived since the last commit
                     self._emit_error(
@@ -1068,5 +1070,5 @@ class SessionProtocol:
                     client_event_id=None,
                     wants_response=config.create_response,
                     item_id=item_id,
-                    keep_until_ms=speech_end_ms + ASR_TAIL_PAD_MS,
+                    keep_until_sample=keep_until,
                 )

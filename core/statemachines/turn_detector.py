@@ -34,27 +34,37 @@ _RULES = build(TURN_DETECTOR)
 
 Boundary = Literal["start", "stop"]
 
+FRAME_SAMPLES = FRAME_MS * 16
+
 
 class TurnDetector:
+    """Positions are 16 kHz samples on the session audio clock: frame k of the scores
+    starts at `origin + 512 * k` (the origin moves when server VAD is switched on, since
+    only audio appended while it is on is scored)."""
+
     __slots__ = (
         "frames_seen",
         "item_id",
-        "last_reset_ms",
+        "last_reset",
+        "origin",
         "outbox",
         "run_frames",
-        "run_start_frame",
+        "run_start",
         "silence_frames",
+        "silence_start",
         "state",
     )
 
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
         self.state = DetectorState.SILENCE
-        self.frames_seen = 0  # frames scored so far on the session audio clock
+        self.origin = 0
+        self.frames_seen = 0  # frames scored since the origin
         self.run_frames = 0
-        self.run_start_frame = 0
+        self.run_start = 0
         self.silence_frames = 0
-        self.last_reset_ms = 0
+        self.silence_start = 0
+        self.last_reset = 0
         self.item_id: str | None = None
 
     @property
@@ -63,12 +73,12 @@ class TurnDetector:
 
     def feed(self, probability: float, config: TurnDetection) -> Boundary | None:
         """Account one frame; returns the boundary it crosses, if any (not yet fired)."""
-        index = self.frames_seen
+        at = self.origin + FRAME_SAMPLES * self.frames_seen
         self.frames_seen += 1
         if self.state is DetectorState.SILENCE:
             if probability >= config.threshold:
                 if self.run_frames == 0:
-                    self.run_start_frame = index
+                    self.run_start = at
                 self.run_frames += 1
                 if self.run_frames * FRAME_MS >= max(config.min_speech_duration_ms, FRAME_MS):
                     return "start"
@@ -79,13 +89,20 @@ class TurnDetector:
         if probability >= config.threshold:
             self.silence_frames = 0
             return None
+        if self.silence_frames == 0:
+            self.silence_start = at
         self.silence_frames += 1
         if probability < low and self.silence_frames * FRAME_MS >= config.silence_duration_ms:
             return "stop"
         return None
 
     def start_ms(self, config: TurnDetection) -> int:
-        return max(self.last_reset_ms, self.run_start_frame * FRAME_MS - config.prefix_padding_ms)
+        """Where the speech began, with its prefix padding, never before the last reset."""
+        return max(self.run_start - config.prefix_padding_ms * 16, self.last_reset) // 16
+
+    def end_sample(self) -> int:
+        """The end of the last frame scored."""
+        return self.origin + FRAME_SAMPLES * self.frames_seen
 
     # --- verbs ----------------------------------------------------------------------
 
@@ -98,17 +115,23 @@ class TurnDetector:
     def stop(self) -> str:
         """End the turn; returns the item id the utterance becomes."""
         item_id = self.item_id or ""
-        fire(_RULES, self, "stop", item_id=item_id, audio_end_ms=self.frames_seen * FRAME_MS)
+        fire(_RULES, self, "stop", item_id=item_id, audio_end_ms=self.end_sample() // 16)
         self.item_id = None
+        self.run_frames = 0
         self.silence_frames = 0
         return item_id
 
-    def reset(self, now_audio_ms: int) -> None:
+    def reset(self, now_sample: int, *, restart: bool = False) -> None:
+        """Back to silence; nothing before `now_sample` may start speech. `restart`: the
+        scores start over at `now_sample` (server VAD was just switched on)."""
         fire(_RULES, self, "reset")
         self.item_id = None
         self.run_frames = 0
         self.silence_frames = 0
-        self.last_reset_ms = now_audio_ms
+        self.last_reset = now_sample
+        if restart:
+            self.origin = now_sample
+            self.frames_seen = 0
 
     # --- effects --------------------------------------------------------------------
 

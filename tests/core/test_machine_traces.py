@@ -153,8 +153,14 @@ def test_turn_detector_start_hysteresis_stop_and_reset() -> None:
     boundaries = [detector.feed(0.1, config) for _ in range(16)]
     assert boundaries[-1] == "stop" and boundaries[:-1] == [None] * 15
     assert detector.stop() == "item_1"
-    detector.reset(now_audio_ms=5000)
-    assert (detector.state, detector.last_reset_ms) == (DetectorState.SILENCE, 5000)
+    detector.reset(80_000)
+    assert (detector.state, detector.last_reset, detector.origin) == (
+        DetectorState.SILENCE,
+        80_000,
+        0,
+    )
+    detector.reset(96_000, restart=True)  # server VAD switched on: scores start over here
+    assert (detector.origin, detector.frames_seen) == (96_000, 0)
     assert _tags(out) == [
         "input_audio_buffer.speech_started",
         "input_audio_buffer.speech_stopped",
