@@ -372,7 +372,7 @@ class SessionProtocol:
                 code=ErrorCode.INPUT_BACKPRESSURE,
                 event_id=event.event_id,
             )
-        item_id = self._detector.item_id
+        item_id = self._buffer.speech_item_id
         if self._detector.speaking:
             self._detector.reset(self._audio_samples())
         self._commit(
@@ -1044,6 +1044,7 @@ class SessionProtocol:
                 self._detector.start(
                     item_id=item_id, audio_start_ms=self._detector.start_ms(config)
                 )
+                self._buffer.speech_item_id = item_id
                 if not self._buffer.capturing:
                     self._buffer.start_capture()
                 if config.interrupt_response:
@@ -1069,6 +1070,6 @@ class SessionProtocol:
                 self._commit(
                     client_event_id=None,
                     wants_response=config.create_response,
-                    item_id=item_id,
+                    item_id=self._buffer.speech_item_id or item_id,
                     keep_until_sample=keep_until,
                 )

@@ -46,6 +46,7 @@ class InputBuffer:
         "frames",
         "outbox",
         "since_commit",
+        "speech_item_id",
         "state",
     )
 
@@ -57,6 +58,8 @@ class InputBuffer:
         self.frames: list[bytes] = []
         self.frame_bytes = 0
         self.since_commit = False  # anything appended since the last commit or clear
+        #: the item id announced by VAD `speech_started` for what this buffer captures
+        self.speech_item_id: str | None = None
 
     @property
     def held_bytes(self) -> int:
@@ -137,6 +140,7 @@ class InputBuffer:
         self.frames = []
         self.frame_bytes = 0
         self.since_commit = False
+        self.speech_item_id = None
 
     # --- effects --------------------------------------------------------------------
 
