@@ -6,6 +6,7 @@ fails when the committed copies are stale.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -17,8 +18,22 @@ from spec.version import PROTOCOL_VERSION, __version__
 __all__ = ["asyncapi_yaml", "protocol_schema_json"]
 
 
+def _clean(node: Any) -> Any:
+    """Descriptions come from docstrings; msgspec versions differ in how they dedent them,
+    so normalize them here to keep the committed documents stable across versions."""
+    if isinstance(node, dict):
+        return {
+            k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _clean(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_clean(v) for v in node]
+    return node
+
+
 def _schema() -> dict[str, Any]:
     (client, server), components = msgspec.json.schema_components([ClientEventT, ServerEventT])
+    client, server, components = _clean(client), _clean(server), _clean(components)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "joyduplex realtime protocol",
