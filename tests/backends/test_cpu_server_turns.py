@@ -40,7 +40,9 @@ pytestmark = pytest.mark.slow
 QUESTION = "What colour is this?"
 RED, GREEN, BLUE, YELLOW = (220, 20, 30), (20, 200, 40), (30, 40, 220), (240, 220, 20)
 #: reply audio vs Piper's noise-free duration of the same text
-DURATION_TOLERANCE = 0.15
+# The server's Piper keeps its duration noise (noise_w) on, so one short sentence varies:
+# seen -5%..+28% against the noise-free reference. Audio of another text would differ more.
+DURATION_TOLERANCE = 0.4
 TURN_TIMEOUT_S = 60.0
 
 
