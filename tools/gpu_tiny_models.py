@@ -129,11 +129,33 @@ def _text_config(tokenizer: Any, **extra: Any) -> dict[str, Any]:
     }
 
 
-#: what the tiny VLM and ASR never generate (`suppress_tokens` in their generation
-#: config): with no action marker and no end token, the VLM's random text is a plain
-#: reply by the grammar (SPEAK, so end-to-end turns always reach TTS) and the ASR's is a
-#: non-empty transcript; both then run to their `max_tokens`
+#: what the tiny VLM and ASR never generate: with no action marker and no end token, the
+#: VLM's random text is a plain reply by the grammar (SPEAK, so end-to-end turns always
+#: reach TTS) and the ASR's is a non-empty transcript; both run to their `max_tokens`.
+#: transformers honours `suppress_tokens` in the generation config; vLLM does not, so the
+#: weights say it too (`_quiet_special_rows`)
 NEVER_GENERATED = tuple(SPECIAL_TOKENS)
+
+#: std of the tiny models' output projection: ordinary logits ~ N(0, (2 * sqrt(128))^2),
+#: so the best of a few hundred is far above the special tokens' 0
+_LM_HEAD_STD = 2.0
+
+
+def _quiet_special_rows(model: Any, ids: list[int]) -> None:
+    """Give the never-generated tokens a zero output row and the others large ones.
+
+    A random model's greedy or top-k pick then never lands on them, whatever the engine,
+    without a sampling option the production code would not use. Qwen3-ASR ties its head
+    to the input embeddings (as the real checkpoint, whose layout vLLM's loader expects):
+    there the zero rows also blank those tokens' input embeddings, which a random model
+    does not mind.
+    """
+    import torch
+
+    head = model.get_output_embeddings().weight
+    with torch.no_grad():
+        head.normal_(0.0, _LM_HEAD_STD)
+        head[ids] = 0.0
 
 
 def _finish(model: Any, tokenizer: Any, out: Path, *, suppress: bool = True) -> Path:
@@ -142,7 +164,9 @@ def _finish(model: Any, tokenizer: Any, out: Path, *, suppress: bool = True) -> 
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.generation_config.do_sample = False
     if suppress:
-        model.generation_config.suppress_tokens = [ids[tok] for tok in NEVER_GENERATED]
+        never = [ids[tok] for tok in NEVER_GENERATED]
+        model.generation_config.suppress_tokens = never
+        _quiet_special_rows(model, never)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -24,7 +24,7 @@ from backends.base import Backend, BackendUnavailable
 from backends.gpu.asr import AsrStage
 from backends.gpu.engines import VllmEngine
 from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
-from backends.gpu.placement import load_placement
+from backends.gpu.placement import CPU, load_placement
 from backends.gpu.tts import TtsStage, make_synthesizer
 from backends.gpu.vlm import VlmStage
 
@@ -48,11 +48,15 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
 
 
 def _describe(stage: StagePlacement, runtime: str) -> str:
+    where = stage.torch_device
+    if stage.stage == "tts" and (runtime == "transformers" or not stage.cuda_graphs):
+        return f"tts on {where} (qwen_tts eager)"
     if runtime == "transformers":
-        kind = "qwen_tts eager" if stage.stage == "tts" else "transformers"
-        return f"{stage.stage} on {stage.torch_device} ({kind})"
-    graphs = "eager" if stage.enforce_eager else "CUDA Graphs"
-    return f"{stage.stage} on {stage.torch_device} ({stage.gpu_memory_utilization:.2f}, {graphs})"
+        return f"{stage.stage} on {where} (transformers)"
+    if stage.device == CPU:
+        return f"{stage.stage} on cpu (vllm, eager)"
+    graphs = "CUDA Graphs" if stage.cuda_graphs else "eager"
+    return f"{stage.stage} on {where} ({stage.gpu_memory_utilization:.2f}, {graphs})"
 
 
 def create_backend(*, placement: str | None = None, profile: str = "speech") -> Backend:

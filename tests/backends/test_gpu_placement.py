@@ -111,13 +111,42 @@ def test_transformers_runtime_allows_cpu_stages(tmp_path: Path) -> None:
     ("doc", "key"),
     [
         ({"runtime": "tensorrt"}, "runtime"),
-        ({"vlm": {"device": "cpu"}}, "vlm.device"),  # the vLLM runtime needs a GPU
         ({"runtime": "transformers", "asr": {"device": "gpu"}}, "asr.device"),
+        ({"tts": {"max_num_batched_tokens": 512}}, "tts.max_num_batched_tokens"),
+        ({"vlm": {"max_num_batched_tokens": 0}}, "vlm.max_num_batched_tokens"),
     ],
 )
 def test_runtime_and_cpu_device_errors_name_the_key(doc: dict[str, object], key: str) -> None:
     with pytest.raises(PlacementError, match=f"`{key}"):
         parse_placement(doc)
+
+
+def test_vllm_runtime_on_cpu_runs_eager_with_no_device_to_pin() -> None:
+    from backends.gpu.engines import engine_kwargs
+
+    placement = parse_placement(
+        {"vlm": {"device": "cpu", "max_num_batched_tokens": 1024}, "asr": {"device": "cpu"}}
+    )
+    assert placement.runtime == "vllm" and not placement.vlm.cuda_graphs
+    kwargs = engine_kwargs(placement.vlm)
+    assert kwargs["enforce_eager"] is True
+    assert "cudagraph_capture_sizes" not in kwargs and "device_ids" not in kwargs
+    assert kwargs["max_num_batched_tokens"] == 1024
+    assert "max_num_batched_tokens" not in engine_kwargs(placement.asr)  # vLLM's default
+
+
+def test_vllm_runtime_on_cpu_backend_describes_its_stages(tmp_path: Path) -> None:
+    from backends.gpu.backend import create_backend
+    from backends.gpu.engines import VllmEngine
+    from backends.gpu.tts import EagerSynthesizer
+
+    path = tmp_path / "cpu.toml"
+    path.write_text('[asr]\ndevice = "cpu"\n[vlm]\ndevice = "cpu"\n[tts]\ndevice = "cpu"\n')
+    backend = create_backend(placement=str(path), profile="speech")
+    assert isinstance(backend.vlm.engine, VllmEngine)  # type: ignore[attr-defined]
+    assert isinstance(backend.tts.synthesizer, EagerSynthesizer)  # type: ignore[attr-defined]
+    assert "asr on cpu (vllm, eager), vlm on cpu (vllm, eager)" in backend.description
+    assert "tts on cpu (qwen_tts eager)" in backend.description
 
 
 def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> None:

