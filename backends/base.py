@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -143,11 +143,15 @@ class Transcript:
     text: str
 
 
+#: roles of history turns: the conversation's items
+HISTORY_ROLES: Final = ("user", "assistant", "system")
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryTurn:
     """One earlier turn: user transcripts/text and assistant replies, as text."""
 
-    role: str  # "user" | "assistant"
+    role: str  # "user" | "assistant" | "system" (a system item of the conversation)
     text: str
 
 
@@ -186,11 +190,11 @@ def validate_prompt_context(value: Any) -> PromptContext:
     for i, turn in enumerate(history):
         if (
             not isinstance(turn, dict)
-            or turn.get("role") not in ("user", "assistant")
+            or turn.get("role") not in HISTORY_ROLES
             or not isinstance(turn.get("text"), str)
         ):
             raise InvalidPromptContext(
-                f"prompt context `history[{i}]` must be {{role: user|assistant, text: str}}",
+                f"prompt context `history[{i}]` must be {{role: user|assistant|system, text: str}}",
                 stage="vlm",
             )
         turns.append(HistoryTurn(turn["role"], turn["text"]))

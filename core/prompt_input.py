@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spec.effects import PromptInput
+from spec.session_config import DEFAULT_INSTRUCTIONS
 from spec.tables import ItemState, PlaybackState
 
 if TYPE_CHECKING:
@@ -20,13 +21,8 @@ if TYPE_CHECKING:
     from core.statemachines.item import Item
     from core.statemachines.response import Response
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "build_prompt", "heard_text", "played_prefix"]
+__all__ = ["build_prompt", "heard_text", "played_prefix"]
 
-DEFAULT_INSTRUCTIONS = (
-    "You are a helpful assistant watching the user's camera in real time. The last frame is "
-    "the current moment. Answer spoken or typed questions briefly; stay silent when nothing "
-    "needs saying."
-)
 
 
 def played_prefix(marks: list[tuple[str, float]], played_ms: float) -> str:
@@ -67,18 +63,18 @@ def build_prompt(
     for item in items:
         if item.id in own or item.state is not ItemState.COMPLETED:
             continue
-        if item.role == "user":
-            text = item.text()
-        elif item.role == "assistant":
+        if item.role == "assistant":
             response = responses.get(item.response_id or "")
             text = heard_text(response) if response is not None else item.text()
-        else:
-            continue
+        else:  # user and system items: their texts and transcripts
+            text = item.text()
         if text:
             history.append((item.role, text))
-    pieces = [c.transcript or c.text or "" for c in segments]
+    # a segment whose item was deleted meanwhile contributes neither text nor frames
+    live = [c for c in segments if c.item.state is not ItemState.DELETED]
+    pieces = [c.turn_text() for c in live]
     transcript = " ".join(p for p in pieces if p) or None
-    frames = tuple(f for c in segments for f in c.frames)
+    frames = tuple(f for c in live for f in c.frames)
     return PromptInput(
         system=instructions or DEFAULT_INSTRUCTIONS,
         history=tuple(history),

@@ -421,7 +421,9 @@ class SessionProtocol:
             if keep < len(audio):
                 audio = audio[:keep]
         content: list[ev.ContentPart] = []
-        if has_speech or not frames:
+        # an audio part for speech audio, or the empty one of a quiet commit (B6); speech
+        # cut to nothing by the VAD end keeps none
+        if (has_speech and audio) or (not has_speech and not frames):
             content.append(ev.ContentPart(type="input_audio"))
         content.extend(ev.ContentPart(type="input_image") for _ in frames)
         item = self._new_item(item_id, "user", content)
@@ -493,7 +495,7 @@ class SessionProtocol:
                 param="item.id",
                 event_id=eid,
             )
-        texts: list[str] = []
+        texts: list[str | None] = []
         audio = b""
         audio_index = 0
         frames: list[bytes] = []
@@ -519,7 +521,7 @@ class SessionProtocol:
                         param=f"{where}.audio",
                         event_id=eid,
                     )
-                if part.transcript:
+                if part.transcript is not None:
                     texts.append(part.transcript)
                 elif data:
                     if audio:
@@ -530,6 +532,7 @@ class SessionProtocol:
                             event_id=eid,
                         )
                     audio, audio_index = data, i
+                    texts.append(None)  # its transcript comes from ASR
                 content.append(ev.ContentPart(type=part.type, transcript=part.transcript))
             elif part.type == "input_image" and item.role == "user":
                 frames.append(self._decode_image(part.image_url, f"{where}.image_url", eid))
@@ -566,7 +569,7 @@ class SessionProtocol:
             frames=frames,
             has_speech=needs_asr,
             reserved=reserved,
-            text=" ".join(texts) or None,
+            texts=texts,
             content_index=audio_index,
         )
         self._pending_bytes += reserved
@@ -884,7 +887,7 @@ class SessionProtocol:
             )
             done_part = ev.ContentPart(type="output_text", text=part.text or "")
         self._out.emit(ev.ResponseContentPartDone(response_id=rid, item_id=iid, part=done_part))
-        self._out.emit(ev.ResponseOutputItemDone(response_id=rid, item=item.wire()))
+        self._out.emit(ev.ResponseOutputItemDone(response_id=rid, item=item.wire(completing=True)))
         if item.state is ItemState.IN_PROGRESS:
             item.complete()
 
@@ -934,7 +937,7 @@ class SessionProtocol:
         response.open_requests.clear()
         response.tts_open.clear()
         self._clear_playing(force=response if force_cleared else None)
-        self._fail_waiting_segments(response, ErrorCode.RESPONSE_NOT_ACTIVE, "response cancelled")
+        self._fail_waiting_segments(response, ErrorCode.COMMIT_ABORTED, f"response {reason}")
         self._close_output(response)
         response.cancel(reason)
         self._after_response()

@@ -95,6 +95,7 @@ from spec.events import (
 )
 from spec.limits import Limits
 from spec.session_config import (
+    DEFAULT_INSTRUCTIONS,
     INPUT_FORMATS,
     MAX_RATE_HZ,
     MIN_RATE_HZ,
@@ -114,7 +115,6 @@ from spec.stage_results import (
 
 __all__ = [
     "ASR_TAIL_MS",
-    "DEFAULT_INSTRUCTIONS",
     "PREROLL_MS",
     "SPEECH_PROBABILITY",
     "SPEECH_RMS",
@@ -131,7 +131,6 @@ SPEECH_RMS = 0.003
 #: one VAD frame: 512 samples at 16 kHz (section 5)
 VAD_FRAME_MS = 32
 #: the VLM system prompt when the session has no instructions (section 3)
-DEFAULT_INSTRUCTIONS = "You are a helpful assistant that sees and hears the user."
 
 Output = ServerEvent | Effect
 
@@ -1180,7 +1179,7 @@ class ReferenceSession:
             else:
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
             if text:
-                history.append(("assistant" if item.role == "assistant" else "user", text))
+                history.append((item.role, text))
         # AMBIGUITY (section 3): a segment whose item was deleted meanwhile contributes
         # neither text nor frames; an item's texts keep their content order, its ASR
         # transcript in the place of its audio part.
@@ -1425,9 +1424,10 @@ class ReferenceSession:
                 item.status = "completed"
                 item.content = [msgspec_copy(part)]
             self._emit(ResponseOutputItemDone(response_id=resp.id, item=wire))
-            # AMBIGUITY (section 3): the item done is emitted even when the client
-            # deleted the assistant item meanwhile.
-            self._emit(ConversationItemDone(item=msgspec_copy_item(wire)))
+            # an assistant item the client deleted meanwhile is gone from the
+            # conversation: the response closes its output, the conversation has no item
+            if item is not None and item.response_id == resp.id:
+                self._emit(ConversationItemDone(item=msgspec_copy_item(wire)))
         self._emit_response_done(resp, status, reason, [resp.item_id] if resp.audio_started else [])
 
     def _emit_response_done(
@@ -1457,7 +1457,7 @@ class ReferenceSession:
             if item is None or item.awaiting_index is None:
                 continue
             item.awaiting_index = None
-            item.status = "incomplete"
+            item.status = "completed"  # the audio is kept; only its transcript is missing
             self._emit(
                 InputAudioTranscriptionFailed(
                     item_id=item.id,
@@ -1516,7 +1516,9 @@ class ReferenceSession:
         playing = [
             r for r in self.playing_responses() if response_id is None or r.id == response_id
         ]
-        if active is None and playing:
+        # a named response that is not the active one but may still be playing is
+        # cleared alone; the active response goes on (B11)
+        if playing and (active is None or response_id is not None):
             self._cleared_only(playing)
             return
         known = response_id is not None and response_id in self.responses

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "DEFAULT_INSTRUCTIONS",
     "INPUT_FORMATS",
     "OUTPUT_FORMATS",
     "TURN_DETECTION_KEYS",
@@ -32,6 +33,14 @@ __all__ = [
     "TurnDetection",
     "validate_session",
 ]
+
+#: the VLM's system prompt when the session sets no `instructions` (part of the contract:
+#: docs/session-semantics.md section 3)
+DEFAULT_INSTRUCTIONS = (
+    "You are a helpful assistant watching the user's camera in real time. The last frame is "
+    "the current moment. Answer spoken or typed questions briefly; stay silent when nothing "
+    "needs saying."
+)
 
 #: accepted input format spellings -> canonical name
 INPUT_FORMATS: dict[str, str] = {

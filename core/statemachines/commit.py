@@ -46,7 +46,7 @@ class Commit:
         "pcm16",
         "reserved",
         "state",
-        "text",
+        "texts",
         "transcript",
     )
 
@@ -60,7 +60,7 @@ class Commit:
         has_speech: bool,
         reserved: int,
         client_event_id: str | None = None,
-        text: str | None = None,
+        texts: list[str | None] | None = None,
         content_index: int = 0,
     ) -> None:
         self.outbox = outbox
@@ -70,7 +70,9 @@ class Commit:
         self.has_speech = has_speech
         self.reserved = reserved
         self.client_event_id = client_event_id
-        self.text = text  # typed text or a transcript supplied by the client
+        # the item's texts in content order (typed, or transcripts the client supplied);
+        # None marks the audio part whose ASR transcript goes there
+        self.texts: list[str | None] = [None] if texts is None and has_speech else texts or []
         self.content_index = content_index  # the audio part its transcript belongs to
         self.adopted = False  # an item created by the client, not a commit
         self.transcript: str | None = None
@@ -104,6 +106,11 @@ class Commit:
     def transcribe(self, transcript: str) -> None:
         fire(_RULES, self, "transcribe")
         self.transcript = transcript
+
+    def turn_text(self) -> str:
+        """What this segment says: its texts, the ASR transcript in its audio part's place."""
+        pieces = (self.transcript if text is None else text for text in self.texts)
+        return " ".join(p for p in pieces if p is not None and p.strip())
 
     def fail(self) -> None:
         fire(_RULES, self, "fail")

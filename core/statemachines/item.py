@@ -73,8 +73,10 @@ class Item:
         self.response_id = response_id
         self.state = ItemState.IN_PROGRESS
 
-    def wire(self) -> ConversationItem:
-        status = "in_progress" if self.state is ItemState.IN_PROGRESS else "completed"
+    def wire(self, *, completing: bool = False) -> ConversationItem:
+        """The wire form; `completing`: as it will be once the chain under way completes it."""
+        in_progress = self.state is ItemState.IN_PROGRESS and not completing
+        status = "in_progress" if in_progress else "completed"
         parts = [
             ContentPart(type=p.type, text=p.text, transcript=p.transcript) for p in self.content
         ]

@@ -92,7 +92,7 @@ def test_text_image_assistant_and_system_items() -> None:
     prompt = d.last(SubmitVlm).prompt
     assert prompt.frames == (PNG,)
     assert prompt.transcript == "what is this"
-    assert prompt.history == (("assistant", "earlier reply"),)
+    assert prompt.history == (("assistant", "earlier reply"), ("system", "rules"))
 
 
 @pytest.mark.parametrize(
@@ -301,3 +301,40 @@ def test_an_ack_by_item_id_and_one_for_a_response_without_audio() -> None:
     d.commit(create_response=True)
     err = d.refuse(ev.PlaybackAck(response_id="resp_2", played_ms=1))
     assert err.code is ErrorCode.PLAYBACK_ITEM_NOT_FOUND
+
+
+def test_cancel_naming_an_older_still_playing_reply_clears_it_and_the_active_one_goes_on() -> None:
+    d = Driver()
+    d.full_turn()  # resp_1: all audio sent, none acked: it may still be playing
+    d.speech_turn()  # resp_2 active
+    out = d.send(ev.ResponseCancel(response_id="resp_1"))
+    assert d.tags(out) == ["output_audio_buffer.cleared"]
+    assert out[0].response_id == "resp_1"
+    d.transcribe("and now?")
+    d.reply("Still here.")
+    done = d.speak()[-2]
+    assert (done.response.id, done.response.status) == ("resp_2", "completed")
+
+
+def test_an_assistant_item_deleted_mid_reply_gets_no_item_done() -> None:
+    d = Driver()
+    d.speech_turn()
+    d.transcribe("hello")
+    d.reply("Hi there.")
+    d.speak(done=False)
+    assistant = d.events("response.output_item.added")[-1].item.id
+    d.send(ev.ConversationItemDelete(item_id=assistant))
+    out = d.result(TtsDone(d.last(SubmitTts).request_id))
+    assert "response.output_item.done" in d.tags(out)
+    assert "conversation.item.done" not in d.tags(out)
+    assert d.tags(out)[-2:] == ["response.done", "rate_limits.updated"]
+
+
+def test_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:
+    d = Driver()
+    d.speech_turn()
+    out = d.send(ev.ResponseCancel())
+    [failed] = d.events("conversation.item.input_audio_transcription.failed", out)
+    assert failed.error.code == ErrorCode.COMMIT_ABORTED.value
+    [item_done] = d.events("conversation.item.done", out)
+    assert item_done.item.status == "completed"

@@ -7,9 +7,12 @@ emitted effect opened), except one rule that replays results of any request ever
 (stale results must be dropped). A clock rule advances time and fires deadlines.
 
 After every step the two output streams are compared through `observer.project`: event
-type and id, item and response ids, error code/param/event_id, `no_response`,
-`client_event_id`, VAD `audio_start_ms`/`audio_end_ms`, response status and reason, effect
-type with request id and item ref, and the audio length of `SubmitAsr`/`ScoreVad`.
+type and id, item and response ids, error code/param/event_id (and a transcription
+failure's code), `no_response`, `client_event_id`, VAD `audio_start_ms`/`audio_end_ms`,
+content index, transcripts, texts and deltas, `played_ms`, items (id, role, content parts,
+status once past `conversation.item.added`), response status and reason; effects by type
+with request id and item ref, the audio length of `SubmitAsr`/`ScoreVad`, the whole VLM
+prompt (system, history, transcript, frames) and every TTS text.
 """
 
 from __future__ import annotations

@@ -74,6 +74,11 @@ def project(o: Any) -> tuple[Any, ...]:
             out.append(("pcm16 bytes", len(o.pcm16)))
         if isinstance(o, ScoreVad):
             out.append(("start_ms", o.start_ms))
+        if isinstance(o, SubmitVlm):
+            prompt = o.prompt
+            out.append(("prompt", prompt.system, prompt.history, prompt.transcript, prompt.frames))
+        if isinstance(o, SubmitTts):
+            out.append(("tts", o.seq, o.text, o.sample_rate_hz, o.voice))
         return tuple(out)
     fields: list[Any] = [tag(o), o.event_id]
     for name in (
@@ -83,12 +88,23 @@ def project(o: Any) -> tuple[Any, ...]:
         "no_response",
         "audio_start_ms",
         "audio_end_ms",
+        "content_index",
+        "transcript",
+        "delta",
+        "text",
+        "played_ms",
     ):
         if hasattr(o, name):
             fields.append((name, getattr(o, name)))
     item = getattr(o, "item", None)
     if item is not None:
-        fields.append(("item.id", item.id))
+        parts = tuple(
+            (part.type, getattr(part, "text", None), getattr(part, "transcript", None))
+            for part in (item.content or ())
+        )
+        # an item's status when it is added is not part of the contract; later it is
+        status = None if isinstance(o, ConversationItemAdded) else item.status
+        fields.append(("item", item.id, status, item.role, parts))
     response = getattr(o, "response", None)
     if response is not None:
         details = response.status_details
@@ -98,6 +114,8 @@ def project(o: Any) -> tuple[Any, ...]:
     if isinstance(o, Error):
         e = o.error
         fields.append(("error", e.code, e.param, e.event_id))
+    elif getattr(o, "error", None) is not None:  # a transcription's failure
+        fields.append(("error", o.error.code))
     return tuple(fields)
 
 

@@ -1,0 +1,80 @@
+"""What the VLM receives for a response (docs/session-semantics.md section 3): the turn's
+texts in content order, live segments only, history by item role, the default system
+prompt; and the assistant item's status in the done-chain of a cancelled response."""
+
+from __future__ import annotations
+
+from spec import events as ev
+from spec.effects import SubmitAsr, SubmitVlm
+from spec.session_config import DEFAULT_INSTRUCTIONS
+from tests.conformance.harness import Driver, speech_pcm
+
+
+def _item(*parts: ev.ContentPart, role: str = "user", item_id: str | None = None) -> ev.ClientEvent:
+    return ev.ConversationItemCreate(
+        item=ev.ConversationItem(id=item_id, role=role, content=list(parts))
+    )
+
+
+def _text(text: str) -> ev.ContentPart:
+    return ev.ContentPart(type="input_text", text=text)
+
+
+def _audio() -> ev.ContentPart:
+    return ev.ContentPart(type="input_audio", audio=speech_pcm(200))
+
+
+def test_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order() -> None:
+    d = Driver()
+    d.send(_item(_text("look:"), _audio(), _text("(on the table)")))
+    d.send(ev.ResponseCreate())
+    d.transcribe("a cup")
+    assert d.last(SubmitVlm).prompt.transcript == "look: a cup (on the table)"
+
+
+def test_an_empty_client_transcript_counts_as_transcribed_and_skips_asr() -> None:
+    d = Driver()
+    d.send(
+        _item(
+            _text("hello"), ev.ContentPart(type="input_audio", audio=speech_pcm(100), transcript="")
+        )
+    )
+    d.send(ev.ResponseCreate())
+    assert d.effects(SubmitAsr) == []
+    assert d.last(SubmitVlm).prompt.transcript == "hello"
+
+
+def test_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
+    d = Driver()
+    d.send(_item(_text("forget this"), item_id="typed"))
+    d.append(speech_pcm(300))
+    d.commit(create_response=True)
+    d.send(ev.ConversationItemDelete(item_id="typed"))
+    d.transcribe("what colour is this")
+    prompt = d.last(SubmitVlm).prompt
+    assert prompt.transcript == "what colour is this"
+    assert prompt.history == ()
+
+
+def test_system_items_enter_history_as_system_turns() -> None:
+    d = Driver()
+    d.send(_item(_text("answer in French"), role="system"))
+    d.send(_item(_text("hello")))
+    d.send(ev.ResponseCreate())
+    prompt = d.last(SubmitVlm).prompt
+    assert prompt.history == (("system", "answer in French"),)
+    assert prompt.system == DEFAULT_INSTRUCTIONS
+
+
+def test_cancelled_response_closes_its_assistant_item_as_completed() -> None:
+    d = Driver()
+    d.speech_turn()
+    d.transcribe("tell me a story")
+    d.reply("Once upon a time. ")
+    d.speak(done=False)
+    out = d.send(ev.ResponseCancel())
+    [item_done] = d.events("response.output_item.done", out)
+    [conversation_done] = [
+        e for e in d.events("conversation.item.done", out) if e.item.role == "assistant"
+    ]
+    assert item_done.item.status == conversation_done.item.status == "completed"
