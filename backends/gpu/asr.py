@@ -12,19 +12,16 @@ collapsed, the way upstream's `asr_to_joyai` hands it to JoyAI.
 from __future__ import annotations
 
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from backends.base import AsrRequest, StageFailed, Transcript
-from backends.gpu.engine_api import EnginePrompt, Sampling
-from backends.gpu.errors import map_engine_errors
+from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from backends.gpu.engine_api import GenerationEngine
     from backends.gpu.placement import StagePlacement
 
@@ -77,7 +74,7 @@ def clean_asr_text(raw: str) -> str:
     return " ".join(text.split())
 
 
-class AsrStage:
+class AsrStage(EngineStage):
     """Qwen3-ASR behind a `GenerationEngine` (vLLM in production)."""
 
     name = "asr"
@@ -95,29 +92,11 @@ class AsrStage:
         # greedy, as upstream's ASR stage
         self.sampling = sampling or Sampling(max_tokens=min(256, placement.max_tokens))
 
-    async def __aenter__(self) -> Self:
-        with map_engine_errors(self.name):
-            await self.engine.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with map_engine_errors(self.name):
-            await self.engine.close()
-
     async def warmup(self) -> None:
         """One second of low noise through the whole path (processor setup, graphs)."""
         rng = np.random.default_rng(0)
         pcm = (rng.standard_normal(ASR_SAMPLE_RATE_HZ) * 1e-3).astype(np.float32)
         await self.transcribe(AsrRequest("warmup-asr", pcm))
-
-    async def abort(self, request_id: str) -> None:
-        with map_engine_errors(self.name):
-            await self.engine.abort(request_id)
 
     async def transcribe(self, request: AsrRequest) -> Transcript:
         pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)

@@ -12,16 +12,20 @@ the engine holds the request, and everything before that returns is compensated.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
+
+from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from types import TracebackType
 
     import numpy as np
     import numpy.typing as npt
 
 __all__ = [
     "EnginePrompt",
+    "EngineStage",
     "GenerationEngine",
     "Sampling",
     "TextStream",
@@ -91,3 +95,29 @@ class GenerationEngine(Protocol):
     async def abort(self, request_id: str) -> None:
         """Stop a request; a no-op for unknown or finished ones."""
         ...
+
+
+class EngineStage:
+    """A stage served by one `GenerationEngine`: entering the stage starts the engine,
+    leaving closes it, and an abort reaches it; every foreign error is translated once."""
+
+    name: str
+    engine: GenerationEngine
+
+    async def __aenter__(self) -> Self:
+        with map_engine_errors(self.name):
+            await self.engine.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.close()
+
+    async def abort(self, request_id: str) -> None:
+        with map_engine_errors(self.name):
+            await self.engine.abort(request_id)

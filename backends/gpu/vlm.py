@@ -13,12 +13,11 @@ from __future__ import annotations
 import io
 from contextlib import aclosing
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Final
 
 from backends.base import PromptContext, VlmDecision, VlmRequest, VlmTextDelta
 from backends.gpu.actions import ActionStreamParser
-from backends.gpu.engine_api import EnginePrompt, Sampling
-from backends.gpu.errors import map_engine_errors
+from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.frames import decode_frames
 from backends.gpu.prompt import DEFAULT_IMAGE_TOKENS, BuiltPrompt, build_prompt
 from backends.gpu.replica import ReplicaHealth
@@ -26,7 +25,6 @@ from backends.gpu.submission import stream_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from types import TracebackType
 
     from backends.gpu.engine_api import GenerationEngine
     from backends.gpu.placement import StagePlacement
@@ -48,7 +46,7 @@ JOYAI_SYSTEM_PROMPT: Final = (
 )
 
 
-class VlmStage:
+class VlmStage(EngineStage):
     """JoyAI behind a `GenerationEngine` (vLLM in production)."""
 
     name = "vlm"
@@ -76,30 +74,12 @@ class VlmStage:
             return self.placement.context_budget_tokens
         return self.placement.max_model_len - self.sampling.max_tokens
 
-    async def __aenter__(self) -> Self:
-        with map_engine_errors(self.name):
-            await self.engine.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with map_engine_errors(self.name):
-            await self.engine.close()
-
     async def warmup(self) -> None:
         """One request with a frame: pays the one-off processor setup before serving."""
         frame = _blank_jpeg()
         context = PromptContext(system=JOYAI_SYSTEM_PROMPT, transcript="Hello.", frames=(frame,))
         async for _ in self.generate(VlmRequest("warmup-vlm", context, max_tokens=4)):
             pass
-
-    async def abort(self, request_id: str) -> None:
-        with map_engine_errors(self.name):
-            await self.engine.abort(request_id)
 
     def build(self, request: VlmRequest) -> BuiltPrompt:
         """The prompt for `request` (validates the context first)."""

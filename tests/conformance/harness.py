@@ -42,6 +42,15 @@ def jpeg(tag: str = "red", size: int = 64) -> bytes:
     return b"\xff\xd8\xff\xe0" + tag.encode().ljust(size, b".")
 
 
+def item_create(
+    *parts: ev.ContentPart, role: str = "user", item_id: str | None = None
+) -> ev.ClientEvent:
+    """`conversation.item.create` of a message with these content parts."""
+    return ev.ConversationItemCreate(
+        item=ev.ConversationItem(id=item_id, role=role, content=list(parts))
+    )
+
+
 def tag(out: Any) -> str:
     config = getattr(out, "__struct_config__", None)
     return str(config.tag) if config is not None else type(out).__name__

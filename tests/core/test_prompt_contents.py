@@ -7,13 +7,7 @@ from __future__ import annotations
 from spec import events as ev
 from spec.effects import SubmitAsr, SubmitVlm
 from spec.session_config import DEFAULT_INSTRUCTIONS
-from tests.conformance.harness import Driver, speech_pcm
-
-
-def _item(*parts: ev.ContentPart, role: str = "user", item_id: str | None = None) -> ev.ClientEvent:
-    return ev.ConversationItemCreate(
-        item=ev.ConversationItem(id=item_id, role=role, content=list(parts))
-    )
+from tests.conformance.harness import Driver, item_create, speech_pcm
 
 
 def _text(text: str) -> ev.ContentPart:
@@ -26,7 +20,7 @@ def _audio() -> ev.ContentPart:
 
 def test_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order() -> None:
     d = Driver()
-    d.send(_item(_text("look:"), _audio(), _text("(on the table)")))
+    d.send(item_create(_text("look:"), _audio(), _text("(on the table)")))
     d.send(ev.ResponseCreate())
     d.transcribe("a cup")
     assert d.last(SubmitVlm).prompt.transcript == "look: a cup (on the table)"
@@ -35,7 +29,7 @@ def test_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order(
 def test_an_empty_client_transcript_counts_as_transcribed_and_skips_asr() -> None:
     d = Driver()
     d.send(
-        _item(
+        item_create(
             _text("hello"), ev.ContentPart(type="input_audio", audio=speech_pcm(100), transcript="")
         )
     )
@@ -46,7 +40,7 @@ def test_an_empty_client_transcript_counts_as_transcribed_and_skips_asr() -> Non
 
 def test_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
     d = Driver()
-    d.send(_item(_text("forget this"), item_id="typed"))
+    d.send(item_create(_text("forget this"), item_id="typed"))
     d.append(speech_pcm(300))
     d.commit(create_response=True)
     d.send(ev.ConversationItemDelete(item_id="typed"))
@@ -58,8 +52,8 @@ def test_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
 
 def test_system_items_enter_history_as_system_turns() -> None:
     d = Driver()
-    d.send(_item(_text("answer in French"), role="system"))
-    d.send(_item(_text("hello")))
+    d.send(item_create(_text("answer in French"), role="system"))
+    d.send(item_create(_text("hello")))
     d.send(ev.ResponseCreate())
     prompt = d.last(SubmitVlm).prompt
     assert prompt.history == (("system", "answer in French"),)

@@ -12,15 +12,9 @@ from spec.effects import Abort, CloseSession, SubmitAsr, SubmitTts, SubmitVlm
 from spec.errors import ErrorCode
 from spec.limits import Limits
 from spec.stage_results import TtsAudio, TtsDone, VlmDecisionResult, VlmDelta
-from tests.conformance.harness import Driver, jpeg, speech_pcm
+from tests.conformance.harness import Driver, item_create, jpeg, speech_pcm
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(20)
-
-
-def _item(*parts: ev.ContentPart, role: str = "user", item_id: str | None = None) -> ev.ClientEvent:
-    return ev.ConversationItemCreate(
-        item=ev.ConversationItem(id=item_id, role=role, content=list(parts))
-    )
 
 
 def test_session_update_heartbeat_resume_and_event_ack() -> None:
@@ -77,15 +71,15 @@ def test_text_image_assistant_and_system_items() -> None:
     d = Driver()
     image = "data:image/png;base64," + base64.b64encode(PNG).decode()
     out = d.send(
-        _item(
+        item_create(
             ev.ContentPart(type="input_text", text="what is this"),
             ev.ContentPart(type="input_image", image_url=image),
             item_id="q1",
         )
     )
     assert d.tags(out) == ["conversation.item.added", "conversation.item.done"]
-    d.send(_item(ev.ContentPart(type="output_text", text="earlier reply"), role="assistant"))
-    d.send(_item(ev.ContentPart(type="input_text", text="rules"), role="system"))
+    d.send(item_create(ev.ContentPart(type="output_text", text="earlier reply"), role="assistant"))
+    d.send(item_create(ev.ContentPart(type="input_text", text="rules"), role="system"))
     retrieved = d.send(ev.ConversationItemRetrieve(item_id="q1"))[0]
     assert retrieved.item.content[0].text == "what is this"
     d.send(ev.ResponseCreate())
@@ -140,7 +134,7 @@ def test_bad_items_are_refused_with_their_param(
     parts: list[ev.ContentPart], role: str, code: ErrorCode, param: str
 ) -> None:
     d = Driver()
-    err = d.refuse(_item(*parts, role=role))
+    err = d.refuse(item_create(*parts, role=role))
     assert (err.code, err.param) == (code, param)
 
 
@@ -148,8 +142,8 @@ def test_item_type_duplicate_id_and_unknown_ids() -> None:
     d = Driver()
     bad_type = ev.ConversationItemCreate(item=ev.ConversationItem(type="function_call"))
     assert d.refuse(bad_type).param == "item.type"
-    d.send(_item(ev.ContentPart(type="input_text", text="x"), item_id="a"))
-    assert d.refuse(_item(item_id="a")).param == "item.id"
+    d.send(item_create(ev.ContentPart(type="input_text", text="x"), item_id="a"))
+    assert d.refuse(item_create(item_id="a")).param == "item.id"
     for event in (
         ev.ConversationItemDelete(item_id="zz"),
         ev.ConversationItemRetrieve(item_id="zz"),
@@ -160,9 +154,9 @@ def test_item_type_duplicate_id_and_unknown_ids() -> None:
 
 def test_created_items_count_toward_pending_bytes() -> None:
     d = Driver(limits=Limits(max_pending_input_bytes=1000))
-    err = d.refuse(_item(ev.ContentPart(type="input_audio", audio=bytes(2000))))
+    err = d.refuse(item_create(ev.ContentPart(type="input_audio", audio=bytes(2000))))
     assert err.code is ErrorCode.INPUT_BACKPRESSURE
-    d.send(_item(ev.ContentPart(type="input_audio", audio=bytes(800)), item_id="x"))
+    d.send(item_create(ev.ContentPart(type="input_audio", audio=bytes(800)), item_id="x"))
     assert d.p.pending_bytes == 800
     d.send(ev.ConversationItemDelete(item_id="x"))
     assert d.p.pending_bytes == 0

@@ -1,10 +1,16 @@
-"""Spec tables are well formed: reachable states, terminal states without exits, rows
-that are not ambiguous, and guard/effect names that exist on the machine models."""
+"""Spec tables, the server's and the client's, are well formed: reachable states,
+terminal states without exits, rows that are not ambiguous, and guard/effect names that
+exist on the machine models."""
 
 from __future__ import annotations
 
 import pytest
 
+from core.statemachines.client_camera import Camera
+from core.statemachines.client_connection import Connection
+from core.statemachines.client_hold import Hold
+from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_watchdog import Watchdog
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
@@ -12,6 +18,7 @@ from core.statemachines.playback import Playback
 from core.statemachines.response import Response
 from core.statemachines.turn_detector import TurnDetector
 from spec.tables import TABLES, Table
+from spec.tables.client_constants import CLIENT_TABLES
 
 MODELS = {
     "item": Item,
@@ -20,14 +27,20 @@ MODELS = {
     "turn_detector": TurnDetector,
     "response": Response,
     "playback": Playback,
+    "client_connection": Connection,
+    "client_hold": Hold,
+    "client_playback": ClientPlayback,
+    "client_watchdog": Watchdog,
+    "client_camera": Camera,
 }
+ALL_TABLES = (*TABLES, *CLIENT_TABLES)
 
 
 def _ids(table: Table) -> str:
     return table.name
 
 
-@pytest.mark.parametrize("table", TABLES, ids=_ids)
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
 def test_every_state_is_reachable_from_the_initial_state(table: Table) -> None:
     seen = {table.initial}
     frontier = [table.initial]
@@ -40,7 +53,7 @@ def test_every_state_is_reachable_from_the_initial_state(table: Table) -> None:
     assert seen == set(table.states)
 
 
-@pytest.mark.parametrize("table", TABLES, ids=_ids)
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
 def test_terminal_states_have_no_outgoing_transitions_except_internal_ones(table: Table) -> None:
     for row in table.transitions:
         for source in row.source:
@@ -48,13 +61,13 @@ def test_terminal_states_have_no_outgoing_transitions_except_internal_ones(table
                 assert row.dest is None, f"{row.trigger} leaves terminal {source}"
 
 
-@pytest.mark.parametrize("table", TABLES, ids=_ids)
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
 def test_rows_are_not_ambiguous(table: Table) -> None:
     pairs = [(s, row.trigger) for row in table.transitions for s in row.source if not row.guard]
     assert len(pairs) == len(set(pairs))
 
 
-@pytest.mark.parametrize("table", TABLES, ids=_ids)
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
 def test_guard_and_effect_names_exist_on_the_model(table: Table) -> None:
     model = MODELS[table.name]
     for row in table.transitions:
@@ -63,14 +76,14 @@ def test_guard_and_effect_names_exist_on_the_model(table: Table) -> None:
                 assert callable(getattr(model, name, None)), f"{model.__name__}.{name}"
 
 
-@pytest.mark.parametrize("table", TABLES, ids=_ids)
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
 def test_invariants_have_ids_and_text(table: Table) -> None:
     for key, text in table.invariants.items():
         assert key and text
 
 
 def test_every_table_has_a_model() -> None:
-    assert {t.name for t in TABLES} == set(MODELS)
+    assert {t.name for t in ALL_TABLES} == set(MODELS)
 
 
 def test_table_helpers() -> None:
