@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["build_prompt", "heard_text", "played_prefix"]
 
 
-
 def played_prefix(marks: list[tuple[str, float]], played_ms: float) -> str:
     """The text spoken by the first `played_ms` of audio, from (chunk text, end ms) marks;
     a partly played chunk contributes the proportional share of its characters."""

@@ -951,7 +951,8 @@ class SessionProtocol:
             return True
         playing = [r for r in self._responses.values() if r.playback.may_be_playing]
         if playing and (response_id is None or any(r.id == response_id for r in playing)):
-            self._out.epoch += 1
+            if active is None:  # the epoch fences requests: the active response's go on
+                self._out.epoch += 1
             self._clear_playing(only=response_id)
             return True
         return False

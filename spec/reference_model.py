@@ -1501,7 +1501,8 @@ class ReferenceSession:
         self._end(resp)
 
     def _cleared_only(self, responses: list[_Response]) -> None:
-        self.epoch += 1
+        if self.active is None:  # the epoch fences requests: an active response's go on
+            self.epoch += 1
         self._clear_playback(responses)
 
     def _on_cancel(self, response_id: str | None, eid: str | None, *, clear: bool) -> None:

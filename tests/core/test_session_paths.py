@@ -332,3 +332,14 @@ def test_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:
     assert failed.error.code == ErrorCode.COMMIT_ABORTED.value
     [item_done] = d.events("conversation.item.done", out)
     assert item_done.item.status == "completed"
+
+
+def test_clearing_an_older_reply_keeps_the_epoch_of_the_active_one() -> None:
+    d = Driver()
+    d.full_turn()
+    d.speech_turn()
+    epoch = d.p.epoch
+    d.send(ev.ResponseCancel(response_id="resp_1"))
+    assert d.p.epoch == epoch
+    d.transcribe("and now?")
+    assert d.last(SubmitVlm).epoch == epoch

