@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
@@ -34,6 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from spec.errors import ErrorCode
+
+log = logging.getLogger("joyduplex.backends")
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -323,6 +326,8 @@ class Backend:
     tts: Tts
     description: str = ""
     ready: bool = False
+    #: stages whose engine died -> why (B18): the backend serves no new session
+    dead: dict[str, str] = field(default_factory=dict)
 
     def stages(self) -> list[Stage]:
         return [s for s in (self.vad, self.asr, self.vlm, self.tts) if s is not None]
@@ -353,6 +358,14 @@ class Backend:
         for stage in self.stages():
             await stage.warmup()
         self.ready = True
+
+    def evict(self, stage: str, reason: str = "its engine died") -> None:
+        """A stage's engine died (B18): record it once; readiness fails from now on, so
+        `/readyz` reports it and new sessions get `resource_exhausted`."""
+        if stage in self.dead:
+            return
+        self.dead[stage] = reason
+        log.error("backend %s: stage %s is out of service: %s", self.name, stage, reason)
 
 
 # --- registry --------------------------------------------------------------------------

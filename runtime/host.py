@@ -53,8 +53,8 @@ class SessionHost:
         self.metrics = Metrics()
         self.slots = SessionSlots(settings.limits.max_sessions)
         self.backend = backend
-        self.ready = False
-        self.failure: str | None = None
+        self._started = False
+        self._failure: str | None = None
         self._vad: VadBatcher | None = None
         self._runners: dict[str, SessionRunner] = {}
         self._ids = itertools.count(1)
@@ -64,6 +64,20 @@ class SessionHost:
     @property
     def sessions(self) -> int:
         return len(self._runners)
+
+    @property
+    def ready(self) -> bool:
+        """Started, not shutting down, and no stage out of service (B18)."""
+        return self._started and self.backend is not None and not self.backend.dead
+
+    @property
+    def failure(self) -> str | None:
+        """Why the host is not ready, when it is not for a reason worth reporting."""
+        if self.backend is not None and self.backend.dead:
+            return "; ".join(
+                f"stage {s} out of service: {why}" for s, why in self.backend.dead.items()
+            )
+        return self._failure
 
     async def start(self) -> None:
         """Load, enter and warm up the backend; only then is the host ready."""
@@ -76,18 +90,19 @@ class SessionHost:
             log.info("warming up backend %s", self.backend.name)
             await self.backend.warmup()
         except Exception as exc:
-            self.failure = str(exc)
+            self._failure = str(exc)
             log.error("backend failed to start: %s", exc)
             raise
         if self.backend.vad is not None:
             self._vad = VadBatcher(self.backend.vad)
-        self.ready = True
+        self._started = True
         log.info("backend %s ready", self.backend.name)
 
     async def close_sessions(self) -> None:
         """Stop admitting, close every session (`session.closed` reason shutdown, close
         1001), and wait up to the grace period for them to end."""
-        self.ready = False
+        self._started = False
+        self._failure = "shutting down"
         for runner in list(self._runners.values()):
             await runner.shutdown("shutdown")
         if self._runners:
@@ -107,8 +122,9 @@ class SessionHost:
     def refusal(self) -> ProtocolError | None:
         """Why a new session cannot start now, if it cannot."""
         if not self.ready or self.backend is None:
+            why = f" ({self.failure})" if self.failure else ""
             return RemoteProtocolError(
-                "the server is not ready; retry shortly", code=ErrorCode.RESOURCE_EXHAUSTED
+                f"the server is not ready{why}; retry shortly", code=ErrorCode.RESOURCE_EXHAUSTED
             )
         if self.slots.in_use >= self.slots.capacity:
             return RemoteProtocolError(

@@ -304,10 +304,7 @@ class SessionRunner:
                 scope.cancel()
             tg.start_soon(self._backend_abort, effect)
         elif isinstance(effect, EvictReplica):
-            log.error("stage %s engine died; evicting it", effect.stage)
-            evict = getattr(self.backend, "evict", None)
-            if callable(evict):
-                evict(effect.stage)
+            self.backend.evict(effect.stage, "its engine died serving a request")
 
     def _engine_id(self, request_id: str) -> str:
         """The backend is shared by every session: its request ids carry the session id

@@ -82,7 +82,7 @@ def create_backend(*, placement: str | None = None, profile: str = "speech") -> 
     stages = ", ".join(
         _describe(s, runtime) for s in (plan.asr if asr else None, plan.vlm, plan.tts) if s
     )
-    return Backend(
+    backend = Backend(
         name="gpu",
         vad=None,
         asr=asr,
@@ -90,3 +90,9 @@ def create_backend(*, placement: str | None = None, profile: str = "speech") -> 
         tts=tts,
         description=f"GPU backend, {profile} profile: {stages}",
     )
+    # an engine found dead on any path (a stream, a compensating abort) takes the whole
+    # backend out of service: /readyz fails and new sessions get resource_exhausted
+    for stage in (asr, vlm):
+        if stage is not None:
+            stage.health.on_evict(lambda cause, name=stage.name: backend.evict(name, repr(cause)))
+    return backend

@@ -168,3 +168,16 @@ def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> No
     assert isinstance(synthesizer, EagerSynthesizer)
     assert synthesizer.device == "cpu" and synthesizer.max_new_tokens == 6
     assert "tts on cpu (qwen_tts eager)" in backend.description
+
+
+def test_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Path) -> None:
+    from backends.base import EngineDead
+    from backends.gpu.backend import create_backend
+
+    path = tmp_path / "cpu.toml"
+    path.write_text('runtime = "transformers"\n[asr]\ndevice = "cpu"\n[vlm]\ndevice = "cpu"\n')
+    backend = create_backend(placement=str(path), profile="speech")
+    assert backend.dead == {}
+    backend.asr.health.evict(EngineDead("engine core exited", stage="asr"))  # type: ignore[union-attr]
+    backend.asr.health.evict(EngineDead("again", stage="asr"))  # type: ignore[union-attr]
+    assert list(backend.dead) == ["asr"] and "engine core exited" in backend.dead["asr"]

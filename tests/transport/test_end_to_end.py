@@ -319,3 +319,36 @@ def test_server_error_from_the_client_helper(live_server: LiveServer) -> None:
             return info.value.code
 
     assert asyncio.run(run()) == "unsupported_turn_detection"
+
+
+def test_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhausted() -> None:
+    """B18 at the edge: the VLM engine dies mid-session; that response fails once
+    (EngineDead is a BackendUnavailable: resource_exhausted), /readyz turns 503 naming the
+    stage, and a new session is refused with resource_exhausted and close 1013 instead of
+    being admitted to a dead backend."""
+    live, stop = start_server()
+    try:
+        live.script.kill("vlm")
+
+        async def run() -> tuple[list[str], str, int | None]:
+            async with DuplexClient.connect(live.ws_url) as client:
+                await client.update_session(turn_detection=None)
+                await client.stream_audio(_tone(300), frames=[JPEG])
+                await client.commit(create_response=True)
+                result = await client.collect_response(timeout=20)
+                codes = [e.code for e in result.errors]
+            async with websockets.connect(live.ws_url) as late:
+                error = json.loads(await late.recv())
+                with pytest.raises(websockets.ConnectionClosed):
+                    await late.recv()
+                return codes, error["error"]["message"], late.close_code
+
+        codes, message, close_code = asyncio.run(asyncio.wait_for(run(), 30))
+        assert codes == ["resource_exhausted"], codes
+        assert close_code == 1013 and "stage vlm out of service" in message
+        with httpx.Client(base_url=live.url) as http:
+            ready = http.get("/readyz")
+        assert ready.status_code == 503
+        assert "stage vlm out of service" in ready.json()["reason"]
+    finally:
+        stop()
