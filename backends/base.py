@@ -69,6 +69,7 @@ __all__ = [
     "VlmRequest",
     "VlmTextDelta",
     "load_backend",
+    "score_in_steps",
     "validate_prompt_context",
 ]
 
@@ -299,6 +300,33 @@ class Vad(Stage, Protocol):
     async def score(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
         """Score `frames[i]` (shape [n, 512]) with `states[i]`; returns n probabilities."""
         ...
+
+    async def score_sequences(
+        self, states: Sequence[VadState], sequences: Sequence[Float32Array]
+    ) -> list[Float32Array]:
+        """Score `sequences[i]` (shape [k_i, 512], in time order) with `states[i]`; one
+        array of k_i probabilities per state. The model is recurrent, so step j scores
+        frame j of every sequence that has one; all steps in one call (one thread hop)."""
+        ...
+
+
+def score_in_steps(
+    score: Callable[[Sequence[VadState], Float32Array], Float32Array],
+    states: Sequence[VadState],
+    sequences: Sequence[Float32Array],
+) -> list[Float32Array]:
+    """`Vad.score_sequences` over a synchronous batch `score`: one call per time step."""
+    if len(states) != len(sequences):
+        raise StageFailed(
+            f"vad: {len(sequences)} frame sequences for {len(states)} states", stage="vad"
+        )
+    out = [np.empty(len(sequence), dtype=np.float32) for sequence in sequences]
+    for step in range(max((len(sequence) for sequence in sequences), default=0)):
+        live = [i for i, sequence in enumerate(sequences) if len(sequence) > step]
+        frames = np.stack([sequences[i][step] for i in live])
+        for i, probability in zip(live, score([states[i] for i in live], frames), strict=True):
+            out[i][step] = probability
+    return out
 
 
 class Asr(Stage, Protocol):

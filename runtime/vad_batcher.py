@@ -1,10 +1,11 @@
 """Batched server VAD across sessions (DESIGN.md section 6).
 
-Every session due in a tick queues its 512-sample frame; the first one becomes the leader,
-yields once so the others can join, then scores the whole batch in one call (the Vad runs
-it off the event loop). A session's frames are scored one call at a time, in order,
-because the model is recurrent. The batch is shielded so a leader that is cancelled still
-answers everyone who joined it.
+Every session due in a tick queues its frames (the whole 512-sample frames of one append);
+the first one becomes the leader, yields once so the others can join, then scores the
+whole batch in one `Vad.score_sequences` call: step j scores frame j of every session
+that has one (the model is recurrent, so a session's frames go in order), and all the
+steps run in one worker-thread hop, not one hop per 32 ms frame. The batch is shielded
+so a leader that is cancelled still answers everyone who joined it.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ __all__ = ["VadBatcher"]
 
 log = logging.getLogger("joyduplex.runtime.vad")
 
+#: sessions per `score_sequences` call
 MAX_BATCH = 256
 
 
 class _Slot:
-    __slots__ = ("done", "frame", "probability", "state")
+    __slots__ = ("done", "frames", "probabilities", "state")
 
-    def __init__(self, state: VadState, frame: npt.NDArray[np.float32]) -> None:
+    def __init__(self, state: VadState, frames: npt.NDArray[np.float32]) -> None:
         self.state = state
-        self.frame = frame
-        self.probability = 0.0
+        self.frames = frames
+        self.probabilities: list[float] = []
         self.done = anyio.Event()
 
 
@@ -47,10 +49,9 @@ class VadBatcher:
 
     async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
         """Probabilities of `frames` (shape [k, 512]) for one session, in order."""
-        return [await self._score_one(state, frame) for frame in frames]
-
-    async def _score_one(self, state: VadState, frame: npt.NDArray[np.float32]) -> float:
-        slot = _Slot(state, frame)
+        if len(frames) == 0:
+            return []
+        slot = _Slot(state, frames)
         self._queue.append(slot)
         if not self._leading:
             self._leading = True
@@ -61,20 +62,21 @@ class VadBatcher:
             finally:
                 self._leading = False
         await slot.done.wait()
-        return slot.probability
+        return slot.probabilities
 
     async def _drain(self) -> None:
         while self._queue:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             try:
-                probs = await self.vad.score(
-                    [s.state for s in batch], np.stack([s.frame for s in batch])
+                scored = await self.vad.score_sequences(
+                    [s.state for s in batch], [s.frames for s in batch]
                 )
             except Exception:  # a VAD failure must not stall the sessions waiting on it
-                log.exception("VAD batch of %d frames failed; scoring them as silence", len(batch))
-                probs = np.zeros(len(batch), dtype=np.float32)
+                frames = sum(len(s.frames) for s in batch)
+                log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
+                scored = [np.zeros(len(s.frames), dtype=np.float32) for s in batch]
             self.batches += 1
-            self.frames += len(batch)
-            for slot, p in zip(batch, probs, strict=True):
-                slot.probability = float(p)
+            for slot, probabilities in zip(batch, scored, strict=True):
+                self.frames += len(slot.frames)
+                slot.probabilities = [float(p) for p in probabilities]
                 slot.done.set()

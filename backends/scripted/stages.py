@@ -41,6 +41,7 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
     VlmTextDelta,
+    score_in_steps,
     validate_prompt_context,
 )
 
@@ -154,6 +155,37 @@ class ScriptedVad(_ScriptedStage):
             StageFailed: the shapes do not match.
         """
         self._require_entered()
+        self._probabilities(states, frames, count=False)  # shapes, before admission
+        await self._admit(len(states))
+        return self._probabilities(states, frames)
+
+    async def score_sequences(
+        self, states: Sequence[VadState], sequences: Sequence[Float32Array]
+    ) -> list[Float32Array]:
+        """Each state's frames in time order; one script step (admission, latency) for
+        the whole call, as the real VAD makes one thread hop."""
+        self._require_entered()
+        shapes = [np.shape(sequence) for sequence in sequences]
+        if len(states) != len(sequences) or any(
+            len(shape) != 2 or shape[1] != VAD_FRAME_SAMPLES for shape in shapes
+        ):
+            raise StageFailed(
+                f"vad: expected {len(states)} sequences of [k, {VAD_FRAME_SAMPLES}] frames, "
+                f"got {shapes}",
+                stage=self.stage,
+            )
+        await self._admit(len(states))
+        return score_in_steps(self._probabilities, states, sequences)
+
+    async def _admit(self, sessions: int) -> None:
+        self._calls += 1
+        await self.script.admit(self.stage, f"vad:{self._calls}", VadBatch(sessions))
+        await self._wait_latency()
+        self.script.raise_if_dead(self.stage)
+
+    def _probabilities(
+        self, states: Sequence[VadState], frames: Float32Array, *, count: bool = True
+    ) -> Float32Array:
         batch = np.asarray(frames, dtype=np.float32)
         if batch.ndim != 2 or batch.shape[1] != VAD_FRAME_SAMPLES or len(states) != len(batch):
             raise StageFailed(
@@ -161,14 +193,10 @@ class ScriptedVad(_ScriptedStage):
                 f"{list(batch.shape)}",
                 stage=self.stage,
             )
-        self._calls += 1
-        request_id = f"vad:{self._calls}"
-        await self.script.admit(self.stage, request_id, VadBatch(len(states)))
-        await self._wait_latency()
-        self.script.raise_if_dead(self.stage)
+        if count:
+            for state in states:
+                state.data["frames"] = int(state.data.get("frames", 0)) + 1
         rms = np.sqrt(np.mean(np.square(batch, dtype=np.float64), axis=1))
-        for state in states:
-            state.data["frames"] = int(state.data.get("frames", 0)) + 1
         return np.where(rms > SPEECH_RMS, SPEECH_PROBABILITY, SILENCE_PROBABILITY).astype(
             np.float32
         )

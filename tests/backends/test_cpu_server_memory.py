@@ -24,6 +24,7 @@ import anyio
 import numpy as np
 import pytest
 
+from backends.base import score_in_steps
 from runtime.channel import MemoryChannel
 from runtime.clock import Clock
 from runtime.metrics import Metrics
@@ -63,6 +64,9 @@ class InlineSilero:
 
     async def score(self, states: Any, frames: Any) -> Any:
         return self._vad.score_sync(states, frames)
+
+    async def score_sequences(self, states: Any, sequences: Any) -> Any:
+        return score_in_steps(self._vad.score_sync, states, sequences)
 
 
 class SimulatedClock(Clock):

@@ -141,6 +141,26 @@ async def test_batched_scores_equal_per_session_scores(vad: SileroVad, cpu_speec
     assert alone[0].max() > 0.9 and alone[3].max() < 0.1  # the sessions really differ
 
 
+async def test_sequences_of_unequal_length_score_as_each_session_alone(
+    vad: SileroVad, cpu_speech: Speech
+) -> None:
+    """`score_sequences` (one thread hop for every frame of every session) gives what
+    scoring each session alone, frame by frame, gives; shorter sequences drop out."""
+    clips = [
+        cpu_speech("What colour is this?", RATE)[:RATE],
+        np.zeros(RATE // 2, dtype=np.float32),
+        cpu_speech("Show me the red ball.", RATE)[: RATE // 4],
+    ]
+    alone = [_score_alone(vad, clip) for clip in clips]
+    states = [vad.new_state() for _ in clips]
+    together = await vad.score_sequences(states, [_frames(clip) for clip in clips])
+    assert [len(p) for p in together] == [len(p) for p in alone] == [31, 15, 7]
+    for got, want in zip(together, alone, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-4)
+    with pytest.raises(StageFailed, match="2 frame sequences for 3 states"):
+        await vad.score_sequences(states, [_frames(c) for c in clips[:2]])
+
+
 async def test_new_state_holds_silero_state_and_context(vad: SileroVad) -> None:
     state = vad.new_state()
     assert state.data["state"].shape == (2, 1, 128)

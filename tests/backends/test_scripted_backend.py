@@ -438,3 +438,47 @@ async def test_vad_refuses_a_batch_whose_shape_does_not_match(backend: Backend) 
     assert vad is not None
     with pytest.raises(StageFailed):
         await vad.score([vad.new_state()], np.zeros((2, 512), dtype=np.float32))
+
+
+@pytest.mark.anyio
+async def test_vad_sequences_are_one_script_step_and_advance_each_state_per_frame(
+    backend: Backend,
+) -> None:
+    vad = backend.vad
+    assert vad is not None
+    t = np.arange(512) / 16_000
+    tone = (0.1 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+    quiet = np.zeros(512, dtype=np.float32)
+    states = [vad.new_state() for _ in range(2)]
+    before = len(script_of(backend).requests_of("vad"))
+    scored = await vad.score_sequences(states, [np.stack([tone, quiet, tone]), quiet[None]])
+    assert [p.tolist() for p in scored] == [
+        pytest.approx([SPEECH_PROBABILITY, SILENCE_PROBABILITY, SPEECH_PROBABILITY]),
+        pytest.approx([SILENCE_PROBABILITY]),
+    ]
+    assert [s.data["frames"] for s in states] == [3, 1]
+    assert len(script_of(backend).requests_of("vad")) == before + 1
+    with pytest.raises(StageFailed, match="sequences"):
+        await vad.score_sequences(states, [np.zeros((2, 300), dtype=np.float32), quiet[None]])
+
+
+@pytest.mark.anyio
+async def test_vad_batcher_scores_concurrent_sessions_frames_in_one_call(
+    backend: Backend,
+) -> None:
+    from runtime.vad_batcher import VadBatcher
+
+    vad = backend.vad
+    assert vad is not None
+    batcher = VadBatcher(vad)
+    frames = np.zeros((3, 512), dtype=np.float32)
+    results: list[list[float]] = []
+
+    async def one() -> None:
+        results.append(await batcher.score(vad.new_state(), frames))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert results == [[pytest.approx(SILENCE_PROBABILITY)] * 3] * 4
+    assert (batcher.batches, batcher.frames) == (1, 12)
