@@ -155,9 +155,9 @@ class ScriptedVad(_ScriptedStage):
             StageFailed: the shapes do not match.
         """
         self._require_entered()
-        self._probabilities(states, frames, count=False)  # shapes, before admission
+        batch = self._checked(states, frames)  # before admission: a bad shape is not a step
         await self._admit(len(states))
-        return self._probabilities(states, frames)
+        return self._probabilities(states, batch)
 
     async def score_sequences(
         self, states: Sequence[VadState], sequences: Sequence[Float32Array]
@@ -183,9 +183,7 @@ class ScriptedVad(_ScriptedStage):
         await self._wait_latency()
         self.script.raise_if_dead(self.stage)
 
-    def _probabilities(
-        self, states: Sequence[VadState], frames: Float32Array, *, count: bool = True
-    ) -> Float32Array:
+    def _checked(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
         batch = np.asarray(frames, dtype=np.float32)
         if batch.ndim != 2 or batch.shape[1] != VAD_FRAME_SAMPLES or len(states) != len(batch):
             raise StageFailed(
@@ -193,9 +191,12 @@ class ScriptedVad(_ScriptedStage):
                 f"{list(batch.shape)}",
                 stage=self.stage,
             )
-        if count:
-            for state in states:
-                state.data["frames"] = int(state.data.get("frames", 0)) + 1
+        return batch
+
+    def _probabilities(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
+        batch = self._checked(states, frames)
+        for state in states:
+            state.data["frames"] = int(state.data.get("frames", 0)) + 1
         rms = np.sqrt(np.mean(np.square(batch, dtype=np.float64), axis=1))
         return np.where(rms > SPEECH_RMS, SPEECH_PROBABILITY, SILENCE_PROBABILITY).astype(
             np.float32

@@ -141,7 +141,7 @@ async def test_batched_scores_equal_per_session_scores(vad: SileroVad, cpu_speec
     assert alone[0].max() > 0.9 and alone[3].max() < 0.1  # the sessions really differ
 
 
-async def test_sequences_of_unequal_length_score_as_each_session_alone(
+async def test_b10_sequences_of_unequal_length_score_as_each_session_alone(
     vad: SileroVad, cpu_speech: Speech
 ) -> None:
     """`score_sequences` (one thread hop for every frame of every session) gives what

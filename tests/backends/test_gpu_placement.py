@@ -170,7 +170,7 @@ def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> No
     assert "tts on cpu (qwen_tts eager)" in backend.description
 
 
-def test_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Path) -> None:
+def test_b18_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Path) -> None:
     from backends.base import EngineDead
     from backends.gpu.backend import create_backend
 

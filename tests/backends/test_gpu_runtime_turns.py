@@ -232,7 +232,9 @@ def _serialized_inputs(engine: Any) -> list[tuple[tuple[str, ...], tuple[str, ..
     return seen
 
 
-def test_speech_profile_spoken_turn_then_camera_turn(placement: str, runtime: str) -> None:
+def test_b2_speech_profile_spoken_turn_with_a_frame_then_camera_turn(
+    placement: str, runtime: str
+) -> None:
     backend = create_backend(placement=placement, profile="speech")
     assert backend.asr is not None
     engine_kind = "vllm, eager" if runtime == "vllm" else "transformers"

@@ -463,7 +463,7 @@ async def test_vad_sequences_are_one_script_step_and_advance_each_state_per_fram
 
 
 @pytest.mark.anyio
-async def test_vad_batcher_scores_concurrent_sessions_frames_in_one_call(
+async def test_b10_vad_batcher_scores_concurrent_sessions_frames_in_one_call(
     backend: Backend,
 ) -> None:
     from runtime.vad_batcher import VadBatcher

@@ -18,7 +18,7 @@ def _audio() -> ev.ContentPart:
     return ev.ContentPart(type="input_audio", audio=speech_pcm(200))
 
 
-def test_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order() -> None:
+def test_b4_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order() -> None:
     d = Driver()
     d.send(item_create(_text("look:"), _audio(), _text("(on the table)")))
     d.send(ev.ResponseCreate())
@@ -38,7 +38,7 @@ def test_an_empty_client_transcript_counts_as_transcribed_and_skips_asr() -> Non
     assert d.last(SubmitVlm).prompt.transcript == "hello"
 
 
-def test_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
+def test_b5_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
     d = Driver()
     d.send(item_create(_text("forget this"), item_id="typed"))
     d.append(speech_pcm(300))
@@ -50,7 +50,7 @@ def test_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt() -> None:
     assert prompt.history == ()
 
 
-def test_system_items_enter_history_as_system_turns() -> None:
+def test_b3_system_items_enter_history_as_system_turns() -> None:
     d = Driver()
     d.send(item_create(_text("answer in French"), role="system"))
     d.send(item_create(_text("hello")))
@@ -60,7 +60,7 @@ def test_system_items_enter_history_as_system_turns() -> None:
     assert prompt.system == DEFAULT_INSTRUCTIONS
 
 
-def test_cancelled_response_closes_its_assistant_item_as_completed() -> None:
+def test_b11_cancelled_response_closes_its_assistant_item_as_completed() -> None:
     d = Driver()
     d.speech_turn()
     d.transcribe("tell me a story")

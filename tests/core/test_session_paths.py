@@ -297,7 +297,7 @@ def test_an_ack_by_item_id_and_one_for_a_response_without_audio() -> None:
     assert err.code is ErrorCode.PLAYBACK_ITEM_NOT_FOUND
 
 
-def test_cancel_naming_an_older_still_playing_reply_clears_it_and_the_active_one_goes_on() -> None:
+def test_b11_cancel_naming_an_older_still_playing_reply_clears_it_alone() -> None:
     d = Driver()
     d.full_turn()  # resp_1: all audio sent, none acked: it may still be playing
     d.speech_turn()  # resp_2 active
@@ -324,7 +324,7 @@ def test_an_assistant_item_deleted_mid_reply_gets_no_item_done() -> None:
     assert d.tags(out)[-2:] == ["response.done", "rate_limits.updated"]
 
 
-def test_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:
+def test_b11_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:
     d = Driver()
     d.speech_turn()
     out = d.send(ev.ResponseCancel())
@@ -334,7 +334,7 @@ def test_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:
     assert item_done.item.status == "completed"
 
 
-def test_clearing_an_older_reply_keeps_the_epoch_of_the_active_one() -> None:
+def test_b11_clearing_an_older_reply_keeps_the_epoch_of_the_active_one() -> None:
     d = Driver()
     d.full_turn()
     d.speech_turn()

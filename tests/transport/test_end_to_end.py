@@ -321,7 +321,7 @@ def test_server_error_from_the_client_helper(live_server: LiveServer) -> None:
     assert asyncio.run(run()) == "unsupported_turn_detection"
 
 
-def test_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhausted() -> None:
+def test_b18_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhausted() -> None:
     """B18 at the edge: the VLM engine dies mid-session; that response fails once
     (EngineDead is a BackendUnavailable: resource_exhausted), /readyz turns 503 naming the
     stage, and a new session is refused with resource_exhausted and close 1013 instead of
