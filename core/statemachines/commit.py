@@ -107,6 +107,20 @@ class Commit:
         fire(_RULES, self, "transcribe")
         self.transcript = transcript
 
+    def take_audio(self) -> tuple[bytes, int]:
+        """Hand the PCM to its ASR request: (pcm16, bytes no longer reserved); the frames
+        stay reserved until the VLM request."""
+        pcm16, self.pcm16 = self.pcm16, b""
+        frames = sum(len(f) for f in self.frames)
+        freed, self.reserved = self.reserved - frames, frames
+        return pcm16, freed
+
+    def release(self) -> int:
+        """Drop what the segment still holds; returns the bytes no longer reserved."""
+        freed, self.reserved = self.reserved, 0
+        self.pcm16, self.frames = b"", []
+        return freed
+
     def turn_text(self) -> str:
         """What this segment says: its texts, the ASR transcript in its audio part's place."""
         pieces = (self.transcript if text is None else text for text in self.texts)

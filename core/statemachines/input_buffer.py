@@ -115,6 +115,18 @@ class InputBuffer:
         frames = len(added_frames[-1]) if added_frames else self.frame_bytes
         return audio + frames
 
+    def bytes_after(
+        self, added_audio: int, added_frames: list[bytes], *, capture: bool, max_frames: int
+    ) -> int:
+        """Bytes held after an append that starts (or continues) capture when `capture`,
+        if it were made now (for the backpressure check)."""
+        if not capture:
+            return self.idle_bytes_after(added_audio, added_frames)
+        if not added_frames:
+            return self.held_bytes + added_audio
+        kept = (self.frames + added_frames)[-max_frames:]
+        return self.audio_bytes + added_audio + sum(len(f) for f in kept)
+
     # --- verbs ----------------------------------------------------------------------
 
     def start_capture(self) -> None:

@@ -17,9 +17,11 @@ are counter updates in `speaking`.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from core.statemachines._rulebook import build, fire
+from spec.effects import ASR, TTS
 from spec.events import (
     ContentPart,
     ConversationItemAdded,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["Response"]
 
 _RULES = build(RESPONSE)
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
 
 
 class Response:
@@ -111,12 +114,103 @@ class Response:
     def active(self) -> bool:
         return self.state in ACTIVE_RESPONSE_STATES
 
+    # --- request bookkeeping (counters, not transitions) ----------------------------
+
     def new_request(self, stage: str) -> str:
+        """Open a stage request; its id is unique within the session."""
         n = self.request_counters.get(stage, 0) + 1
         self.request_counters[stage] = n
         request_id = f"{self.id}:{stage}:{n}"
         self.open_requests[request_id] = stage
         return request_id
+
+    def owns(self, request_id: str, stage: str) -> bool:
+        """Whether `request_id` is an open request of `stage` (results of others are fenced)."""
+        return self.open_requests.get(request_id) == stage
+
+    def close_request(self, request_id: str) -> str:
+        """The request finished (or failed): returns its stage."""
+        self.tts_open.discard(request_id)
+        return self.open_requests.pop(request_id)
+
+    def abort_all(self) -> list[tuple[str, str]]:
+        """Forget every open request; returns (request id, stage) of each, to abort."""
+        requests = list(self.open_requests.items())
+        self.open_requests.clear()
+        self.tts_open.clear()
+        return requests
+
+    def open_asr(self, commit: Commit) -> str:
+        request_id = self.new_request(ASR)
+        self.asr_targets[request_id] = commit
+        return request_id
+
+    def take_asr_target(self, request_id: str) -> Commit:
+        """The segment whose transcript arrived; closes its request."""
+        self.close_request(request_id)
+        return self.asr_targets.pop(request_id)
+
+    def take_waiting_segments(self) -> list[Commit]:
+        """Segments still waiting for a transcript (to fail them, B17)."""
+        waiting = list(self.asr_targets.values())
+        self.asr_targets.clear()
+        return waiting
+
+    def add_text(self, delta: str) -> list[str]:
+        """A VLM text delta; returns the whole sentences ready for TTS (audio replies)."""
+        self.saw_delta = True
+        self.pending_text += delta
+        sentences: list[str] = []
+        if "audio" not in self.modalities:
+            return sentences
+        while (match := _SENTENCE_END.search(self.pending_text)) is not None:
+            sentence = self.pending_text[: match.end()].strip()
+            self.pending_text = self.pending_text[match.end() :]
+            if sentence:
+                sentences.append(sentence)
+        return sentences
+
+    def decide(self, request_id: str, *, text: str, listen: bool) -> str:
+        """The VLM decided; returns the rest of the reply still to speak or show."""
+        self.close_request(request_id)
+        self.decided = True
+        rest = self.pending_text if self.saw_delta else text
+        self.pending_text = ""
+        return "" if listen else rest.strip()
+
+    def open_tts(self, text: str) -> tuple[str, int]:
+        """A TTS request for one sentence: (request id, sequence number)."""
+        self.tts_seq += 1
+        request_id = self.new_request(TTS)
+        self.tts_open.add(request_id)
+        self.spoken = f"{self.spoken} {text}".strip()
+        return request_id, self.tts_seq
+
+    def show_text(self, text: str) -> None:
+        """A text-only reply: the whole text goes into the assistant item at once."""
+        assert self.item is not None  # set by `speak`
+        self.item.content[0].text = text
+        self.spoken = text
+
+    def add_audio(self, request_id: str, text: str, duration_ms: float, now_ms: int) -> str:
+        """One TTS chunk: advance the playback cursor and the item's transcript; returns the
+        chunk's transcript delta. Pieces of one TTS request carry their own spacing; requests
+        are sentences, so a new request after a word gets a space."""
+        item = self.item
+        assert item is not None  # set by `speak`
+        self.playback.add_audio(duration_ms, now_ms)
+        so_far = item.content[0].transcript or ""
+        if request_id != self.last_tts_request and text[:1].strip() and so_far[-1:].strip():
+            text = " " + text
+        self.last_tts_request = request_id
+        self.text_marks.append((text, self.playback.generated_ms))
+        item.content[0].transcript = so_far + text
+        return text
+
+    @property
+    def output_finished(self) -> bool:
+        """The VLM decided and every TTS request ended."""
+        return self.decided and not self.tts_open
 
     def wire(self, status: str | None = None) -> WireResponse:
         details = None
@@ -171,7 +265,7 @@ class Response:
     # --- guards and effects ---------------------------------------------------------
 
     def generation_finished(self, event: EventData) -> bool:
-        return self.decided and not self.tts_open
+        return self.output_finished
 
     def emit_output_item(self, event: EventData) -> None:
         item: Item = event.kwargs["item"]

@@ -1,0 +1,487 @@
+"""`Responses`: a session's model turns, from the commits that wait for one to the audio
+that may still be playing (B1, B11, B14-B19).
+
+What it owns: the queue of commits waiting for a response (retained, deferred, adopted),
+the one active response (I1), and every response whose audio may still be playing. Stage
+results reach a response only through an open request id of the right stage; anything
+else (a late result, an older epoch) is fenced here, silently (I2, B11).
+
+The cross-machine rules live in `_couple`, run whenever a response ends: the active slot is
+freed and deferred commits start the next response, in one place, as the client side's
+`_couple` does for its machines.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.prompt_input import build_prompt, heard_text, played_prefix
+from core.statemachines.playback import Playback
+from core.statemachines.response import Response
+from spec import events as ev
+from spec.effects import (
+    ASR,
+    TTS,
+    VLM,
+    Abort,
+    EvictReplica,
+    ItemRef,
+    SubmitAsr,
+    SubmitTts,
+    SubmitVlm,
+)
+from spec.errors import ERROR_TYPE, ErrorCode, RemoteProtocolError
+from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from core.conversation import Conversation
+    from core.outbox import Outbox
+    from core.pending_input import PendingInput
+    from core.statemachines.commit import Commit
+    from core.statemachines.item import Item
+    from spec.session_config import SessionConfig
+    from spec.stage_results import (
+        AsrTranscript,
+        StageFailure,
+        TtsAudio,
+        TtsDone,
+        VlmDecisionResult,
+        VlmDelta,
+    )
+
+__all__ = ["Responses"]
+
+
+class Responses:
+    __slots__ = ("_config", "_items", "_out", "_pending", "active", "by_id", "profile", "queue")
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        items: Conversation,
+        pending: PendingInput,
+        *,
+        config: Callable[[], SessionConfig],
+        profile: str,
+    ) -> None:
+        self._out = outbox
+        self._items = items
+        self._pending = pending
+        self._config = config  # the session's current configuration
+        self.profile = profile
+        self.queue: list[Commit] = []  # retained, deferred and adopted, oldest first
+        self.active: Response | None = None
+        self.by_id: dict[str, Response] = {}
+
+    # --- commits ------------------------------------------------------------------------
+
+    def queued_commits(self) -> int:
+        """Commits waiting (retained or deferred); items created by the client don't count."""
+        return sum(1 for c in self.queue if not c.adopted)
+
+    def accept(self, commit: Commit, *, wants_response: bool) -> None:
+        """A commit with content: it waits (no response asked, or one is active) or starts
+        a response together with everything queued (B14, B16)."""
+        if not wants_response:
+            commit.retain()
+        elif self.active is not None:
+            commit.defer()
+        else:
+            self.start([*self.queue, commit])
+            return
+        self.enqueue(commit)
+
+    def enqueue(self, commit: Commit) -> None:
+        self.queue.append(commit)
+        if not self._needs_asr(commit) and commit.item.state is ItemState.IN_PROGRESS:
+            commit.item.complete()
+
+    def withdraw(self, item: Item) -> None:
+        """The item was deleted: its waiting commits go, with their reservations."""
+        for commit in [c for c in self.queue if c.item is item]:
+            commit.withdraw()
+            self._pending.release(commit)
+            self.queue.remove(commit)
+
+    def _needs_asr(self, commit: Commit) -> bool:
+        return self.profile == "speech" and commit.has_speech and bool(commit.pcm16)
+
+    # --- starting -----------------------------------------------------------------------
+
+    def create(self, modalities: list[str] | None, event_id: str | None) -> bool:
+        """`response.create`: start with the queued commits; False when nothing is queued."""
+        if self.active is not None:
+            raise RemoteProtocolError(
+                f"response `{self.active.id}` is still active",
+                code=ErrorCode.RESPONSE_ALREADY_ACTIVE,
+                event_id=event_id,
+            )
+        if not self.queue:
+            return False
+        self.start(list(self.queue), modalities)
+        return True
+
+    def start(self, segments: list[Commit], modalities: list[str] | None = None) -> None:
+        for commit in segments:
+            if self._needs_asr(commit):
+                commit.route_asr()
+            else:
+                commit.route_vlm()
+                if commit.item.state is ItemState.IN_PROGRESS:
+                    commit.item.complete()
+        self.queue = [c for c in self.queue if c not in segments]
+        config = self._config()
+        response_id = self._out.next_id("resp")
+        item_id = self._out.next_id("item")
+        response = Response(
+            self._out,
+            response_id,
+            item_id=item_id,
+            segments=segments,
+            playback=Playback(self._out, response_id=response_id, item_id=item_id),
+            modalities=tuple(modalities or config.output_modalities),
+        )
+        self.active = response
+        self.by_id[response_id] = response
+        self._out.emit(response.created_event())
+        asr = [c for c in segments if c.state is CommitState.ROUTED_ASR]
+        if not asr:
+            self._submit_vlm(response)
+            return
+        response.transcribe()
+        for commit in asr:
+            request_id = response.open_asr(commit)
+            ref = ItemRef(commit.item.id, commit.item.version, commit.content_index)
+            pcm16 = self._pending.take_audio(commit)
+            self._out.effect(SubmitAsr(request_id, response_id, self._out.epoch, ref, pcm16))
+
+    def _submit_vlm(self, response: Response) -> None:
+        response.generate()
+        prompt = build_prompt(
+            instructions=self._config().instructions,
+            items=self._items,
+            responses=self.by_id,
+            segments=response.segments,
+        )
+        request_id = response.new_request(VLM)
+        for commit in response.segments:
+            self._pending.release(commit)
+        self._out.effect(SubmitVlm(request_id, response.id, self._out.epoch, prompt))
+
+    # --- stage results ------------------------------------------------------------------
+
+    def _lookup(self, request_id: str, stage: str) -> Response | None:
+        """The active response that owns an open request of `stage`, else None (fenced)."""
+        response = self.active
+        if response is None or not response.owns(request_id, stage):
+            return None
+        return response
+
+    def on_transcript(self, result: AsrTranscript, now_ms: int) -> None:
+        response = self._lookup(result.request_id, ASR)
+        if response is None:
+            return
+        commit = response.take_asr_target(result.request_id)
+        commit.transcribe(result.text)
+        item = commit.item
+        if self._items.accepts_result(item):  # I7, B5
+            if result.text.strip():
+                item.transcribe(transcript=result.text, content_index=commit.content_index)
+            else:
+                item.complete()
+        if not response.asr_targets:
+            self._submit_vlm(response)
+
+    def on_vlm_delta(self, result: VlmDelta, now_ms: int) -> None:
+        response = self._lookup(result.request_id, VLM)
+        if response is None:
+            return
+        for sentence in response.add_text(result.text):
+            self._submit_tts(response, sentence)
+
+    def on_vlm_decision(self, result: VlmDecisionResult, now_ms: int) -> None:
+        response = self._lookup(result.request_id, VLM)
+        if response is None:
+            return
+        rest = response.decide(
+            result.request_id, text=result.text, listen=result.action == "listen"
+        )
+        if "audio" not in response.modalities:
+            if not rest:
+                response.listen()
+                self._couple()
+                return
+            self._show_text(response, rest)
+            self._maybe_complete(response)
+            return
+        if rest:
+            self._submit_tts(response, rest)
+        if response.tts_seq == 0:
+            response.listen()
+            self._couple()
+            return
+        self._maybe_complete(response)
+
+    def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:
+        item = self._items.add(response.item_id, "assistant", [part], response_id=response.id)
+        response.speak(item, part.type)
+
+    def _show_text(self, response: Response, text: str) -> None:
+        self._assistant_item(response, ev.ContentPart(type="output_text", text=""))
+        response.show_text(text)
+        self._out.emit(
+            ev.ResponseOutputTextDelta(
+                response_id=response.id, item_id=response.item_id, delta=text
+            )
+        )
+
+    def _submit_tts(self, response: Response, text: str) -> None:
+        request_id, seq = response.open_tts(text)
+        config = self._config()
+        self._out.effect(
+            SubmitTts(
+                request_id,
+                response.id,
+                self._out.epoch,
+                seq,
+                text,
+                config.output_format.rate_hz,
+                config.voice,
+            )
+        )
+
+    def on_tts_audio(self, result: TtsAudio, now_ms: int) -> None:
+        response = self._lookup(result.request_id, TTS)
+        if response is None:
+            return
+        if response.state is ResponseState.GENERATING:
+            self._assistant_item(response, ev.ContentPart(type="output_audio", transcript=""))
+        rate_hz = self._config().output_format.rate_hz
+        duration = len(result.pcm16) / 2 / rate_hz * 1000
+        text = response.add_audio(result.request_id, result.text, duration, now_ms)
+        rid, iid = response.id, response.item_id
+        self._out.emit(
+            ev.ResponseOutputAudioDelta(response_id=rid, item_id=iid, delta=result.pcm16)
+        )
+        self._out.emit(
+            ev.ResponseOutputAudioTranscriptDelta(response_id=rid, item_id=iid, delta=text)
+        )
+
+    def on_tts_done(self, result: TtsDone, now_ms: int) -> None:
+        response = self._lookup(result.request_id, TTS)
+        if response is None:
+            return
+        response.close_request(result.request_id)
+        self._maybe_complete(response)
+
+    def on_stage_failure(self, result: StageFailure, now_ms: int) -> None:
+        response = self.active
+        if response is None or result.request_id not in response.open_requests:
+            return  # fenced: a late failure of a finished response
+        stage = response.close_request(result.request_id)
+        if result.may_have_accepted:  # B18: the engine may hold it; abort exactly once
+            self._out.effect(Abort(result.request_id, stage, response.id))
+        if result.engine_dead:
+            self._out.effect(EvictReplica(stage))
+        self._abort_open(response)
+        error = ev.ErrorDetail(
+            type=ERROR_TYPE[result.code].value, code=result.code.value, message=result.message
+        )
+        self._out.emit(ev.Error(error=error))
+        self._fail_waiting_segments(response, result.code, result.message)
+        self._close_output(response)
+        response.fail(result.code.value, {"code": result.code.value, "message": result.message})
+        self._couple()
+
+    # --- ending -------------------------------------------------------------------------
+
+    def _maybe_complete(self, response: Response) -> None:
+        if not response.output_finished:
+            return
+        self._close_output(response)
+        response.complete()
+        self._couple()
+
+    def _close_output(self, response: Response) -> None:
+        """The part of the done-chain that closes the assistant item (upstream order)."""
+        item = response.item
+        if item is None:
+            return
+        rid, iid = response.id, item.id
+        part = item.content[0]
+        if response.playback.state is PlaybackState.STREAMING:
+            response.playback.finish()
+        if part.type == "output_audio":
+            if response.playback.state is PlaybackState.CLEARED:
+                part.transcript = heard_text(response)  # B19: only what was heard
+            transcript = part.transcript or ""
+            self._out.emit(ev.ResponseOutputAudioDone(response_id=rid, item_id=iid))
+            self._out.emit(
+                ev.ResponseOutputAudioTranscriptDone(
+                    response_id=rid, item_id=iid, transcript=transcript
+                )
+            )
+            done_part = ev.ContentPart(type="output_audio", transcript=transcript)
+        else:
+            self._out.emit(
+                ev.ResponseOutputTextDone(response_id=rid, item_id=iid, text=part.text or "")
+            )
+            done_part = ev.ContentPart(type="output_text", text=part.text or "")
+        self._out.emit(ev.ResponseContentPartDone(response_id=rid, item_id=iid, part=done_part))
+        self._out.emit(ev.ResponseOutputItemDone(response_id=rid, item=item.wire(completing=True)))
+        if item.state is ItemState.IN_PROGRESS:
+            item.complete()
+
+    def _couple(self) -> None:
+        """The active response ended: free the slot; deferred commits start the next one."""
+        self.active = None
+        if any(c.state is CommitState.DEFERRED for c in self.queue):
+            self.start(list(self.queue))
+
+    def _abort_open(self, response: Response) -> None:
+        for request_id, stage in response.abort_all():
+            self._out.effect(Abort(request_id, stage, response.id))
+
+    def _fail_waiting_segments(self, response: Response, code: ErrorCode, message: str) -> None:
+        """Segments still waiting for a transcript are failed explicitly (B17)."""
+        for commit in response.take_waiting_segments():
+            commit.fail()
+            item = commit.item
+            if self._items.accepts_result(item):
+                item.fail_transcription(
+                    content_index=commit.content_index,
+                    error=ev.ErrorDetail(
+                        type=ERROR_TYPE[code].value, code=code.value, message=message
+                    ),
+                )
+        for commit in response.segments:
+            self._pending.release(commit)
+
+    def close(self) -> None:
+        """The session closes: the active response's requests are aborted."""
+        if self.active is not None:
+            self._abort_open(self.active)
+
+    # --- interrupts (B11) ---------------------------------------------------------------
+
+    def _clear_playing(self, *, force: Response | None = None, only: str | None = None) -> bool:
+        """Tell the client to drop queued audio of every response that may be playing
+        (or only of response `only`)."""
+        cleared = False
+        for response in self.by_id.values():
+            if only is not None and response.id != only:
+                continue
+            if response.playback.may_be_playing:
+                response.playback.clear()
+                cleared = True
+            elif response is force:
+                self._out.emit(ev.OutputAudioBufferCleared(response_id=response.id))
+                cleared = True
+        return cleared
+
+    def _cancel(self, response: Response, reason: str, *, force_cleared: bool = False) -> None:
+        self._out.epoch += 1
+        self._abort_open(response)
+        self._clear_playing(force=response if force_cleared else None)
+        self._fail_waiting_segments(response, ErrorCode.COMMIT_ABORTED, f"response {reason}")
+        self._close_output(response)
+        response.cancel(reason)
+        self._couple()
+
+    def interrupt(self, reason: str, response_id: str | None, *, clear: bool = False) -> bool:
+        """Cancel (B11): the active response, else whatever may still be playing.
+        Returns False when there was nothing to interrupt."""
+        active = self.active
+        if active is not None and response_id in (None, active.id):
+            self._cancel(active, reason, force_cleared=clear)
+            return True
+        playing = [r for r in self.by_id.values() if r.playback.may_be_playing]
+        if playing and (response_id is None or any(r.id == response_id for r in playing)):
+            if active is None:  # the epoch fences requests: the active response's go on
+                self._out.epoch += 1
+            self._clear_playing(only=response_id)
+            return True
+        return False
+
+    def cancel(self, response_id: str | None, event_id: str | None) -> None:
+        """`response.cancel`: the named (or active) response, else what may be playing."""
+        self._check_response_id(response_id, event_id)
+        if not self.interrupt("client_cancelled", response_id) and response_id is None:
+            raise RemoteProtocolError(
+                "no response is active", code=ErrorCode.RESPONSE_NOT_ACTIVE, event_id=event_id
+            )
+
+    def clear_output(self, response_id: str | None, event_id: str | None) -> None:
+        """`output_audio_buffer.clear`: always answered with `output_audio_buffer.cleared`."""
+        self._check_response_id(response_id, event_id)
+        interrupted = self.interrupt("output_audio_buffer_clear", response_id, clear=True)
+        if not interrupted and response_id is None:
+            self._out.emit(ev.OutputAudioBufferCleared())
+
+    def _check_response_id(self, response_id: str | None, event_id: str | None) -> None:
+        if response_id is not None and response_id not in self.by_id:
+            raise RemoteProtocolError(
+                f"no response `{response_id}`",
+                code=ErrorCode.RESPONSE_NOT_ACTIVE,
+                param="response_id",
+                event_id=event_id,
+            )
+
+    # --- playback (B19) -----------------------------------------------------------------
+
+    def truncate(self, item: Item, audio_end_ms: int, event_id: str | None) -> None:
+        """`conversation.item.truncate`: an assistant audio item keeps what was played."""
+        response = self.by_id.get(item.response_id or "")
+        if (
+            response is None
+            or item.state is not ItemState.COMPLETED
+            or audio_end_ms > response.playback.generated_ms
+        ):
+            raise RemoteProtocolError(
+                "only a completed assistant audio item can be truncated, within its audio",
+                code=ErrorCode.INVALID_TRUNCATE,
+                param="audio_end_ms",
+                event_id=event_id,
+            )
+        item.truncate(
+            audio_end_ms=audio_end_ms,
+            transcript=played_prefix(response.text_marks, audio_end_ms),
+        )
+
+    def playing(
+        self, response_id: str | None, item_id: str | None, event_id: str | None
+    ) -> Response:
+        """The response a `playback.ack` names (by response id, else by its item id)."""
+        response: Response | None = None
+        if response_id is not None:
+            response = self.by_id.get(response_id)
+        elif item_id is not None:
+            response = next((r for r in self.by_id.values() if r.item_id == item_id), None)
+        if response is None or response.playback.state is PlaybackState.IDLE:
+            raise RemoteProtocolError(
+                "no audio was sent for that response",
+                code=ErrorCode.PLAYBACK_ITEM_NOT_FOUND,
+                param="response_id",
+                event_id=event_id,
+            )
+        if item_id is not None and item_id != response.item_id:
+            raise RemoteProtocolError(
+                f"item `{item_id}` is not the item of response `{response.id}`",
+                code=ErrorCode.PLAYBACK_ITEM_MISMATCH,
+                param="item_id",
+                event_id=event_id,
+            )
+        return response
+
+    def drain_deadline(self) -> int | None:
+        """When the earliest response's audio has played out at the client's pace."""
+        deadlines = (r.playback.drain_deadline() for r in self.by_id.values())
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def drain_due(self, now_ms: int) -> None:
+        for response in self.by_id.values():
+            deadline = response.playback.drain_deadline()
+            if deadline is not None and deadline <= now_ms:
+                response.playback.drain()
