@@ -19,6 +19,7 @@ from spec.behaviours import (
     SEMANTICS,
     SESSION_INVARIANTS,
     Behaviour,
+    RowRef,
     behaviour,
     invariant_text,
     rows_of,
@@ -161,6 +162,15 @@ def test_conformance_tests_are_catalogued_and_stay_within_their_modules_ids() ->
             assert fm, f"{rel}::{name} carries no behaviour id"
             assert first <= int(fm.group(1)) <= last, f"{rel}::{name} is outside B{first}..B{last}"
             assert f"{rel}::{name}" in catalogued, f"{rel}::{name} is not in spec/behaviours.py"
+
+
+def test_lookups_of_unknown_names_find_nothing() -> None:
+    assert table_named("no_such_machine") is None
+    assert rows_of(RowRef("no_such_machine", "start")) == ()
+    assert rows_of(RowRef("commit", "quiet", "no_such_state")) == ()
+    assert invariant_text("X1") is None
+    assert invariant_text("I9") == SESSION_INVARIANTS["I9"]
+    assert invariant_text("K1")
 
 
 def test_github_anchor() -> None:
