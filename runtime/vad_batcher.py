@@ -1,4 +1,4 @@
-"""Batched server VAD across sessions (DESIGN.md section 6).
+"""Batched server VAD across sessions (the session tier of docs/architecture.md section 3).
 
 Every session due in a tick queues its frames (the whole 512-sample frames of one append);
 the first one becomes the leader, yields once so the others can join, then scores the

@@ -32,12 +32,20 @@ def mermaid(table: Table) -> str:
             label += f" [{row.guard}]"
         if row.effect:
             label += f" / {row.effect}"
+        if row.behaviours:
+            label += f" ({', '.join(row.behaviours)})"
         for source in row.source:
             dest = row.dest or source
             lines.append(f"    {source.name} --> {dest.name}: {label}")
     for state in sorted(table.terminal, key=lambda s: s.name):
         lines.append(f"    {state.name} --> [*]")
     lines.append("```")
+    if any(row.behaviours for row in table.transitions):
+        lines += [
+            "",
+            "Edge labels end with the behaviours the row serves, e.g. (B11); see "
+            "`docs/behaviours.md`.",
+        ]
     if table.invariants:
         lines += ["", "Invariants:", ""]
         lines += [f"- **{key}**: {text}" for key, text in table.invariants.items()]

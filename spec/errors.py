@@ -40,7 +40,7 @@ class ErrorType(enum.StrEnum):
 
 
 class ErrorCode(enum.StrEnum):
-    """Wire error codes (upstream duplex protocol section 13 plus our own)."""
+    """Wire error codes: those of the upstream duplex server plus our own."""
 
     # decoding
     INVALID_JSON = "invalid_json"

@@ -1,4 +1,6 @@
-"""Per-server limits (DESIGN.md section 3), with defaults and overrides from config.
+"""Per-server limits, with defaults and overrides from config (the table of every limit:
+docs/architecture.md section 6; how a session enforces them: docs/session-semantics.md
+section 10).
 
 Every limit that a client can hit is reported with a documented error code:
 `input_backpressure` for pending bytes and commits, `event_too_large` for frames,

@@ -7,7 +7,8 @@ same inputs and compare what they emit (event types and ids, error codes, respon
 effects with their request ids and item refs).
 
 Where the prose leaves a choice open, the most literal reading is taken; each such choice
-is marked `AMBIGUITY` below so that core and the document can be reconciled.
+is marked `AMBIGUITY (docs/session-semantics.md, decision Dn)` below, pointing at its entry
+in section 11 of the document (the question, the decision and why), which core follows too.
 """
 
 from __future__ import annotations
@@ -739,9 +740,9 @@ class ReferenceSession:
         )
 
     def _close(self, reason: str) -> None:
-        # AMBIGUITY (section 7): "active work is aborted without emitting response events":
-        # an Abort effect for every open request of the active response (effects are not
-        # response events), before session.closed.
+        # AMBIGUITY (docs/session-semantics.md, decision D1): "active work is aborted without
+        # emitting response events": an Abort effect for every open request of the active response
+        # (effects are not response events), before session.closed.
         if self.active is not None:
             for req in self.active.open.values():
                 self._effect(
@@ -773,8 +774,9 @@ class ReferenceSession:
             if not isinstance(raw_fmt, str):
                 fmt_rate = raw_fmt.rate or raw_fmt.sample_rate_hz or raw_fmt.sample_rate
             if canonical != fmt:
-                # AMBIGUITY (section 2.1): a format named without a rate uses 8 kHz for
-                # G.711, else the session's input rate (as the session validator does).
+                # AMBIGUITY (docs/session-semantics.md, decision D2): a format named without a rate
+                # uses 8 kHz for G.711, else the session's input rate (as the session validator
+                # does).
                 rate = 8_000 if canonical in _G711 else rate
             fmt = canonical
         given_rate = event.sample_rate_hz or event.sample_rate or fmt_rate
@@ -800,15 +802,15 @@ class ReferenceSession:
                     ErrorCode.INVALID_VIDEO_FRAMES, "bad frame", f"video_frames[{i}]", eid
                 )
         if not event.audio and not frames:
-            # AMBIGUITY (section 2.1): the document names no param here; `audio`.
+            # AMBIGUITY (docs/session-semantics.md, decision D3): the param is `audio`.
             raise _reject(
                 ErrorCode.INVALID_INPUT_MODALITY, "neither audio nor frames", "audio", eid
             )
         pcm, rms = _to_pcm16_16k(event.audio, fmt, rate) if event.audio else (b"", 0.0)
         speech = False
         if pcm and self.config.turn_detection is None:
-            # AMBIGUITY (section 2.1): an append without (converted) audio is never
-            # speech, even with `is_speech: true`.
+            # AMBIGUITY (docs/session-semantics.md, decision D4): an append without (converted)
+            # audio is never speech, even with `is_speech: true`.
             if event.is_speech is not None:
                 speech = event.is_speech
             elif event.speech_probability is not None:
@@ -826,8 +828,8 @@ class ReferenceSession:
             speech_item_id=old.speech_item_id,
         )
         self._trim(buf)
-        # AMBIGUITY (section 2.1, B13): "would make pending bytes exceed" is the pending
-        # total after this append, i.e. after the idle retention dropped what it drops
+        # AMBIGUITY (docs/session-semantics.md, decision D5): "would make pending bytes exceed" is
+        # the pending total after this append, i.e. after the idle retention dropped what it drops
         # (an idle camera session never hits backpressure).
         if self.pending_bytes() - old.nbytes + buf.nbytes > self.limits.max_pending_input_bytes:
             raise _reject(ErrorCode.INPUT_BACKPRESSURE, "pending input is full", None, eid)
@@ -872,7 +874,8 @@ class ReferenceSession:
             # a manual commit during VAD speech commits that utterance; the detector goes
             # back to silence without an event
             self._reset_vad()
-        # AMBIGUITY (section 2.3): the commit's own `is_speech` flag is not used.
+        # AMBIGUITY (docs/session-semantics.md, decision D6): the commit's own `is_speech` flag is
+        # not used.
         self._commit(event.event_id, event.wants_response(self.config.auto_response))
 
     def _commit(
@@ -968,8 +971,8 @@ class ReferenceSession:
             where = f"item.content[{i}]"
             if part.type in ("input_text", "text", "output_text"):
                 if part.text is None:
-                    # AMBIGUITY (section 2.4): "needs `text`" names no code; bad_event at
-                    # the missing field
+                    # AMBIGUITY (docs/session-semantics.md, decision D7): "needs `text`" names no
+                    # code; bad_event at the missing field
                     raise _reject(
                         ErrorCode.BAD_EVENT, "a text part needs text", f"{where}.text", eid
                     )
@@ -984,9 +987,9 @@ class ReferenceSession:
                 if part.transcript is not None:
                     texts.append(part.transcript)
                 elif data:
-                    # AMBIGUITY (section 2.4): "at most one audio part may lack a
-                    # transcript" counts audio parts that carry audio; the document names
-                    # no param: the second such part's `transcript`.
+                    # AMBIGUITY (docs/session-semantics.md, decision D8): "at most one audio part
+                    # may lack a transcript" counts audio parts that carry audio; the param is the
+                    # second such part's `transcript`.
                     if audio_index is not None:
                         raise _reject(
                             ErrorCode.BAD_EVENT,
@@ -1060,9 +1063,9 @@ class ReferenceSession:
         def keep(s: _Segment) -> bool:
             return not (s.item_id == item.id and s.version == item.version)
 
-        # AMBIGUITY (section 2.4): "the item leaves history and queues": a deleted item's
-        # queued commit (retained/deferred) or unanswered item is dropped and its bytes
-        # are released at once.
+        # AMBIGUITY (docs/session-semantics.md, decision D9): "the item leaves history and queues":
+        # a deleted item's queued commit (retained/deferred) or unanswered item is dropped and its
+        # bytes are released at once.
         self.retained = [s for s in self.retained if keep(s)]
         self.deferred = [s for s in self.deferred if keep(s)]
         self.unanswered = [s for s in self.unanswered if keep(s)]
@@ -1111,19 +1114,19 @@ class ReferenceSession:
                 raise _reject(
                     ErrorCode.RESPONSE_CREATE_WITHOUT_INPUT, "nothing to answer", None, eid
                 )
-            # AMBIGUITY (section 3): "that frame becomes a camera commit" is read as a
-            # commit of the whole idle input buffer (a capturing buffer with a frame is
-            # refused: "a frame in the idle buffer"); its `committed` carries no client
+            # AMBIGUITY (docs/session-semantics.md, decision D10): "that frame becomes a camera
+            # commit" is read as a commit of the whole idle input buffer (a capturing buffer with a
+            # frame is refused: "a frame in the idle buffer"); its `committed` carries no client
             # event id (there is no commit event).
             self._commit(None, True)
             return
-        # AMBIGUITY (section 3): `response.output_modalities` of the event is not in the
-        # document; only the session's output_modalities are used.
+        # AMBIGUITY (docs/session-semantics.md, decision D11): `response.output_modalities` of the
+        # event is not in the document; only the session's output_modalities are used.
         self._start_response([])
 
     def _start_response(self, extra: list[_Segment]) -> None:
-        # AMBIGUITY (sections 2.3/3): every response consumes ALL queued input: retained
-        # and deferred commits and unanswered created items, oldest first.
+        # AMBIGUITY (docs/session-semantics.md, decision D12): every response consumes ALL queued
+        # input: retained and deferred commits and unanswered created items, oldest first.
         segments = sorted(
             self.retained + self.deferred + self.unanswered + extra, key=lambda s: s.seq
         )
@@ -1180,9 +1183,9 @@ class ReferenceSession:
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
             if text:
                 history.append((item.role, text))
-        # AMBIGUITY (section 3): a segment whose item was deleted meanwhile contributes
-        # neither text nor frames; an item's texts keep their content order, its ASR
-        # transcript in the place of its audio part.
+        # AMBIGUITY (docs/session-semantics.md, decision D13): a segment whose item was deleted
+        # meanwhile contributes neither text nor frames; an item's texts keep their content order,
+        # its ASR transcript in the place of its audio part.
         live = [s for s in resp.segments if self._live(s.item_id, s.version) is not None]
         texts = [
             t
@@ -1254,8 +1257,8 @@ class ReferenceSession:
                 )
             # a blank transcript emits only the item's done
             self._emit(ConversationItemDone(item=self._wire_item(item)))
-        # AMBIGUITY (B5): a dropped transcript (deleted version) still counts as an
-        # answered ASR request for the VLM hand-off.
+        # AMBIGUITY (docs/session-semantics.md, decision D14): a dropped transcript (deleted
+        # version) still counts as an answered ASR request for the VLM hand-off.
         if resp.asr_pending == 0 and not resp.vlm_submitted:
             self._submit_vlm(resp)
 
@@ -1305,14 +1308,14 @@ class ReferenceSession:
         if resp.tts_submitted == 0:
             self._finish_listen(resp)
             return
-        # AMBIGUITY (section 3): `listen` after TTS was sent completes like `speak` once
-        # the TTS finishes (status completed, no reason, no response.listen).
+        # AMBIGUITY (docs/session-semantics.md, decision D15): `listen` after TTS was sent completes
+        # like `speak` once the TTS finishes (status completed, no reason, no response.listen).
         resp.decision = result.action
         self._maybe_complete(resp)
 
     def _finish_listen(self, resp: _Response) -> None:
-        # AMBIGUITY (section 3): a listen decision ends with rate_limits.updated like every
-        # response.done.
+        # AMBIGUITY (docs/session-semantics.md, decision D16): a listen decision ends with
+        # rate_limits.updated like every response.done.
         resp.decision = "listen"
         self._emit(ResponseListen(response_id=resp.id, reason="listen"))
         self._emit_done(resp, "completed", "listen")
@@ -1321,9 +1324,9 @@ class ReferenceSession:
     def _emit_text_reply(self, resp: _Response, text: str) -> None:
         """A response without audio output: the reply as an `output_text` assistant item
         with one text delta, then the text done-chain (section 3)."""
-        # AMBIGUITY (section 3): "the text done-chain" is read as the audio one with text
-        # events: output_text.done, content_part.done, output_item.done, item.done,
-        # response.done, rate_limits.updated.
+        # AMBIGUITY (docs/session-semantics.md, decision D17): "the text done-chain" is read as the
+        # audio one with text events: output_text.done, content_part.done, output_item.done,
+        # item.done, response.done, rate_limits.updated.
         resp.text_reply = text
         item_id = resp.item_id
         part = ContentPart(type="output_text", text="")
@@ -1407,9 +1410,9 @@ class ReferenceSession:
             )
             part = ContentPart(type="output_audio", transcript=transcript)
             rid, iid = resp.id, resp.item_id
-            # AMBIGUITY (section 3): "the done-chain as for completion" also for a
-            # cancelled or failed response: its assistant item is completed (a cancelled
-            # one with the played prefix, which is what enters history, B19).
+            # AMBIGUITY (docs/session-semantics.md, decision D18): "the done-chain as for
+            # completion" also for a cancelled or failed response: its assistant item is completed
+            # (a cancelled one with the played prefix, which is what enters history, B19).
             self._emit(ResponseOutputAudioDone(response_id=rid, item_id=iid))
             self._emit(
                 ResponseOutputAudioTranscriptDone(
@@ -1475,8 +1478,8 @@ class ReferenceSession:
         for s in resp.segments:
             s.audio_held = s.frames_held = 0
         self.active = None
-        # AMBIGUITY (section 3): only a deferred commit starts the next response; it takes
-        # every queued commit and item with it.
+        # AMBIGUITY (docs/session-semantics.md, decision D19): only a deferred commit starts the
+        # next response; it takes every queued commit and item with it.
         if self.deferred:
             self._start_response([])
 
@@ -1524,9 +1527,10 @@ class ReferenceSession:
             return
         known = response_id is not None and response_id in self.responses
         if clear:
-            # AMBIGUITY (section 3): "same response_id rules as cancel": an unknown named
-            # id is `response_not_active`, a known one that is neither active nor playing
-            # is a no-op; only without an id does "nothing to clear" emit `cleared`.
+            # AMBIGUITY (docs/session-semantics.md, decision D20): "same response_id rules as
+            # cancel": an unknown named id is `response_not_active`, a known one that is neither
+            # active nor playing is a no-op; only without an id does "nothing to clear" emit
+            # `cleared`.
             if response_id is not None and not known:
                 raise _reject(ErrorCode.RESPONSE_NOT_ACTIVE, "no such response", "response_id", eid)
             if response_id is None:
@@ -1565,12 +1569,13 @@ class ReferenceSession:
         if event.response_id is not None:
             resp = self.responses.get(event.response_id)
         elif event.item_id is not None:
-            # AMBIGUITY (section 6): "else" = when no response_id is given
+            # AMBIGUITY (docs/session-semantics.md, decision D21): "else" = when no
+            # response_id is given
             resp = next((r for r in self.responses.values() if r.item_id == event.item_id), None)
         if resp is None or not resp.audio_started:
             raise _reject(ErrorCode.PLAYBACK_ITEM_NOT_FOUND, "unknown response", "response_id", eid)
         if event.item_id is not None and event.item_id != resp.item_id:
-            # AMBIGUITY (section 6): the document names no param; `item_id`
+            # AMBIGUITY (docs/session-semantics.md, decision D22): the param is `item_id`
             raise _reject(
                 ErrorCode.PLAYBACK_ITEM_MISMATCH, "not this response's item", "item_id", eid
             )
@@ -1586,7 +1591,9 @@ class ReferenceSession:
     def _on_vad_scores(self, scores: VadScores) -> None:
         td = self.config.turn_detection
         if td is None:
-            return  # AMBIGUITY (section 5): scores while VAD is off are dropped
+            # AMBIGUITY (docs/session-semantics.md, decision D23): scores arriving while VAD
+            # is off are dropped
+            return
         vad = self.vad
         frame = VAD_FRAME_MS * 16  # samples
         low = max(td.threshold - 0.15, 0.01)
@@ -1642,7 +1649,8 @@ class ReferenceSession:
         # could drop it, and that also ends speech, so it is always there
         item_id = self.buffer.speech_item_id
         if item_id is None:
-            # AMBIGUITY (section 5): unreachable by the rules above; a fresh id
+            # AMBIGUITY (docs/session-semantics.md, decision D24): unreachable by the rules
+            # above; a fresh id
             item_id = self.buffer.speech_item_id = self._new_item_id()
         self._emit(InputAudioBufferSpeechStopped(audio_end_ms=int(audio_end_ms), item_id=item_id))
         refusal = self._commit_refusal()
@@ -1655,9 +1663,9 @@ class ReferenceSession:
             # the utterance is dropped: the buffer is cleared and its bytes released
             self.buffer = _Buffer()
             self._emit(InputAudioBufferCleared())
-        # AMBIGUITY (section 5): a VAD commit of an empty buffer (nothing appended since
-        # the last commit/clear) is answered with `error input_audio_buffer_empty` without
-        # event id; the buffer stays as it is.
+        # AMBIGUITY (docs/session-semantics.md, decision D25): a VAD commit of an empty buffer
+        # (nothing appended since the last commit/clear) is answered with `error
+        # input_audio_buffer_empty` without event id; the buffer stays as it is.
 
 
 def msgspec_copy(part: ContentPart) -> ContentPart:

@@ -2,9 +2,9 @@
 
 `validate_session(patch, base)` is called for the first `session.update`, for every later
 one, for the server's configured defaults and (in tests) for the web UI's payloads. It
-checks formats first, then turn detection (upstream protocol section 3.3), and either
-returns a complete new `SessionConfig` or raises `InvalidSessionConfig` with the code and
-the JSON path (`param`) of the first bad value; `base` is never modified.
+checks formats first, then turn detection (the order the upstream duplex server checks in),
+and either returns a complete new `SessionConfig` or raises `InvalidSessionConfig` with the
+code and the JSON path (`param`) of the first bad value; `base` is never modified.
 
 Unlike upstream, `interrupt_response: false` is valid (B9): speech during a reply then
 does not cancel it, and its commit waits for the reply to end.

@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md section 2, enforced by import-linter."""
+"""The import direction of docs/architecture.md section 2, enforced by import-linter."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`FrameDescriber`: a deterministic stand-in for the vision-language model. It is NOT a VLM.
 
-No weights of a real vision-language model run offline on a 2-core CPU from a package
-(offline-dependencies.md section 4), so the embedded backend answers from measurements
+No weights of a real vision-language model run offline on a 2-core CPU from a package,
+so the embedded backend answers from measurements
 instead (`frame_features.py`): dominant colour names, brightness, and motion between the
 last two frames of the request. It understands only a few kinds of question, by keyword:
 

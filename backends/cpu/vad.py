@@ -6,7 +6,7 @@ serves every session. A session's `VadState` holds the model's recurrent state (
 in front of each 512-sample frame). `score` stacks n sessions into one batch: input
 [n, 64 + 512], state [2, n, 128], `sr` int64 16000, and writes each session's new state
 and context back. Batching is what makes VAD cheap: one call per tick for all sessions
-instead of one per session (DESIGN.md section 6).
+instead of one per session (docs/architecture.md section 3).
 
 onnxruntime runs off the event loop in a worker thread; `score_sync` is the same work,
 synchronous (used by `score` and by benchmarks).

@@ -1,9 +1,9 @@
 """Builds one shared `transitions.Machine` per table and drives it through `fire()`.
 
-House rules (style anchors, section 2.3): one module-level rulebook per machine kind,
-`model=None, auto_transitions=False, send_event=True, queued=False`; models are small
-`__slots__` objects that are never `add_model`-ed; callbacks only append to an outbox and
-never trigger; `fire()` is the only caller of transitions.
+House rules (docs/architecture.md section 4, rules 3 and 4): one module-level rulebook per
+machine kind, `model=None, auto_transitions=False, send_event=True, queued=False`; models are
+small `__slots__` objects that are never `add_model`-ed; callbacks only append to an outbox
+and never trigger; `fire()` is the only caller of transitions.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The two event bases: one per direction, each fixing the msgspec configuration once.
 
 Tags are explicit dotted strings (never class names), so renaming a class never changes
-the wire. Client events ignore unknown fields (DESIGN.md section 3, interoperability);
-server events omit fields left at their defaults.
+the wire. Client events ignore unknown fields, so newer clients keep working (the
+interoperability rule of docs/architecture.md section 5); server events omit fields left at
+their defaults.
 """
 
 from __future__ import annotations

@@ -13,13 +13,18 @@ __all__ = ["T", "Table"]
 
 @dataclass(frozen=True, slots=True)
 class T:
-    """One transition row. `dest=None` is an internal transition (state unchanged)."""
+    """One transition row. `dest=None` is an internal transition (state unchanged).
+
+    `behaviours` names the behaviour ids (`"B11"`) the row serves; `spec/behaviours.py`
+    lists the same rows under those ids, and a test keeps the two in agreement.
+    """
 
     trigger: str
     source: tuple[enum.Enum, ...]
     dest: enum.Enum | None
     guard: str | None = None
     effect: str | None = None
+    behaviours: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -28,12 +33,15 @@ class T:
         dest: enum.Enum | None,
         guard: str | None = None,
         effect: str | None = None,
+        *,
+        behaviours: tuple[str, ...] = (),
     ) -> None:
         object.__setattr__(self, "trigger", trigger)
         object.__setattr__(self, "source", source if isinstance(source, tuple) else (source,))
         object.__setattr__(self, "dest", dest)
         object.__setattr__(self, "guard", guard)
         object.__setattr__(self, "effect", effect)
+        object.__setattr__(self, "behaviours", behaviours)
 
 
 @dataclass(frozen=True, slots=True)

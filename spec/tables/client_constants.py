@@ -1,8 +1,9 @@
 """Constants of the client side (web UI and `ClientProtocol`), and its session payloads.
 
 Exported with the client tables to `web/spec/client_constants.json`, so the browser and
-the Python client read the same numbers. Values follow the upstream web UI
-(reference/upstream-duplex-protocol.md section 15) unless a comment says otherwise.
+the Python client read the same numbers. Values are those of the upstream duplex server's
+own web UI, so both clients pace audio, frames and timeouts alike, unless a comment says
+otherwise. The client behaviours they serve are B20-B23 (docs/session-semantics.md section 9).
 """
 
 from __future__ import annotations

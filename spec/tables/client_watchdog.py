@@ -29,10 +29,10 @@ CLIENT_WATCHDOG = Table(
     initial=W.DISARMED,
     terminal=frozenset({W.EXPIRED}),
     transitions=(
-        T("arm", W.DISARMED, W.ARMED, effect="start_timer"),
-        T("arm", W.ARMED, None, effect="start_timer"),
-        T("disarm", W.ARMED, W.DISARMED, effect="stop_timer"),
-        T("expire", W.ARMED, W.EXPIRED, effect="report_expiry"),
+        T("arm", W.DISARMED, W.ARMED, effect="start_timer", behaviours=("B23",)),
+        T("arm", W.ARMED, None, effect="start_timer", behaviours=("B23",)),
+        T("disarm", W.ARMED, W.DISARMED, effect="stop_timer", behaviours=("B23",)),
+        T("expire", W.ARMED, W.EXPIRED, effect="report_expiry", behaviours=("B23",)),
     ),
     invariants={
         "W1": "armed if and only if some hold awaits a reply",

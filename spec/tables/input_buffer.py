@@ -31,9 +31,9 @@ INPUT_BUFFER = Table(
     initial=S.IDLE,
     terminal=frozenset(),
     transitions=(
-        T("start_capture", S.IDLE, S.CAPTURING),
-        T("take", (S.IDLE, S.CAPTURING), S.IDLE),
-        T("clear", (S.IDLE, S.CAPTURING), S.IDLE, effect="emit_cleared"),
+        T("start_capture", S.IDLE, S.CAPTURING, behaviours=("B10", "B12")),
+        T("take", (S.IDLE, S.CAPTURING), S.IDLE, behaviours=("B12",)),
+        T("clear", (S.IDLE, S.CAPTURING), S.IDLE, effect="emit_cleared", behaviours=("B7", "B13")),
     ),
     invariants={
         "I5": "pending bytes never exceed max_pending_input_bytes",

@@ -33,11 +33,23 @@ PLAYBACK = Table(
     initial=S.IDLE,
     terminal=frozenset({S.DRAINED, S.CLEARED}),
     transitions=(
-        T("start", S.IDLE, S.STREAMING),
-        T("finish", S.STREAMING, S.SENT),
-        T("drain", S.SENT, S.DRAINED),
-        T("clear", (S.STREAMING, S.SENT), S.CLEARED, effect="emit_cleared"),
-        T("ack", (S.STREAMING, S.SENT, S.DRAINED, S.CLEARED), None, effect="emit_acknowledged"),
+        T("start", S.IDLE, S.STREAMING, behaviours=("B19",)),
+        T("finish", S.STREAMING, S.SENT, behaviours=("B19",)),
+        T("drain", S.SENT, S.DRAINED, behaviours=("B19",)),
+        T(
+            "clear",
+            (S.STREAMING, S.SENT),
+            S.CLEARED,
+            effect="emit_cleared",
+            behaviours=("B11", "B19"),
+        ),
+        T(
+            "ack",
+            (S.STREAMING, S.SENT, S.DRAINED, S.CLEARED),
+            None,
+            effect="emit_acknowledged",
+            behaviours=("B19",),
+        ),
     ),
     invariants={"I8": "played_ms <= generated_ms"},
 )

@@ -34,9 +34,9 @@ RESPONSE = Table(
     initial=S.CREATED,
     terminal=frozenset({S.COMPLETED, S.LISTENED, S.CANCELLED, S.FAILED}),
     transitions=(
-        T("transcribe", S.CREATED, S.TRANSCRIBING),
-        T("generate", (S.CREATED, S.TRANSCRIBING), S.GENERATING),
-        T("speak", S.GENERATING, S.SPEAKING, effect="emit_output_item"),
+        T("transcribe", S.CREATED, S.TRANSCRIBING, behaviours=("B1",)),
+        T("generate", (S.CREATED, S.TRANSCRIBING), S.GENERATING, behaviours=("B1", "B2", "B3")),
+        T("speak", S.GENERATING, S.SPEAKING, effect="emit_output_item", behaviours=("B1",)),
         T(
             "complete",
             (S.GENERATING, S.SPEAKING),
@@ -45,8 +45,14 @@ RESPONSE = Table(
             effect="emit_done",
         ),
         T("listen", S.GENERATING, S.LISTENED, effect="emit_listen"),
-        T("cancel", ACTIVE_RESPONSE_STATES, S.CANCELLED, effect="emit_done"),
-        T("fail", ACTIVE_RESPONSE_STATES, S.FAILED, effect="emit_done"),
+        T("cancel", ACTIVE_RESPONSE_STATES, S.CANCELLED, effect="emit_done", behaviours=("B11",)),
+        T(
+            "fail",
+            ACTIVE_RESPONSE_STATES,
+            S.FAILED,
+            effect="emit_done",
+            behaviours=("B3", "B17", "B18", "B24"),
+        ),
     ),
     invariants={
         "I1": "at most one response is active",

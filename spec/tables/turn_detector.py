@@ -31,9 +31,9 @@ TURN_DETECTOR = Table(
     initial=S.SILENCE,
     terminal=frozenset(),
     transitions=(
-        T("start", S.SILENCE, S.SPEECH, effect="emit_speech_started"),
-        T("stop", S.SPEECH, S.SILENCE, effect="emit_speech_stopped"),
-        T("reset", (S.SILENCE, S.SPEECH), S.SILENCE),
+        T("start", S.SILENCE, S.SPEECH, effect="emit_speech_started", behaviours=("B10", "B11")),
+        T("stop", S.SPEECH, S.SILENCE, effect="emit_speech_stopped", behaviours=("B10",)),
+        T("reset", (S.SILENCE, S.SPEECH), S.SILENCE, behaviours=("B10",)),
     ),
     invariants={"VAD-1": "speech_started and speech_stopped alternate, starting with started"},
 )

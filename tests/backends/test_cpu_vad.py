@@ -18,7 +18,8 @@ pytestmark = pytest.mark.anyio
 RATE = 16_000
 FRAME_MS = VAD_FRAME_SAMPLES * 1000 / RATE  # 32 ms
 
-# The reference endpointing of DESIGN.md B10 with its defaults.
+# The server-VAD endpointing of docs/session-semantics.md section 5 (B10), with the default
+# turn detection.
 START_THRESHOLD = 0.5
 END_THRESHOLD = START_THRESHOLD - 0.15
 MIN_SPEECH_FRAMES = 3  # 96 ms

@@ -3,7 +3,7 @@
 - one 20 ms append through `SessionProtocol.receive` + `next_outputs`, vs decoding it;
 - a full turn (speech start, 50 appends, stop, commit, transcript, 20 audio deltas, done)
   through the session, vs decoding its 51 client frames.
-Target (issue 3): one append costs under 3x its own decode. Reported, not asserted.
+Target: one append costs under 3x its own decode. Reported, not asserted.
 """
 
 from __future__ import annotations

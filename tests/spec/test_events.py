@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
 import typing
 
 import msgspec
@@ -11,6 +13,8 @@ import spec.events as events
 from spec.events import ClientEvent, ClientEventT, ServerEvent, ServerEventT
 from tests.spec.samples import minimal, samples
 from transport import codec
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _concrete_subclasses(base: type) -> set[type]:
@@ -50,8 +54,8 @@ def test_every_server_event_round_trips(event: object) -> None:
     assert codec.decode_server_event(codec.encode_server_event(event)) == event  # type: ignore[arg-type]
 
 
-def test_every_design_event_name_is_in_a_union() -> None:
-    # DESIGN.md section 3, verbatim
+def test_every_documented_event_name_is_in_a_union() -> None:
+    # the events the protocol promises, as docs/architecture.md section 5 lists them
     client = [
         "session.update",
         "input_audio_buffer.append",
@@ -106,6 +110,12 @@ def test_every_design_event_name_is_in_a_union() -> None:
     server_tags = {c.__struct_config__.tag for c in typing.get_args(ServerEventT)}
     assert set(client) <= client_tags
     assert set(server) <= server_tags
+    # and the document lists exactly these, in this order
+    text = (ROOT / "docs/architecture.md").read_text()
+    listed = text.split("The events the protocol promises:", 1)[1].split("\n\n", 2)[1]
+    client_part, server_part = listed.split("- server:")
+    assert re.findall(r"`([\w.]+)`", client_part) == client
+    assert re.findall(r"`([\w.]+)`", server_part) == server
 
 
 def test_audio_is_base64_on_the_wire_and_bytes_in_python() -> None:

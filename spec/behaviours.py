@@ -1,0 +1,662 @@
+"""The behaviour catalogue: B1..B25 as data.
+
+Each behaviour names, directly, everything that makes it true: the sections of
+`docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
+invariants that enforce it, and the tests (pytest node ids) that prove it. Table rows name
+the behaviours they serve too (`T.behaviours`); `tests/spec/test_behaviours.py` keeps the
+two directions in agreement and checks that every row, invariant, section and test named
+here exists. `docs/behaviours.md` is generated from this module (`make docs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from spec.tables import TABLES
+from spec.tables.client_constants import CLIENT_TABLES
+
+if TYPE_CHECKING:
+    from spec.tables import T, Table
+
+__all__ = [
+    "ALL_TABLES",
+    "BEHAVIOURS",
+    "BEHAVIOUR_IDS",
+    "SEMANTICS",
+    "SESSION_INVARIANTS",
+    "Behaviour",
+    "RowRef",
+    "behaviour",
+    "invariant_text",
+    "rows_of",
+    "table_named",
+]
+
+#: the document every `sections` entry is a heading of
+SEMANTICS: Final = "docs/session-semantics.md"
+
+#: every machine table, the server's and the client's
+ALL_TABLES: tuple[Table, ...] = (*TABLES, *CLIENT_TABLES)
+
+#: the observable invariants of a session (docs/session-semantics.md section 8); the tables
+#: repeat the ones a single machine enforces under the same ids
+SESSION_INVARIANTS: Final[dict[str, str]] = {
+    "I1": "at most one active response",
+    "I2": "nothing of a cancelled/failed response or an older epoch is emitted after its "
+    "response.done",
+    "I3": "every accepted commit gets exactly one input_audio_buffer.committed carrying its "
+    "client event id; a rejected one exactly one error with its event id",
+    "I4": "every response.created is followed by exactly one response.done for that id "
+    "(unless the session closed)",
+    "I5": "pending bytes never exceed max_pending_input_bytes",
+    "I6": "an idle input buffer holds at most one frame and at most PREROLL_MS of audio plus "
+    "one append",
+    "I7": "a transcript is only written to the item version that produced it",
+    "I8": "played_ms <= generated_ms for every response",
+    "I9": "nothing is emitted after session.closed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RowRef:
+    """Rows of one table: those of `trigger`, or only those leaving `source` (a state's
+    wire value) when it is given."""
+
+    machine: str
+    trigger: str
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """One behaviour: what it is, where it is explained, what enforces and proves it."""
+
+    id: str
+    title: str
+    summary: str
+    #: headings of docs/session-semantics.md, the main one first
+    sections: tuple[str, ...]
+    #: the state-table rows that carry it out
+    rows: tuple[RowRef, ...]
+    #: invariant ids (SESSION_INVARIANTS or a table's invariants)
+    invariants: tuple[str, ...]
+    #: pytest node ids, `path::function`, conformance tests first
+    tests: tuple[str, ...]
+
+
+# headings of docs/session-semantics.md
+_APPEND = "2.1 append (`input_audio_buffer.append`)"
+_COMMIT = "2.3 commit (`input_audio_buffer.commit`, alias `input.commit`)"
+_ITEMS = "2.4 items"
+_CREATE = "3.1 Starting a response (`response.create`)"
+_PIPELINE = "3.2 The pipeline: ASR, VLM, TTS (B1-B4, B8)"
+_CANCEL = "3.3 Cancel, clear and barge-in (B11)"
+_FAILURE = "3.4 Stage failure (B17, B18)"
+_FENCING = "3.5 Fencing (B11)"
+_HISTORY = "4. Transcripts and history"
+_VAD = "5. Server VAD (B10)"
+_PLAYBACK = "6. Playback (B19)"
+_SESSION = "7. Session"
+_HOLDS = "9.1 Push-to-talk holds (B20)"
+_CLIENT_PLAYBACK = "9.2 Client playback (B21)"
+_MODES = "9.3 Modes and camera (B22)"
+_WATCHDOG = "9.4 Turn watchdog (B23)"
+_LIMITS = "10. Isolation and limits (B24, B25)"
+
+
+BEHAVIOURS: tuple[Behaviour, ...] = (
+    Behaviour(
+        id="B1",
+        title="Profiles route each input to the stages it needs",
+        summary=(
+            "A speech commit (speech profile) goes ASR -> VLM -> TTS; camera and text input, "
+            "and everything in the camera profile, skip the ASR and enter the VLM directly."
+        ),
+        sections=(_PIPELINE, _COMMIT),
+        rows=(
+            RowRef("commit", "adopt"),
+            RowRef("commit", "route_asr", "pending"),
+            RowRef("commit", "route_vlm", "pending"),
+            RowRef("item", "complete"),
+            RowRef("response", "transcribe"),
+            RowRef("response", "generate"),
+            RowRef("response", "speak"),
+        ),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_speech_commit_goes_asr_then_vlm_then_tts",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_camera_commit_without_speech_skips_asr",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_text_item_skips_asr",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_camera_profile_never_runs_asr",
+        ),
+    ),
+    Behaviour(
+        id="B2",
+        title="Visual input stays raw until the VLM",
+        summary=(
+            "Frames stay the client's JPEG/PNG bytes up to the VLM request, in capture order; "
+            "no ASR request ever carries a frame."
+        ),
+        sections=(_PIPELINE,),
+        rows=(RowRef("response", "generate"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b01_b04_pipeline.py::test_b2_frames_stay_raw_until_the_vlm_and_never_reach_the_asr",
+            "tests/backends/test_gpu_runtime_turns.py::test_b2_speech_profile_spoken_turn_with_a_frame_then_camera_turn",
+        ),
+    ),
+    Behaviour(
+        id="B3",
+        title="The prompt context is system, history, transcript and frames",
+        summary=(
+            "The VLM sees the instructions, the completed history, this turn's transcript and "
+            "its frames; a malformed prompt context fails only its own response."
+        ),
+        sections=(_PIPELINE,),
+        rows=(RowRef("response", "generate"), RowRef("response", "fail")),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b01_b04_pipeline.py::test_b3_prompt_is_system_history_transcript_and_frames",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b3_malformed_prompt_context_is_a_request_local_error_and_the_next_succeeds",
+            "tests/core/test_prompt_contents.py::test_b3_system_items_enter_history_as_system_turns",
+        ),
+    ),
+    Behaviour(
+        id="B4",
+        title="Transcripts are written back to their user item",
+        summary=(
+            "A transcript completes the user item whose audio produced it and stays user input "
+            "in later turns; it never becomes assistant output."
+        ),
+        sections=(_PIPELINE, _HISTORY),
+        rows=(RowRef("item", "transcribe"), RowRef("commit", "transcribe")),
+        invariants=("I7",),
+        tests=(
+            "tests/conformance/test_b01_b04_pipeline.py::test_b4_transcript_is_written_to_its_item_and_stays_user_input_for_camera_turns",
+            "tests/core/test_prompt_contents.py::test_b4_typed_text_and_spoken_audio_of_one_item_reach_the_vlm_in_content_order",
+        ),
+    ),
+    Behaviour(
+        id="B5",
+        title="Item versions: a transcript reaches only the version that produced it",
+        summary=(
+            "An item id deleted and created again is a new version; a transcript of the old "
+            "version is dropped and the new version accepts only its own."
+        ),
+        sections=(_ITEMS, _PIPELINE),
+        rows=(
+            RowRef("item", "transcribe"),
+            RowRef("item", "delete"),
+            RowRef("commit", "withdraw"),
+        ),
+        invariants=("I7", "ITEM-1"),
+        tests=(
+            "tests/conformance/test_b05_b08_commits.py::test_b5_old_versions_transcript_is_dropped_and_the_new_version_accepts_its_own",
+            "tests/core/test_prompt_contents.py::test_b5_a_segment_deleted_while_asr_runs_adds_nothing_to_the_prompt",
+        ),
+    ),
+    Behaviour(
+        id="B6",
+        title="A quiet commit is acknowledged with no_response and answered by listening",
+        summary=(
+            "A commit without speech or frames is acknowledged with `no_response: true` and "
+            "its event id, then `response.listen`; nothing else changes."
+        ),
+        sections=(_COMMIT,),
+        rows=(RowRef("commit", "quiet"),),
+        invariants=("I3",),
+        tests=(
+            "tests/conformance/test_b05_b08_commits.py::test_b6_quiet_commit_acks_no_response_with_its_event_id_then_listens",
+            "tests/conformance/test_b05_b08_commits.py::test_b6_quiet_commit_leaves_other_commits_and_the_active_response_untouched",
+            "tests/conformance/test_b05_b08_commits.py::test_b6_quiet_commit_after_response_done_before_drain_keeps_playback_state",
+        ),
+    ),
+    Behaviour(
+        id="B7",
+        title="An empty commit is refused and changes nothing",
+        summary=(
+            "A commit with nothing appended since the last commit or clear is refused with "
+            "`input_audio_buffer_empty` carrying its event id."
+        ),
+        sections=(_COMMIT,),
+        rows=(RowRef("input_buffer", "clear"),),
+        invariants=("I3",),
+        tests=(
+            "tests/conformance/test_b05_b08_commits.py::test_b7_empty_commit_is_refused_with_its_event_id_and_changes_nothing",
+            "tests/conformance/test_b05_b08_commits.py::test_b7_commit_after_clear_is_empty",
+        ),
+    ),
+    Behaviour(
+        id="B8",
+        title="A silent camera commit goes straight to the VLM and releases its bytes",
+        summary=(
+            "A commit with frames but no speech enters the VLM without ASR; its bytes are "
+            "released when the VLM request is sent."
+        ),
+        sections=(_PIPELINE,),
+        rows=(RowRef("commit", "route_vlm", "pending"),),
+        invariants=("I5",),
+        tests=(
+            "tests/conformance/test_b05_b08_commits.py::test_b8_silent_camera_commit_enters_the_vlm_directly_and_releases_its_bytes",
+        ),
+    ),
+    Behaviour(
+        id="B9",
+        title="With interrupt_response false, speech during a reply waits for it",
+        summary=(
+            "`interrupt_response: false` is a valid session; speech during a reply does not "
+            "cancel it, and its commit is deferred until the reply ends."
+        ),
+        sections=(_COMMIT, _VAD),
+        rows=(RowRef("commit", "defer"),),
+        invariants=("I1",),
+        tests=(
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b9_interrupt_response_false_speech_during_a_reply_does_not_cancel_and_waits",
+            "tests/spec/test_session_config.py::test_b9_interrupt_response_false_is_valid",
+            "tests/spec/test_session_config.py::test_b9_invalid_turn_detection_is_refused_with_its_param",
+            "tests/web/test_web_runtimes_agree.py::test_b09_ui_session_payload_passes_the_public_validator",
+        ),
+    ),
+    Behaviour(
+        id="B10",
+        title="Server VAD segments turns from frame probabilities",
+        summary=(
+            "Appends are scored in 32 ms frames; speech starts after min_speech_duration_ms "
+            "(minus prefix padding) and ends only below threshold - 0.15 after the silence "
+            "duration, which commits the utterance."
+        ),
+        sections=(_VAD,),
+        rows=(
+            RowRef("turn_detector", "start"),
+            RowRef("turn_detector", "stop"),
+            RowRef("turn_detector", "reset"),
+            RowRef("input_buffer", "start_capture"),
+        ),
+        invariants=("VAD-1",),
+        tests=(
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_appends_are_scored_and_speech_starts_after_min_speech_with_prefix_padding",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_speech_ends_only_below_threshold_minus_015_after_the_silence_duration",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_turn_mode_stop_commits_and_creates_a_response",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_stop_without_create_response_retains_the_utterance",
+            "tests/backends/test_cpu_vad.py::test_b10_sequences_of_unequal_length_score_as_each_session_alone",
+            "tests/backends/test_scripted_backend.py::test_b10_vad_batcher_scores_concurrent_sessions_frames_in_one_call",
+        ),
+    ),
+    Behaviour(
+        id="B11",
+        title="Barge-in, cancel and fencing",
+        summary=(
+            "Speech start or a cancel ends the active reply with one `response.done` and clears "
+            "its audio; nothing of a cancelled response or an older epoch is emitted afterwards."
+        ),
+        sections=(_CANCEL, _FENCING, _VAD),
+        rows=(
+            RowRef("turn_detector", "start"),
+            RowRef("response", "cancel"),
+            RowRef("playback", "clear"),
+            RowRef("commit", "fail"),
+            RowRef("item", "fail_transcription"),
+        ),
+        invariants=("I2", "I4"),
+        tests=(
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b11_speech_start_during_a_reply_cancels_it_with_one_done_and_a_clear",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b11_speech_start_after_generation_with_audio_playing_clears_without_second_done",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b11_nothing_of_a_cancelled_response_is_emitted_afterwards",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b11_response_cancel_during_a_reply_and_after_it_while_audio_plays",
+            "tests/core/test_prompt_contents.py::test_b11_cancelled_response_closes_its_assistant_item_as_completed",
+            "tests/core/test_session_paths.py::test_b11_cancel_naming_an_older_still_playing_reply_clears_it_alone",
+            "tests/core/test_session_paths.py::test_b11_a_cancel_fails_waiting_transcriptions_as_commit_aborted",
+            "tests/core/test_session_paths.py::test_b11_clearing_an_older_reply_keeps_the_epoch_of_the_active_one",
+        ),
+    ),
+    Behaviour(
+        id="B12",
+        title="Idle retention keeps memory flat",
+        summary=(
+            "While idle the input buffer keeps only the latest frame and 500 ms of pre-roll "
+            "audio; from speech start it keeps the whole utterance until commit."
+        ),
+        sections=(_APPEND,),
+        rows=(RowRef("input_buffer", "start_capture"), RowRef("input_buffer", "take")),
+        invariants=("I5", "I6"),
+        tests=(
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b12_idle_camera_session_keeps_only_the_latest_frame_and_preroll",
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b12_from_speech_start_the_whole_utterance_is_kept_until_commit",
+        ),
+    ),
+    Behaviour(
+        id="B13",
+        title="Backpressure on pending bytes and pending commits",
+        summary=(
+            "An append over max_pending_input_bytes or a commit beyond max_pending_commits is "
+            "refused with `input_backpressure` and its event id; commit, response and clear "
+            "make room again."
+        ),
+        sections=(_APPEND, _COMMIT),
+        rows=(RowRef("input_buffer", "clear"),),
+        invariants=("I5", "COMMIT-1"),
+        tests=(
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b13_append_over_the_cap_is_backpressure_with_event_id_and_buffer_untouched",
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b13_clear_frees_room_for_appends_again",
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b13_commits_beyond_the_pending_cap_get_backpressure",
+        ),
+    ),
+    Behaviour(
+        id="B14",
+        title="Retained speech and a later camera-only commit are answered together",
+        summary=(
+            "A speech commit without a response is retained; a later camera-only commit that "
+            "asks for one starts a response with both, keeping the PCM and concatenating the "
+            "frames, also when it waits behind an active response."
+        ),
+        sections=(_COMMIT, _PIPELINE),
+        rows=(
+            RowRef("commit", "retain"),
+            RowRef("commit", "route_asr", "retained"),
+            RowRef("commit", "route_vlm", "retained"),
+        ),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b14_manual_four_step_sequence_keeps_the_pcm_and_concatenates_frames",
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b14_the_same_merge_while_deferred_behind_an_active_response",
+        ),
+    ),
+    Behaviour(
+        id="B15",
+        title="Every commit gets exactly one terminal acknowledgement carrying its event id",
+        summary=(
+            "Committed, no_response or an error: exactly one answer per commit, with the "
+            "commit's client event id."
+        ),
+        sections=(_COMMIT,),
+        rows=(
+            RowRef("commit", "quiet"),
+            RowRef("commit", "retain"),
+            RowRef("commit", "defer"),
+            RowRef("commit", "route_asr", "pending"),
+            RowRef("commit", "route_vlm", "pending"),
+        ),
+        invariants=("I3",),
+        tests=(
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b15_every_commit_gets_exactly_one_terminal_ack_with_its_event_id",
+        ),
+    ),
+    Behaviour(
+        id="B16",
+        title="Commits queued behind an active response stay separate segments",
+        summary=(
+            "Deferred commits become one response with one ASR request per commit; each "
+            "transcript goes to its own item, and the VLM gets them joined in commit order."
+        ),
+        sections=(_COMMIT, _PIPELINE),
+        rows=(
+            RowRef("commit", "defer"),
+            RowRef("commit", "route_asr", "deferred"),
+            RowRef("item", "transcribe"),
+        ),
+        invariants=("I7",),
+        tests=(
+            "tests/conformance/test_b12_b16_input_and_segments.py::test_b16_commits_queued_behind_an_active_response_stay_separate_segments",
+        ),
+    ),
+    Behaviour(
+        id="B17",
+        title="A stage failure fails only the owning response",
+        summary=(
+            "A failed stage request fails its response (error, failed transcriptions, one "
+            "`response.done` with status failed); the session goes on and deferred commits "
+            "start next."
+        ),
+        sections=(_FAILURE,),
+        rows=(
+            RowRef("response", "fail"),
+            RowRef("commit", "fail"),
+            RowRef("item", "fail_transcription"),
+        ),
+        invariants=("I2", "I4"),
+        tests=(
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b17_a_stage_failure_fails_only_the_owning_response_and_the_session_goes_on",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b17_asr_finished_then_the_next_step_failed_cleans_up_and_fails_the_rest",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b17_failure_starts_the_deferred_commit_next",
+        ),
+    ),
+    Behaviour(
+        id="B18",
+        title="Submission compensation: abort what may have been accepted, evict a dead engine",
+        summary=(
+            "A submission that failed after the engine may have accepted it is aborted once; a "
+            "dead engine is evicted at once, its request fails exactly once, and the backend "
+            "leaves service."
+        ),
+        sections=(_FAILURE,),
+        rows=(RowRef("response", "fail"),),
+        invariants=("I2", "I4"),
+        tests=(
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b18_submission_failure_after_possible_acceptance_aborts_once_keeping_the_error",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b18_cancellation_during_submission_then_the_late_failure_is_fenced",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b18_a_dead_replica_is_evicted_at_once_and_the_request_failed_exactly_once",
+            "tests/transport/test_end_to_end.py::test_b18_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhausted",
+            "tests/backends/test_gpu_placement.py::test_b18_an_evicted_gpu_engine_takes_the_backend_out_of_service",
+        ),
+    ),
+    Behaviour(
+        id="B19",
+        title="Playback truth: the played cursor and the played prefix",
+        summary=(
+            "`playback.ack` moves a monotonic cursor capped at what was generated; a cancelled "
+            "reply keeps only its played prefix in history; a late ack touches only its own "
+            "response."
+        ),
+        sections=(_PLAYBACK, _CANCEL),
+        rows=(
+            RowRef("playback", "start"),
+            RowRef("playback", "finish"),
+            RowRef("playback", "drain"),
+            RowRef("playback", "clear"),
+            RowRef("playback", "ack"),
+            RowRef("item", "truncate"),
+        ),
+        invariants=("I8",),
+        tests=(
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b19_playback_ack_moves_a_monotonic_cursor_capped_at_generated",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b19_a_cancelled_reply_keeps_only_its_played_prefix_in_history",
+            "tests/conformance/test_b17_b19_failures_and_playback.py::test_b19_a_late_ack_for_an_older_response_affects_only_that_response",
+        ),
+    ),
+    Behaviour(
+        id="B20",
+        title="Push-to-talk holds (client)",
+        summary=(
+            "A muted or empty hold sends no commit and leaves the camera running; an answer "
+            "finishes exactly the hold whose event id it carries, leaving other holds and "
+            "earlier replies untouched."
+        ),
+        sections=(_HOLDS,),
+        rows=(
+            RowRef("client_hold", "press"),
+            RowRef("client_hold", "server_commit"),
+            RowRef("client_hold", "mute", "pressed"),
+            RowRef("client_hold", "unmute", "muted"),
+            RowRef("client_hold", "upload"),
+            RowRef("client_hold", "release"),
+            RowRef("client_hold", "committed"),
+            RowRef("client_hold", "committed_no_response"),
+            RowRef("client_hold", "rejected"),
+            RowRef("client_hold", "answer"),
+            RowRef("client_hold", "settle"),
+            RowRef("client_camera", "audio_stops"),
+            RowRef("client_camera", "frame", "standalone"),
+        ),
+        invariants=("H1", "H2", "H3", "H4", "N1"),
+        tests=(
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_muted_hold_sends_no_commit_and_camera_keeps_running",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_hold_muted_before_any_upload_sends_no_commit",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_empty_hold_sends_no_commit_and_never_arms_the_watchdog",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_rejected_commit_while_another_is_pending_releases_only_its_own_hold",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_quiet_hold_after_done_before_drain_keeps_reply_and_settles_its_watchdog",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_no_response_ack_with_two_pending_commits_finishes_exactly_its_hold",
+            "tests/conformance/test_b20_ptt_holds.py::test_b20_spoken_ack_before_quiet_ack_of_two_pending_commits",
+        ),
+    ),
+    Behaviour(
+        id="B21",
+        title="Client playback: interrupts clear at once, late audio is fenced",
+        summary=(
+            "Speech start, `output_audio_buffer.cleared` or a cancelled `response.done` clear "
+            "queued audio at once, also after generation completed; late audio of an ended "
+            "response is dropped; the played cursor is acknowledged."
+        ),
+        sections=(_CLIENT_PLAYBACK,),
+        rows=(
+            RowRef("client_playback", "audio"),
+            RowRef("client_playback", "finish", "queued"),
+            RowRef("client_playback", "drained", "draining"),
+            RowRef("client_playback", "clear", "queued"),
+            RowRef("client_playback", "stopped", "cleared"),
+            RowRef("client_hold", "interrupt"),
+        ),
+        invariants=("C1", "C2", "C3"),
+        tests=(
+            "tests/conformance/test_b21_client_playback.py::test_b21_vad_speech_start_during_generation_clears_at_once",
+            "tests/conformance/test_b21_client_playback.py::test_b21_vad_speech_start_after_generation_completed_with_audio_queued_clears_it",
+            "tests/conformance/test_b21_client_playback.py::test_b21_speech_start_does_not_clear_a_drained_reply",
+            "tests/conformance/test_b21_client_playback.py::test_b21_late_audio_of_an_older_response_after_interrupt_is_dropped",
+            "tests/conformance/test_b21_client_playback.py::test_b21_cancelled_done_and_cleared_event_clear_playback",
+            "tests/conformance/test_b21_client_playback.py::test_b21_failed_done_plays_out_what_arrived",
+            "tests/conformance/test_b21_client_playback.py::test_b21_played_cursor_is_monotonic_and_reports_after_the_end_are_ignored",
+        ),
+    ),
+    Behaviour(
+        id="B22",
+        title="Client modes and camera cadence",
+        summary=(
+            "While audio is uploaded, frames ride with the next audio append; otherwise the "
+            "camera keeps its 1 fps cadence alone. Both modes' session payloads pass the "
+            "public validator."
+        ),
+        sections=(_MODES,),
+        rows=(
+            RowRef("client_camera", "enable"),
+            RowRef("client_camera", "audio_starts"),
+            RowRef("client_camera", "audio_stops"),
+            RowRef("client_camera", "frame", "standalone"),
+            RowRef("client_camera", "frame", "riding"),
+        ),
+        invariants=("K1", "K2"),
+        tests=(
+            "tests/conformance/test_b22_client_modes.py::test_b22_vad_mode_frames_ride_with_speech_appends",
+            "tests/conformance/test_b22_client_modes.py::test_b22_vad_mode_muted_frames_go_alone",
+            "tests/conformance/test_b22_client_modes.py::test_b22_ptt_mode_camera_keeps_its_cadence_outside_recording",
+            "tests/conformance/test_b22_client_modes.py::test_b22_ptt_mode_frames_ride_while_recording",
+            "tests/conformance/test_b22_client_modes.py::test_b22_mode_session_payload_passes_the_public_validator",
+        ),
+    ),
+    Behaviour(
+        id="B23",
+        title="The client's turn watchdog",
+        summary=(
+            "The 120 s watchdog is armed only while a turn awaits a reply, restarted by each "
+            "submission, and disarmed by every terminal path; expiry ends the call."
+        ),
+        sections=(_WATCHDOG,),
+        rows=(
+            RowRef("client_watchdog", "arm"),
+            RowRef("client_watchdog", "disarm"),
+            RowRef("client_watchdog", "expire"),
+            RowRef("client_hold", "release", "recording"),
+            RowRef("client_hold", "committed_no_response"),
+            RowRef("client_hold", "rejected"),
+            RowRef("client_hold", "settle"),
+            RowRef("client_hold", "interrupt"),
+        ),
+        invariants=("W1", "W2"),
+        tests=(
+            "tests/conformance/test_b23_watchdog.py::test_b23_watchdog_is_120_s_and_armed_by_a_submitted_hold",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_response_done",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_a_cancelled_or_failed_done",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_no_response",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_rejection",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_interrupt_stop_button",
+            "tests/conformance/test_b23_watchdog.py::test_b23_disarmed_by_vad_interrupt",
+            "tests/conformance/test_b23_watchdog.py::test_b23_not_armed_by_empty_or_muted_holds_nor_by_vad_quiet_commits",
+            "tests/conformance/test_b23_watchdog.py::test_b23_stays_armed_while_another_hold_awaits",
+            "tests/conformance/test_b23_watchdog.py::test_b23_new_submission_restarts_and_expiry_ends_the_call",
+        ),
+    ),
+    Behaviour(
+        id="B24",
+        title="Sessions are isolated from each other",
+        summary=(
+            "One session's bad input, rejected events and backend failures never change "
+            "another session's state or output."
+        ),
+        sections=(_LIMITS,),
+        rows=(RowRef("response", "fail"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b24_one_sessions_bad_input_and_backend_failure_do_not_affect_another",
+            "tests/transport/test_end_to_end.py::test_b24_garbage_and_a_failing_backend_do_not_disturb_other_sessions",
+        ),
+    ),
+    Behaviour(
+        id="B25",
+        title="Limits are enforced with their error codes",
+        summary=(
+            "Frame count, size and kind, input formats and rates, the idle timeout and "
+            "max_sessions are checked before anything changes and answered with their own codes."
+        ),
+        sections=(_LIMITS, _APPEND, _SESSION),
+        rows=(),
+        invariants=("I5", "I9", "COMMIT-1"),
+        tests=(
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_frame_count_size_and_kind_are_enforced",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_formats_and_sample_rates_are_enforced",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_every_input_format_and_rate_is_converted_to_16k",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_idle_timeout_closes_the_session",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_max_sessions_is_enforced_with_resource_exhausted",
+        ),
+    ),
+)
+
+#: every behaviour id, in catalogue order
+BEHAVIOUR_IDS: tuple[str, ...] = tuple(b.id for b in BEHAVIOURS)
+
+_BY_ID: dict[str, Behaviour] = {b.id: b for b in BEHAVIOURS}
+
+
+def behaviour(behaviour_id: str) -> Behaviour:
+    """The catalogue entry of `behaviour_id` ("B11").
+
+    Raises:
+        KeyError: no such behaviour.
+    """
+    return _BY_ID[behaviour_id]
+
+
+def table_named(name: str) -> Table | None:
+    """The machine table called `name`, if there is one."""
+    return next((t for t in ALL_TABLES if t.name == name), None)
+
+
+def rows_of(ref: RowRef) -> tuple[T, ...]:
+    """The rows `ref` names, in table order; empty when it names none."""
+    table = table_named(ref.machine)
+    if table is None:
+        return ()
+    return tuple(
+        row
+        for row in table.transitions
+        if row.trigger == ref.trigger
+        and (ref.source is None or any(s.value == ref.source for s in row.source))
+    )
+
+
+def invariant_text(invariant_id: str) -> str | None:
+    """The text of an invariant: a session invariant, else a table's; None if unknown."""
+    if invariant_id in SESSION_INVARIANTS:
+        return SESSION_INVARIANTS[invariant_id]
+    for table in ALL_TABLES:
+        if invariant_id in table.invariants:
+            return table.invariants[invariant_id]
+    return None
