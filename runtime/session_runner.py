@@ -26,9 +26,7 @@ from backends.base import (
     AsrRequest,
     BackendError,
     EngineDead,
-    HistoryTurn,
     InvalidPromptContext,
-    PromptContext,
     TtsRequest,
     VlmDecision,
     VlmRequest,
@@ -373,14 +371,8 @@ class SessionRunner:
         self._feed(AsrTranscript(effect.request_id, transcript.text))
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:
-        prompt = effect.prompt
-        context = PromptContext(
-            system=prompt.system,
-            history=tuple(HistoryTurn(role, text) for role, text in prompt.history),
-            transcript=prompt.transcript,
-            frames=prompt.frames,
-        )
-        request = VlmRequest(self._engine_id(effect.request_id), context)
+        # the core's PromptInput is the backends' PromptContext: handed over as it is
+        request = VlmRequest(self._engine_id(effect.request_id), effect.prompt)
         async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
                 self._feed(VlmDecisionResult(effect.request_id, out.action.value, out.text))

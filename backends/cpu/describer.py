@@ -40,7 +40,6 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
     VlmTextDelta,
-    validate_prompt_context,
 )
 from backends.cpu.assets import import_extra
 from backends.cpu.failures import serving_failures
@@ -144,7 +143,7 @@ def _answer(topic: Topic, latest: FrameFeatures | None, previous: FrameFeatures 
 def compose_reply(
     context: PromptContext, latest: FrameFeatures | None, previous: FrameFeatures | None
 ) -> VlmDecision:
-    """Decide this turn from the validated context and the last two frames' features."""
+    """Decide this turn from the context and the last two frames' features."""
     transcript = (context.transcript or "").strip()
     if transcript:
         return _speak(_answer(topic_of(transcript), latest, previous))
@@ -234,11 +233,11 @@ class FrameDescriber:
         """Stream the reply to one turn: text deltas (speak only), then one decision.
 
         Raises:
-            InvalidPromptContext: malformed context, or a frame that is not a decodable
-                JPEG/PNG image (client-supplied data).
+            InvalidPromptContext: a frame that is not a decodable JPEG/PNG image
+                (client-supplied data; the context's types were validated by the core).
             StageFailed: any other failure.
         """
-        context = validate_prompt_context(request.context)
+        context = request.context
         frames = context.frames[-2:]
         with serving_failures("vlm", request.request_id):
             first_index = len(context.frames) - len(frames)

@@ -42,7 +42,6 @@ from backends.base import (
     VlmRequest,
     VlmTextDelta,
     score_in_steps,
-    validate_prompt_context,
 )
 
 if TYPE_CHECKING:
@@ -226,12 +225,10 @@ class ScriptedVlm(_ScriptedStage):
     stage: ClassVar[StageName] = "vlm"
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
-        """Raises: `InvalidPromptContext` for a malformed context; whatever the script
-        has due (at submission or after some items)."""
+        """Raises: whatever the script has due (at submission or after some items)."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
-        context = validate_prompt_context(request.context)
-        reply = self.script.next_reply(context.transcript)
+        reply = self.script.next_reply(request.context.transcript)
         items: list[VlmTextDelta | VlmDecision] = []
         if reply.action is not VlmAction.LISTEN:
             items.extend(VlmTextDelta(piece) for piece in word_pieces(reply.text))
