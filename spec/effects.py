@@ -8,7 +8,7 @@ it belongs to and the epoch it was issued in, so late results can be fenced (B11
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from spec.errors import CloseCode
 
@@ -139,4 +139,8 @@ class CloseSession:
     code: CloseCode = CloseCode.NORMAL
 
 
-Effect = SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+#: every effect, a closed union: executors dispatch with `match` and end with
+#: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
+Effect: TypeAlias = (
+    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+)
