@@ -11,9 +11,9 @@ A backend is four stages behind async interfaces:
           (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
 
-Each stage is an async context manager (load on enter, release on exit) with `warmup()`
-and `abort(request_id)`. Every foreign exception is translated at one boundary per
-backend into this tree (drawn as in httpx):
+Each stage is an async context manager (load on enter, release on exit: the shared
+`StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
+is translated at one boundary per backend into this tree (drawn as in httpx):
 
     BackendError                   code engine_error; fails only the owning response
     +-- StageFailed                a stage raised while serving one request
@@ -60,6 +60,7 @@ __all__ = [
     "PromptInput",
     "Stage",
     "StageFailed",
+    "StageLifecycle",
     "SubmissionFailed",
     "Transcript",
     "Tts",
@@ -237,6 +238,33 @@ class Stage(Protocol):
     async def warmup(self) -> None: ...
 
     async def abort(self, request_id: str) -> None: ...
+
+
+class StageLifecycle:
+    """The load/release lifecycle every stage shares, as an async context manager.
+
+    Entering the stage awaits `load()` and returns the stage; leaving it awaits
+    `release()`, however the block ended (the exception is not suppressed). Stages
+    override the two hooks; both default to nothing.
+    """
+
+    async def load(self) -> None:
+        """Load models or start engines: what entering the stage does."""
+
+    async def release(self) -> None:
+        """Drop what `load` acquired: what leaving the stage does."""
+
+    async def __aenter__(self) -> Self:
+        await self.load()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
 
 
 class Vad(Stage, Protocol):

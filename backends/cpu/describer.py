@@ -28,7 +28,7 @@ import enum
 import io
 import logging
 import re
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -36,6 +36,7 @@ import anyio.to_thread
 from backends.base import (
     InvalidPromptContext,
     PromptContext,
+    StageLifecycle,
     VlmAction,
     VlmDecision,
     VlmRequest,
@@ -52,7 +53,6 @@ from backends.cpu.frame_features import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from types import TracebackType
 
 __all__ = [
     "MOTION_THRESHOLD",
@@ -184,7 +184,7 @@ def word_deltas(text: str) -> list[str]:
     return re.findall(r"\s*\S+", text)
 
 
-class FrameDescriber:
+class FrameDescriber(StageLifecycle):
     """The `Vlm` stage of the CPU backend: a frame describer, not a vision-language model.
 
     Deterministic: the same request always gets the same reply. See the module docstring
@@ -198,18 +198,12 @@ class FrameDescriber:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         import_extra("PIL.Image", stage="vlm")
         log.info("vlm: frame describer ready (a deterministic stand-in, not a VLM)")
         self._loaded = True
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self._loaded = False
 
     async def warmup(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar
 
 import anyio
 import numpy as np
@@ -33,6 +33,7 @@ from backends.base import (
     AsrRequest,
     BackendUnavailable,
     StageFailed,
+    StageLifecycle,
     Transcript,
     TtsChunk,
     TtsRequest,
@@ -46,7 +47,6 @@ from backends.base import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
-    from types import TracebackType
 
     from backends.base import Float32Array
     from backends.scripted.script import Script, StageName
@@ -87,7 +87,7 @@ def tts_duration_ms(text: str) -> int:
     return MS_PER_CHARACTER * len(text)
 
 
-class _ScriptedStage:
+class _ScriptedStage(StageLifecycle):
     """Load state, warm-up and abort, common to the four stages."""
 
     stage: ClassVar[StageName]
@@ -97,16 +97,10 @@ class _ScriptedStage:
         self.script = script
         self.entered = False
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         self.entered = True
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self.entered = False
 
     async def warmup(self) -> None:
