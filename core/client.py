@@ -70,7 +70,13 @@ from spec.tables.client_constants import (
     TURN_WATCHDOG_MS,
     session_payload,
 )
-from spec.tables.client_hold import AWAITING_REPLY_STATES, LIVE_HOLD_STATES, HoldState
+from spec.tables.client_hold import (
+    AWAITING_REPLY_STATES,
+    CLIENT_HOLD,
+    LIVE_HOLD_STATES,
+    UPLOADING_HOLD_STATES,
+    HoldState,
+)
 from spec.tables.client_playback import LIVE_PLAYBACK_STATES
 from spec.tables.client_watchdog import WatchdogState
 
@@ -80,10 +86,6 @@ if TYPE_CHECKING:
     from spec.events import ServerEvent
 
 __all__ = ["ClientProtocol", "Output", "base64_bytes", "send_events", "wire_event"]
-
-_TERMINAL_HOLD_STATES = frozenset(
-    {HoldState.EMPTY, HoldState.NO_RESPONSE, HoldState.REJECTED, HoldState.SETTLED}
-)
 
 
 def base64_bytes(text: str) -> int:
@@ -575,7 +577,7 @@ class ClientProtocol:
         if self.mode == "vad":
             return True
         hold = self._live_hold()
-        return hold is not None and hold.state in (HoldState.PRESSED, HoldState.RECORDING)
+        return hold is not None and hold.state in UPLOADING_HOLD_STATES
 
     @staticmethod
     def _due(deadline: float | None, now_ms: float) -> bool:
@@ -614,7 +616,7 @@ class ClientProtocol:
         self._restart_watchdog = False
 
     def _prune(self) -> None:
-        finished = [h for h in self.holds if h.state in _TERMINAL_HOLD_STATES]
+        finished = [h for h in self.holds if h.state in CLIENT_HOLD.terminal]
         for hold in finished[: max(0, len(finished) - FINISHED_HOLD_MEMORY)]:
             self.holds.remove(hold)
         done = [p for p in self.playbacks.values() if p.state not in LIVE_PLAYBACK_STATES]

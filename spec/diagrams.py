@@ -38,6 +38,12 @@ def mermaid(table: Table) -> str:
     for state in sorted(table.terminal, key=lambda s: s.name):
         lines.append(f"    {state.name} --> [*]")
     lines.append("```")
+    if table.groups:
+        lines += ["", "State groups:", ""]
+        lines += [
+            f"- **{name}**: " + ", ".join(s.name for s in table.states if s in members)
+            for name, members in table.groups.items()
+        ]
     if table.invariants:
         lines += ["", "Invariants:", ""]
         lines += [f"- **{key}**: {text}" for key, text in table.invariants.items()]
