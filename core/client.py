@@ -55,7 +55,7 @@ import msgspec
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
-from core.statemachines.client_outbox import ClientOutbox, Output
+from core.statemachines.client_outbox import ClientOutbox, EventIds, Output
 from core.statemachines.client_playback import ClientPlayback
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.client_camera import CameraState
@@ -130,6 +130,7 @@ class ClientProtocol:
         camera: bool = False,
         watchdog_ms: int = TURN_WATCHDOG_MS,
         camera_interval_ms: int = CAMERA_INTERVAL_MS,
+        event_ids: EventIds | None = None,
     ) -> None:
         if mode not in CLIENT_MODES:
             raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
@@ -140,7 +141,10 @@ class ClientProtocol:
         payload = session_payload(mode)
         detection = payload["audio"]["input"]["turn_detection"]
         self.interrupt_on_speech = bool(detection and detection.get("interrupt_response"))
-        self._out = ClientOutbox()
+        self._out = ClientOutbox(event_ids)
+        #: the connection's client event ids; a host that sends events of its own takes
+        #: its ids from here too, so none collides with the protocol's
+        self.event_ids = self._out.event_ids
         self.connection = Connection(self._out, payload)
         self.watchdog = Watchdog(self._out, watchdog_ms)
         self.camera = Camera(self._out)
