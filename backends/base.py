@@ -6,17 +6,19 @@ A backend is four stages behind async interfaces:
     Vad   scores 512-sample 16 kHz frames for many sessions in one batched call; one shared
           model, one `VadState` per session (the recurrent state and 64-sample context)
     Asr   committed utterance PCM (float32, 16 kHz) -> transcript
-    Vlm   prompt context (system, bounded history, transcript) + raw frames -> a streamed
-          reply: text deltas, then exactly one decision (speak / listen / delegate)
+    Vlm   prompt context (`spec.effects.PromptInput`: system, history, transcript, raw
+          frames) -> a streamed reply: text deltas, then exactly one decision
+          (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
 
-Each stage is an async context manager (load on enter, release on exit) with `warmup()`
-and `abort(request_id)`. Every foreign exception is translated at one boundary per
-backend into this tree (drawn as in httpx):
+Each stage is an async context manager (load on enter, release on exit: the shared
+`StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
+is translated at one boundary per backend into this tree (drawn as in httpx):
 
     BackendError                   code engine_error; fails only the owning response
     +-- StageFailed                a stage raised while serving one request
-    +-- InvalidPromptContext       client-supplied prompt context is malformed (request-local)
+    +-- InvalidPromptContext       the prompt cannot be served: an undecodable frame, or
+    |                              system + turn over the budget (request-local)
     +-- BackendTimeout             a stage did not answer within its deadline
     +-- BackendUnavailable         not loaded / not ready; new sessions get resource_exhausted
     |   +-- EngineDead             an engine replica died; it is evicted, its requests fail once
@@ -29,11 +31,12 @@ import enum
 import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from spec.effects import HistoryTurn, PromptInput
 from spec.errors import ErrorCode
 
 log = logging.getLogger("joyduplex.backends")
@@ -54,8 +57,10 @@ __all__ = [
     "HistoryTurn",
     "InvalidPromptContext",
     "PromptContext",
+    "PromptInput",
     "Stage",
     "StageFailed",
+    "StageLifecycle",
     "SubmissionFailed",
     "Transcript",
     "Tts",
@@ -70,7 +75,6 @@ __all__ = [
     "VlmTextDelta",
     "load_backend",
     "score_in_steps",
-    "validate_prompt_context",
 ]
 
 Float32Array = npt.NDArray[np.float32]
@@ -100,7 +104,9 @@ class StageFailed(BackendError):
 
 
 class InvalidPromptContext(BackendError):
-    """Client-supplied prompt context is malformed: a request-local client error."""
+    """The prompt's content cannot be served (a frame the stage cannot decode, a turn
+    over the context budget): a request-local client error. Its types are never checked
+    here: the `PromptInput` was validated once, where the core built it."""
 
     code = ErrorCode.INVALID_PROMPT_CONTEXT
 
@@ -147,68 +153,10 @@ class Transcript:
     text: str
 
 
-#: roles of history turns: the conversation's items
-HISTORY_ROLES: Final = ("user", "assistant", "system")
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryTurn:
-    """One earlier turn: user transcripts/text and assistant replies, as text."""
-
-    role: str  # "user" | "assistant" | "system" (a system item of the conversation)
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class PromptContext:
-    """What the VLM stage turns into a prompt (B3): it owns tokenizer and budget."""
-
-    system: str
-    history: tuple[HistoryTurn, ...] = ()
-    transcript: str | None = None  # the spoken or typed instruction of this turn
-    frames: tuple[bytes, ...] = ()  # raw JPEG/PNG, in capture order (B2: raw until here)
-
-
-def validate_prompt_context(value: Any) -> PromptContext:
-    """Validate client-supplied prompt context before any use (B3).
-
-    Raises:
-        InvalidPromptContext: naming the first malformed field.
-    """
-    if isinstance(value, PromptContext):
-        value = {
-            "system": value.system,
-            "history": [{"role": t.role, "text": t.text} for t in value.history],
-            "transcript": value.transcript,
-            "frames": list(value.frames),
-        }
-    if not isinstance(value, dict):
-        raise InvalidPromptContext("prompt context must be an object", stage="vlm")
-    system = value.get("system")
-    if not isinstance(system, str):
-        raise InvalidPromptContext("prompt context `system` must be a string", stage="vlm")
-    history = value.get("history", [])
-    if not isinstance(history, list | tuple):
-        raise InvalidPromptContext("prompt context `history` must be a list", stage="vlm")
-    turns = []
-    for i, turn in enumerate(history):
-        if (
-            not isinstance(turn, dict)
-            or turn.get("role") not in HISTORY_ROLES
-            or not isinstance(turn.get("text"), str)
-        ):
-            raise InvalidPromptContext(
-                f"prompt context `history[{i}]` must be {{role: user|assistant|system, text: str}}",
-                stage="vlm",
-            )
-        turns.append(HistoryTurn(turn["role"], turn["text"]))
-    transcript = value.get("transcript")
-    if transcript is not None and not isinstance(transcript, str):
-        raise InvalidPromptContext("prompt context `transcript` must be a string", stage="vlm")
-    frames = value.get("frames", [])
-    if not isinstance(frames, list | tuple) or not all(isinstance(f, bytes) for f in frames):
-        raise InvalidPromptContext("prompt context `frames` must be a list of bytes", stage="vlm")
-    return PromptContext(system, tuple(turns), transcript, tuple(frames))
+#: The prompt of one VLM turn (B3): built once by the core from validated session state
+#: (`spec.effects.PromptInput`); the VLM stage owns tokenizer and budget. `PromptContext`
+#: and `HistoryTurn` are the names backends and their tests use for it.
+PromptContext = PromptInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +238,33 @@ class Stage(Protocol):
     async def warmup(self) -> None: ...
 
     async def abort(self, request_id: str) -> None: ...
+
+
+class StageLifecycle:
+    """The load/release lifecycle every stage shares, as an async context manager.
+
+    Entering the stage awaits `load()` and returns the stage; leaving it awaits
+    `release()`, however the block ended (the exception is not suppressed). Stages
+    override the two hooks; both default to nothing.
+    """
+
+    async def load(self) -> None:
+        """Load models or start engines: what entering the stage does."""
+
+    async def release(self) -> None:
+        """Drop what `load` acquired: what leaving the stage does."""
+
+    async def __aenter__(self) -> Self:
+        await self.load()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
 
 
 class Vad(Stage, Protocol):

@@ -55,7 +55,7 @@ import msgspec
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
-from core.statemachines.client_outbox import ClientOutbox, Output
+from core.statemachines.client_outbox import ClientOutbox, EventIds, Output
 from core.statemachines.client_playback import ClientPlayback
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.client_camera import CameraState
@@ -70,7 +70,13 @@ from spec.tables.client_constants import (
     TURN_WATCHDOG_MS,
     session_payload,
 )
-from spec.tables.client_hold import AWAITING_REPLY_STATES, LIVE_HOLD_STATES, HoldState
+from spec.tables.client_hold import (
+    AWAITING_REPLY_STATES,
+    CLIENT_HOLD,
+    LIVE_HOLD_STATES,
+    UPLOADING_HOLD_STATES,
+    HoldState,
+)
 from spec.tables.client_playback import LIVE_PLAYBACK_STATES
 from spec.tables.client_watchdog import WatchdogState
 
@@ -80,10 +86,6 @@ if TYPE_CHECKING:
     from spec.events import ServerEvent
 
 __all__ = ["ClientProtocol", "Output", "base64_bytes", "send_events", "wire_event"]
-
-_TERMINAL_HOLD_STATES = frozenset(
-    {HoldState.EMPTY, HoldState.NO_RESPONSE, HoldState.REJECTED, HoldState.SETTLED}
-)
 
 
 def base64_bytes(text: str) -> int:
@@ -128,6 +130,7 @@ class ClientProtocol:
         camera: bool = False,
         watchdog_ms: int = TURN_WATCHDOG_MS,
         camera_interval_ms: int = CAMERA_INTERVAL_MS,
+        event_ids: EventIds | None = None,
     ) -> None:
         if mode not in CLIENT_MODES:
             raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
@@ -138,7 +141,10 @@ class ClientProtocol:
         payload = session_payload(mode)
         detection = payload["audio"]["input"]["turn_detection"]
         self.interrupt_on_speech = bool(detection and detection.get("interrupt_response"))
-        self._out = ClientOutbox()
+        self._out = ClientOutbox(event_ids)
+        #: the connection's client event ids; a host that sends events of its own takes
+        #: its ids from here too, so none collides with the protocol's
+        self.event_ids = self._out.event_ids
         self.connection = Connection(self._out, payload)
         self.watchdog = Watchdog(self._out, watchdog_ms)
         self.camera = Camera(self._out)
@@ -575,7 +581,7 @@ class ClientProtocol:
         if self.mode == "vad":
             return True
         hold = self._live_hold()
-        return hold is not None and hold.state in (HoldState.PRESSED, HoldState.RECORDING)
+        return hold is not None and hold.state in UPLOADING_HOLD_STATES
 
     @staticmethod
     def _due(deadline: float | None, now_ms: float) -> bool:
@@ -614,7 +620,7 @@ class ClientProtocol:
         self._restart_watchdog = False
 
     def _prune(self) -> None:
-        finished = [h for h in self.holds if h.state in _TERMINAL_HOLD_STATES]
+        finished = [h for h in self.holds if h.state in CLIENT_HOLD.terminal]
         for hold in finished[: max(0, len(finished) - FINISHED_HOLD_MEMORY)]:
             self.holds.remove(hold)
         done = [p for p in self.playbacks.values() if p.state not in LIVE_PLAYBACK_STATES]

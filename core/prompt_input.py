@@ -1,5 +1,9 @@
 """What the VLM receives for a response (B3, B4, B14, B19): system text, history as
-(role, text) pairs oldest first, this turn's transcript, and its frames in capture order.
+(role, text) turns oldest first, this turn's transcript, and its frames in capture order.
+
+The `PromptInput` is built here once, from session state: its client-supplied parts
+(instructions, items and their roles, texts and images) were validated where they entered
+the session, so it travels to the VLM stage as it is, with no second validation.
 
 Budgeting and tokenization belong to the VLM stage; the session only decides *what* is
 history. An assistant reply whose playback was cut enters history as the prefix that was
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spec.effects import PromptInput
+from spec.effects import HistoryTurn, PromptInput
 from spec.session_config import DEFAULT_INSTRUCTIONS
 from spec.tables import ItemState, PlaybackState
 
@@ -58,7 +62,7 @@ def build_prompt(
     segments: list[Commit],
 ) -> PromptInput:
     own = {c.item.id for c in segments}
-    history: list[tuple[str, str]] = []
+    history: list[HistoryTurn] = []
     for item in items:
         if item.id in own or item.state is not ItemState.COMPLETED:
             continue
@@ -68,7 +72,7 @@ def build_prompt(
         else:  # user and system items: their texts and transcripts
             text = item.text()
         if text:
-            history.append((item.role, text))
+            history.append(HistoryTurn(item.role, text))
     # a segment whose item was deleted meanwhile contributes neither text nor frames
     live = [c for c in segments if c.item.state is not ItemState.DELETED]
     pieces = [c.turn_text() for c in live]

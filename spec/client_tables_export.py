@@ -2,12 +2,16 @@
 
 The web UI runs the very tables of `spec/tables/client_*.py` through a small interpreter
 (`web/js/rulebook.js`), so it holds no hand-copied transition logic. The files are
-generated (`python tools/web_export_tables.py`); a test fails when they are stale.
+generated with the docs (`make docs`: `tools/gen_docs.py`; `tools/web_gen_traces.py`
+writes them with the client traces); tests/spec/test_docs_fresh.py and
+tests/web/test_web_generated_fresh.py fail when they are stale.
 
-Table JSON: `{name, doc, states, initial, terminal, transitions: [{trigger, source, dest,
-guard, effect}], invariants}`, states by their wire value, `dest` null for an internal
-transition, rows in table order (the first row whose source and guard match wins, as in
-`transitions`).
+Table JSON: `{name, doc, states, initial, terminal, groups: {name: [state]},
+transitions: [{trigger, source, dest, guard, effect}], invariants}`, states by their wire
+value (a group's in table order), `dest` null for an internal transition, rows in table
+order (the first row whose source and guard match wins, as in `transitions`). `groups`
+are the named state sets the client code tests membership of (`client_hold.live`), so
+neither client re-lists them.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ def table_document(table: Table) -> dict[str, Any]:
         "states": [state.value for state in table.states],
         "initial": table.initial.value,
         "terminal": sorted(state.value for state in table.terminal),
+        "groups": {
+            name: [state.value for state in table.states if state in members]
+            for name, members in table.groups.items()
+        },
         "transitions": [
             {
                 "trigger": row.trigger,

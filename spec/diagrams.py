@@ -46,6 +46,12 @@ def mermaid(table: Table) -> str:
             "Edge labels end with the behaviours the row serves, e.g. (B11); see "
             "`docs/behaviours.md`.",
         ]
+    if table.groups:
+        lines += ["", "State groups:", ""]
+        lines += [
+            f"- **{name}**: " + ", ".join(s.name for s in table.states if s in members)
+            for name, members in table.groups.items()
+        ]
     if table.invariants:
         lines += ["", "Invariants:", ""]
         lines += [f"- **{key}**: {text}" for key, text in table.invariants.items()]

@@ -8,6 +8,7 @@ it belongs to and the epoch it was issued in, so late results can be fenced (B11
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple, TypeAlias
 
 from spec.errors import CloseCode
 
@@ -19,6 +20,7 @@ __all__ = [
     "CloseSession",
     "Effect",
     "EvictReplica",
+    "HistoryTurn",
     "ItemRef",
     "PromptInput",
     "ScoreVad",
@@ -44,14 +46,30 @@ class ItemRef:
     content_index: int = 0
 
 
+class HistoryTurn(NamedTuple):
+    """One earlier turn as text: a user transcript or text, an assistant reply (the heard
+    prefix when it was cut, B19), or a system item. A tuple, so `("user", "hi")` equals
+    `HistoryTurn("user", "hi")`."""
+
+    role: str  # user | assistant | system: a conversation item's role
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class PromptInput:
-    """What the VLM stage builds its prompt from (B3); frames stay raw bytes (B2)."""
+    """What the VLM stage builds its prompt from (B3); frames stay raw bytes (B2).
+
+    The one prompt type from core to the backends (`backends.base.PromptContext` is this
+    class). It is built once, by `core.prompt_input.build_prompt`, from session state whose
+    client-supplied parts were validated where they entered (event decoding and
+    `conversation.item.create`: a malformed one is a request-local `invalid_request_error`),
+    so the runtime hands it to the VLM stage as it is and no backend re-validates it.
+    """
 
     system: str
-    history: tuple[tuple[str, str], ...]  # (role, text), oldest first
-    transcript: str | None
-    frames: tuple[bytes, ...]
+    history: tuple[HistoryTurn, ...] = ()  # oldest first
+    transcript: str | None = None  # the spoken or typed instruction of this turn
+    frames: tuple[bytes, ...] = ()  # raw JPEG/PNG, in capture order (B2: raw until here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,4 +139,8 @@ class CloseSession:
     code: CloseCode = CloseCode.NORMAL
 
 
-Effect = SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+#: every effect, a closed union: executors dispatch with `match` and end with
+#: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
+Effect: TypeAlias = (
+    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+)

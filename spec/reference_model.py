@@ -27,6 +27,7 @@ from spec.effects import (
     CloseSession,
     Effect,
     EvictReplica,
+    HistoryTurn,
     ItemRef,
     PromptInput,
     ScoreVad,
@@ -1173,7 +1174,7 @@ class ReferenceSession:
         resp.vlm_submitted = True
         req = self._open(resp, VLM)
         mine = {(s.item_id, s.version) for s in resp.segments}
-        history: list[tuple[str, str]] = []
+        history: list[HistoryTurn] = []
         for item in self.items.values():
             if (item.id, item.version) in mine or item.status != "completed":
                 continue
@@ -1182,7 +1183,7 @@ class ReferenceSession:
             else:
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
             if text:
-                history.append((item.role, text))
+                history.append(HistoryTurn(item.role, text))
         # AMBIGUITY (docs/session-semantics.md, decision D13): a segment whose item was deleted
         # meanwhile contributes neither text nor frames; an item's texts keep their content order,
         # its ASR transcript in the place of its audio part.

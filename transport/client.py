@@ -6,15 +6,20 @@
         await client.commit(create_response=True)
         result = await client.collect_response(timeout=30)
 
-One background task reads the socket and decodes every frame with `transport.codec`
-into a typed server event; frames it cannot decode (an event type this client does not
-know, malformed JSON) are logged and skipped, never fatal. Decoded events wait in one
-queue, consumed by `events()`, `wait_for` and `collect_response` (use one consumer at a
-time); `history` keeps every event received.
+One reader task reads the socket and decodes every frame with `transport.codec` into a
+typed server event; frames it cannot decode (an event type this client does not know,
+malformed JSON) are logged and skipped, never fatal. The reader belongs to an anyio task
+group that the client's async context manager (`connect`, or `async with client`) opens
+and closes: it cannot outlive the block, and a bug in it surfaces there instead of being
+lost. Decoded events wait in one queue, consumed by `events()`, `wait_for` and
+`collect_response` (use one consumer at a time); `history` keeps every event received.
 
 Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
 `ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
-Client event ids are `evt_<n>`, n from 1 per client; senders return the id they used.
+Client event ids are `evt_<n>`, n from 1 per connection, from one allocator
+(`core.statemachines.client_outbox.EventIds`) shared with the client state machines in
+lifecycle mode, so no two events of a connection share an id; senders return the id
+they used.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
+import anyio
 import msgspec
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
 from core.client import ClientProtocol
+from core.statemachines.client_outbox import EventIds
 from spec.events import (
     ClientEventT,
     Error,
@@ -63,7 +70,9 @@ from transport.codec import decode_server_event, encode_client_event
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from types import TracebackType
 
+    from anyio.abc import TaskGroup, TaskStatus
     from websockets.asyncio.client import ClientConnection
 
 __all__ = [
@@ -136,7 +145,8 @@ _CLOSED = object()  # queue sentinel: the reader ended
 
 
 class DuplexClient:
-    """A connected session. Build it with `DuplexClient.connect(...)`."""
+    """A connected session. Build it with `DuplexClient.connect(...)`; a client made
+    from an open websocket reads nothing until it is entered (`async with client`)."""
 
     def __init__(
         self, websocket: ClientConnection, lifecycle: ClientProtocol | None = None
@@ -144,15 +154,53 @@ class DuplexClient:
         self._ws = websocket
         #: the client state machines (PTT holds, playback, watchdog) when opted in
         self.lifecycle = lifecycle
+        #: the connection's one event-id allocator (the state machines' own in lifecycle
+        #: mode, so the ids this client mints never collide with theirs)
+        self.event_ids = lifecycle.event_ids if lifecycle is not None else EventIds()
         self._played_ms: dict[str, float] = {}
         self._queue: asyncio.Queue[tuple[ServerEventT, float] | object] = asyncio.Queue()
-        self._next_id = 0
         self._closed: ConnectionLost | None = None
         self._turn_started: float | None = None
         self.history: list[ServerEventT] = []
         self.skipped: list[str | bytes] = []
         self.session: SessionObject | None = None
-        self._reader = asyncio.create_task(self._read(), name="duplex-client-reader")
+        self._task_group: TaskGroup | None = None
+        self._reader_scope: anyio.CancelScope | None = None
+        self._reader_done: anyio.Event | None = None
+
+    async def __aenter__(self) -> Self:
+        """Start the reader in a task group owned by this block."""
+        if self._reader_done is not None:
+            raise RuntimeError("a DuplexClient is entered once")
+        self._reader_done = anyio.Event()
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        try:
+            await task_group.start(self._reader_task)
+        except BaseException as exc:
+            self._task_group = None
+            await _leave(task_group, exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        """Close the socket, stop the reader and wait for it (nothing outlives the block)."""
+        task_group, self._task_group = self._task_group, None
+        assert task_group is not None, "__aexit__ without __aenter__"
+        try:
+            await self.aclose()
+        except BaseException as error:  # cancelled while closing: still end the reader
+            if self._reader_scope is not None:
+                self._reader_scope.cancel()
+            await _leave(task_group, error)
+            raise
+        return await _leave(task_group, exc)
 
     @classmethod
     @asynccontextmanager
@@ -189,25 +237,27 @@ class DuplexClient:
         except (OSError, TimeoutError, WebSocketException) as exc:  # refused, 401, bad URI
             raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
         client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
-        if client.lifecycle is not None:
-            await client._run(client.lifecycle.connected(_now_ms()))
         try:
-            yield client
+            async with client:
+                if client.lifecycle is not None:
+                    await client._run(client.lifecycle.connected(_now_ms()))
+                yield client
         finally:
-            await client.aclose()
+            await websocket.close()  # idempotent; covers a client that failed to enter
 
     async def aclose(self) -> None:
-        """Close the socket and stop reading (idempotent)."""
+        """Close the socket and stop reading (idempotent); the reader has ended when this
+        returns."""
         await self._ws.close()
-        if not self._reader.done():
-            self._reader.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
+        if self._reader_scope is not None and self._reader_done is not None:
+            self._reader_scope.cancel()
+            await self._reader_done.wait()
 
     # --- sending ------------------------------------------------------------------------
 
     def next_event_id(self) -> str:
-        self._next_id += 1
-        return f"evt_{self._next_id}"
+        """The connection's next client event id (`evt_<n>`)."""
+        return self.event_ids.next()
 
     async def send(self, event: ClientEventT) -> None:
         """Send one typed client event as it is.
@@ -461,6 +511,17 @@ class DuplexClient:
         assert isinstance(item, tuple)
         return item[0], item[1]
 
+    async def _reader_task(self, *, task_status: TaskStatus[None]) -> None:
+        """The reader, in its own cancel scope so `aclose` stops it and nothing else."""
+        try:
+            with anyio.CancelScope() as scope:
+                self._reader_scope = scope
+                task_status.started()
+                await self._read()
+        finally:
+            assert self._reader_done is not None
+            self._reader_done.set()
+
     async def _read(self) -> None:
         try:
             async for message in self._ws:
@@ -481,6 +542,8 @@ class DuplexClient:
             )
         except ConnectionClosed as exc:
             self._closed = _lost(exc)
+        except ConnectionLost as exc:  # the state machines' answer found the socket closed
+            self._closed = exc
         finally:
             if self._closed is None:
                 self._closed = ConnectionLost("the client closed the connection")
@@ -548,6 +611,20 @@ class DuplexClient:
                 "skipping a server frame this client cannot read (%s): %.200r", exc, message
             )
             return None
+
+
+async def _leave(task_group: TaskGroup, exc: BaseException | None) -> bool | None:
+    """Exit `task_group` after the block raised `exc` (or nothing).
+
+    Only a cancellation is handed to the task group (it may be the group's own, after
+    the reader failed). Any other error of the block (a `ServerError`, a timeout) is
+    withheld, so it propagates as it is instead of wrapped in an exception group; the
+    group still raises what the reader raised.
+    """
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return await task_group.__aexit__(type(exc), exc, exc.__traceback__)
+    await task_group.__aexit__(None, None, None)
+    return None
 
 
 def _now_ms() -> float:

@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
-from backends.base import VAD_SAMPLE_RATE_HZ, AsrRequest, BackendUnavailable, Transcript
+from backends.base import (
+    VAD_SAMPLE_RATE_HZ,
+    AsrRequest,
+    BackendUnavailable,
+    StageLifecycle,
+    Transcript,
+)
 from backends.cpu.assets import import_extra, whisper_model_dir
 from backends.cpu.failures import loading_failures, serving_failures
 
 if TYPE_CHECKING:
     from pathlib import Path
-    from types import TracebackType
 
     from backends.base import Float32Array
 
@@ -34,7 +39,7 @@ __all__ = ["WhisperAsr"]
 log = logging.getLogger("joyduplex.backends.cpu")
 
 
-class WhisperAsr:
+class WhisperAsr(StageLifecycle):
     """Speech to text for one committed utterance at a time.
 
     Args:
@@ -60,14 +65,13 @@ class WhisperAsr:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         path = whisper_model_dir(self._configured)
         log.info("asr: loading Whisper (faster-whisper, %s) from %s", self._compute_type, path)
         started = time.perf_counter()
         self._model = await anyio.to_thread.run_sync(self._load, path)
         self._limiter = anyio.CapacityLimiter(1)
         log.info("asr: loaded in %.2f s", time.perf_counter() - started)
-        return self
 
     def _load(self, path: Path) -> Any:
         faster_whisper = import_extra("faster_whisper", stage="asr")
@@ -80,12 +84,7 @@ class WhisperAsr:
                 local_files_only=True,
             )
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self._model = None
         self._limiter = None
 

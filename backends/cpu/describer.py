@@ -28,7 +28,7 @@ import enum
 import io
 import logging
 import re
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -36,11 +36,11 @@ import anyio.to_thread
 from backends.base import (
     InvalidPromptContext,
     PromptContext,
+    StageLifecycle,
     VlmAction,
     VlmDecision,
     VlmRequest,
     VlmTextDelta,
-    validate_prompt_context,
 )
 from backends.cpu.assets import import_extra
 from backends.cpu.failures import serving_failures
@@ -53,7 +53,6 @@ from backends.cpu.frame_features import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from types import TracebackType
 
 __all__ = [
     "MOTION_THRESHOLD",
@@ -144,7 +143,7 @@ def _answer(topic: Topic, latest: FrameFeatures | None, previous: FrameFeatures 
 def compose_reply(
     context: PromptContext, latest: FrameFeatures | None, previous: FrameFeatures | None
 ) -> VlmDecision:
-    """Decide this turn from the validated context and the last two frames' features."""
+    """Decide this turn from the context and the last two frames' features."""
     transcript = (context.transcript or "").strip()
     if transcript:
         return _speak(_answer(topic_of(transcript), latest, previous))
@@ -185,7 +184,7 @@ def word_deltas(text: str) -> list[str]:
     return re.findall(r"\s*\S+", text)
 
 
-class FrameDescriber:
+class FrameDescriber(StageLifecycle):
     """The `Vlm` stage of the CPU backend: a frame describer, not a vision-language model.
 
     Deterministic: the same request always gets the same reply. See the module docstring
@@ -199,18 +198,12 @@ class FrameDescriber:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         import_extra("PIL.Image", stage="vlm")
         log.info("vlm: frame describer ready (a deterministic stand-in, not a VLM)")
         self._loaded = True
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self._loaded = False
 
     async def warmup(self) -> None:
@@ -234,11 +227,11 @@ class FrameDescriber:
         """Stream the reply to one turn: text deltas (speak only), then one decision.
 
         Raises:
-            InvalidPromptContext: malformed context, or a frame that is not a decodable
-                JPEG/PNG image (client-supplied data).
+            InvalidPromptContext: a frame that is not a decodable JPEG/PNG image
+                (client-supplied data; the context's types were validated by the core).
             StageFailed: any other failure.
         """
-        context = validate_prompt_context(request.context)
+        context = request.context
         frames = context.frames[-2:]
         with serving_failures("vlm", request.request_id):
             first_index = len(context.frames) - len(frames)

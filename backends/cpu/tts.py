@@ -13,20 +13,25 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
-from backends.base import BackendUnavailable, StageFailed, TtsChunk, TtsRequest
+from backends.base import (
+    BackendUnavailable,
+    StageFailed,
+    StageLifecycle,
+    TtsChunk,
+    TtsRequest,
+)
 from backends.cpu.assets import import_extra, piper_voice_files
 from backends.cpu.failures import loading_failures, serving_failures
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
-    from types import TracebackType
 
     from backends.cpu.assets import PiperVoiceFiles
 
@@ -46,7 +51,7 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(normalized) if s]
 
 
-class PiperTts:
+class PiperTts(StageLifecycle):
     """Sentence-by-sentence speech synthesis.
 
     Args:
@@ -78,7 +83,7 @@ class PiperTts:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         files = piper_voice_files(self._configured)
         log.info("tts: loading Piper voice %s", files.model)
         started = time.perf_counter()
@@ -94,7 +99,6 @@ class PiperTts:
             time.perf_counter() - started,
             self.voice_sample_rate_hz,
         )
-        return self
 
     @staticmethod
     def _load(files: PiperVoiceFiles) -> Any:
@@ -102,12 +106,7 @@ class PiperTts:
         with loading_failures("tts", f"the Piper voice `{files.model}`"):
             return piper.PiperVoice.load(files.model, config_path=files.config)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self._voice = None
         self._limiter = None
 

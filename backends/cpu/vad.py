@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -27,6 +27,7 @@ from backends.base import (
     VAD_SAMPLE_RATE_HZ,
     BackendUnavailable,
     StageFailed,
+    StageLifecycle,
     VadState,
     score_in_steps,
 )
@@ -41,7 +42,6 @@ from backends.cpu.failures import loading_failures, serving_failures
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
-    from types import TracebackType
 
     from backends.base import Float32Array
 
@@ -57,7 +57,7 @@ STATE_SHAPE = (2, 1, 128)
 _SAMPLE_RATE = np.array(VAD_SAMPLE_RATE_HZ, dtype=np.int64)
 
 
-class SileroVad:
+class SileroVad(StageLifecycle):
     """Speech probability per 32 ms frame, batched over sessions, one shared model.
 
     Args:
@@ -81,14 +81,13 @@ class SileroVad:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         path = silero_vad_model_path(self._configured)
         log.info("vad: loading Silero VAD from %s", path)
         started = time.perf_counter()
         self._session = await anyio.to_thread.run_sync(self._load, path)
         self._limiter = anyio.CapacityLimiter(1)
         log.info("vad: loaded in %.2f s", time.perf_counter() - started)
-        return self
 
     def _load(self, path: Path) -> Any:
         data = read_verified_vad_model(path, self._expected_sha256)
@@ -101,12 +100,7 @@ class SileroVad:
                 data, sess_options=options, providers=["CPUExecutionProvider"]
             )
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self._session = None
         self._limiter = None
 

@@ -12,13 +12,13 @@ the engine holds the request, and everything before that returns is compensated.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol
 
+from backends.base import StageLifecycle
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from types import TracebackType
 
     import numpy as np
     import numpy.typing as npt
@@ -97,24 +97,18 @@ class GenerationEngine(Protocol):
         ...
 
 
-class EngineStage:
+class EngineStage(StageLifecycle):
     """A stage served by one `GenerationEngine`: entering the stage starts the engine,
     leaving closes it, and an abort reaches it; every foreign error is translated once."""
 
     name: str
     engine: GenerationEngine
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         with map_engine_errors(self.name):
             await self.engine.start()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         with map_engine_errors(self.name):
             await self.engine.close()
 

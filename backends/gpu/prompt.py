@@ -2,8 +2,8 @@
 
 The VLM stage alone knows its tokenizer and its budget, so prompt assembly lives here:
 
-1. the client-supplied context is validated first (`validate_prompt_context`); a
-   malformed one raises `InvalidPromptContext`, a request-local error;
+1. the context (`spec.effects.PromptInput`) arrives validated: the core built it from
+   session state whose client-supplied parts were checked where they entered;
 2. ChatML messages are built: the system prompt, the bounded history (user transcripts
    as user turns, replies as assistant turns), then the current user turn: the header
    `[User Query (IMPORTANT — follow this instruction)]` and the transcript, followed by
@@ -19,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from backends.base import HistoryTurn, InvalidPromptContext, validate_prompt_context
+from backends.base import InvalidPromptContext
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    from backends.base import HistoryTurn, PromptContext
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -93,17 +95,17 @@ def _history_message(turn: HistoryTurn) -> ChatMessage:
 
 
 def build_prompt(
-    context: Any,
+    context: PromptContext,
     *,
     count_tokens: Callable[[str], int],
     budget_tokens: int,
     image_tokens: int | Callable[[bytes], int] = DEFAULT_IMAGE_TOKENS,
     max_images: int = 8,
 ) -> BuiltPrompt:
-    """Validate `context` and assemble the prompt within `budget_tokens`.
+    """Assemble the prompt of `context` within `budget_tokens`.
 
     Args:
-        context: a `PromptContext` or its client-supplied dict form.
+        context: the turn's prompt context, as the core built it.
         count_tokens: the stage tokenizer's length of a text (special tokens included).
         budget_tokens: what the prompt may use (the model length minus the reply cap).
         image_tokens: tokens one frame costs, or a callable measuring a frame.
@@ -111,18 +113,17 @@ def build_prompt(
             the current moment).
 
     Raises:
-        InvalidPromptContext: malformed context, or the system prompt and the current
-            turn alone exceed the budget (no history left to drop).
+        InvalidPromptContext: the system prompt and the current turn alone exceed the
+            budget (no history left to drop).
     """
-    ctx = validate_prompt_context(context)
-    frames = ctx.frames[-max_images:] if max_images > 0 else ()
-    dropped_frames = len(ctx.frames) - len(frames)
+    frames = context.frames[-max_images:] if max_images > 0 else ()
+    dropped_frames = len(context.frames) - len(frames)
     cost = image_tokens if callable(image_tokens) else (lambda _frame: image_tokens)
     images_cost = sum(cost(frame) for frame in frames)
 
-    system = ChatMessage("system", ctx.system)
-    current = _user_turn(ctx.transcript, len(frames))
-    history = [_history_message(turn) for turn in ctx.history]
+    system = ChatMessage("system", context.system)
+    current = _user_turn(context.transcript, len(frames))
+    history = [_history_message(turn) for turn in context.history]
     # ChatML messages are delimited by special tokens, so their token counts add up;
     # each message is measured once and the whole prompt once more at the end.
     fixed = (

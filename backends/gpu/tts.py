@@ -33,18 +33,17 @@ import importlib
 import sys
 import threading
 import types
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 
-from backends.base import StageFailed, TtsChunk, TtsRequest
+from backends.base import StageFailed, StageLifecycle, TtsChunk, TtsRequest
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
-    from types import TracebackType
 
     from backends.gpu.placement import StagePlacement
 
@@ -300,7 +299,7 @@ def to_pcm16(audio: Float32Array, source_hz: int, target_hz: int) -> bytes:
     return (clipped * 32767.0).round().astype("<i2").tobytes()
 
 
-class TtsStage:
+class TtsStage(StageLifecycle):
     """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time."""
 
     name = "tts"
@@ -312,17 +311,11 @@ class TtsStage:
         self._lock = anyio.Lock()
         self._stops: dict[str, threading.Event] = {}
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         with map_engine_errors(self.name):
             await anyio.to_thread.run_sync(self.synthesizer.load)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         for stop in self._stops.values():
             stop.set()
         with map_engine_errors(self.name):

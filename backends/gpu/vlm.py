@@ -82,7 +82,7 @@ class VlmStage(EngineStage):
             pass
 
     def build(self, request: VlmRequest) -> BuiltPrompt:
-        """The prompt for `request` (validates the context first)."""
+        """The prompt for `request`, within this stage's budget."""
         return build_prompt(
             request.context,
             count_tokens=self.engine.count_tokens,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar
 
 import anyio
 import numpy as np
@@ -33,6 +33,7 @@ from backends.base import (
     AsrRequest,
     BackendUnavailable,
     StageFailed,
+    StageLifecycle,
     Transcript,
     TtsChunk,
     TtsRequest,
@@ -42,12 +43,10 @@ from backends.base import (
     VlmRequest,
     VlmTextDelta,
     score_in_steps,
-    validate_prompt_context,
 )
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
-    from types import TracebackType
 
     from backends.base import Float32Array
     from backends.scripted.script import Script, StageName
@@ -88,7 +87,7 @@ def tts_duration_ms(text: str) -> int:
     return MS_PER_CHARACTER * len(text)
 
 
-class _ScriptedStage:
+class _ScriptedStage(StageLifecycle):
     """Load state, warm-up and abort, common to the four stages."""
 
     stage: ClassVar[StageName]
@@ -98,16 +97,10 @@ class _ScriptedStage:
         self.script = script
         self.entered = False
 
-    async def __aenter__(self) -> Self:
+    async def load(self) -> None:
         self.entered = True
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def release(self) -> None:
         self.entered = False
 
     async def warmup(self) -> None:
@@ -226,12 +219,10 @@ class ScriptedVlm(_ScriptedStage):
     stage: ClassVar[StageName] = "vlm"
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
-        """Raises: `InvalidPromptContext` for a malformed context; whatever the script
-        has due (at submission or after some items)."""
+        """Raises: whatever the script has due (at submission or after some items)."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
-        context = validate_prompt_context(request.context)
-        reply = self.script.next_reply(context.transcript)
+        reply = self.script.next_reply(request.context.transcript)
         items: list[VlmTextDelta | VlmDecision] = []
         if reply.action is not VlmAction.LISTEN:
             items.extend(VlmTextDelta(piece) for piece in word_pieces(reply.text))

@@ -13,22 +13,39 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ClientOutbox", "Output"]
+__all__ = ["ClientOutbox", "EventIds", "Output"]
 
 Output = dict[str, Any]
 
 
-class ClientOutbox:
-    __slots__ = ("_event_counter", "items")
+class EventIds:
+    """The client event ids of one connection: `evt_1`, `evt_2`, ...
+
+    One allocator per connection, shared by everything that sends on it (the protocol's
+    outbox and a host that sends events of its own, like `DuplexClient`), so two client
+    events never carry the same id: server answers are matched to requests by it.
+    """
+
+    __slots__ = ("_count",)
 
     def __init__(self) -> None:
+        self._count = 0
+
+    def next(self) -> str:
+        self._count += 1
+        return f"evt_{self._count}"
+
+
+class ClientOutbox:
+    __slots__ = ("event_ids", "items")
+
+    def __init__(self, event_ids: EventIds | None = None) -> None:
         self.items: list[Output] = []
-        self._event_counter = 0
+        self.event_ids = event_ids if event_ids is not None else EventIds()
 
     def next_event_id(self) -> str:
-        """`evt_1`, `evt_2`, ...: client event ids, one counter per protocol."""
-        self._event_counter += 1
-        return f"evt_{self._event_counter}"
+        """`evt_1`, `evt_2`, ...: the next id of the connection's allocator."""
+        return self.event_ids.next()
 
     def send(self, event: dict[str, Any]) -> None:
         """Queue a client event; it gets the next event id unless it has one."""

@@ -46,7 +46,12 @@ class T:
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A machine kind: what it models, its states, rows and invariants."""
+    """A machine kind: what it models, its states, rows and invariants.
+
+    `groups` names sets of states that code outside the machine tests membership of
+    (`live`: the button is down); they are exported with the table (web/spec/*.json), so
+    the Python and the browser client read the same sets instead of re-listing them.
+    """
 
     name: str
     doc: str
@@ -55,6 +60,7 @@ class Table:
     terminal: frozenset[enum.Enum]
     transitions: tuple[T, ...]
     invariants: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, frozenset[enum.Enum]] = field(default_factory=dict)
 
     def triggers(self) -> list[str]:
         """Every trigger name, in first-use order."""

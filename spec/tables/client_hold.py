@@ -6,7 +6,13 @@ import enum
 
 from spec.tables.base import T, Table
 
-__all__ = ["AWAITING_REPLY_STATES", "CLIENT_HOLD", "LIVE_HOLD_STATES", "HoldState"]
+__all__ = [
+    "AWAITING_REPLY_STATES",
+    "CLIENT_HOLD",
+    "LIVE_HOLD_STATES",
+    "UPLOADING_HOLD_STATES",
+    "HoldState",
+]
 
 
 class HoldState(enum.Enum):
@@ -29,6 +35,8 @@ H = HoldState
 AWAITING_REPLY_STATES = frozenset({H.SUBMITTED, H.ACKNOWLEDGED, H.ANSWERING})
 #: the button is down: microphone audio belongs to this hold
 LIVE_HOLD_STATES = frozenset({H.PRESSED, H.MUTED, H.RECORDING})
+#: the button is down and the microphone is not muted: its audio is uploaded
+UPLOADING_HOLD_STATES = frozenset({H.PRESSED, H.RECORDING})
 
 CLIENT_HOLD = Table(
     name="client_hold",
@@ -42,6 +50,11 @@ CLIENT_HOLD = Table(
     states=HoldState,
     initial=H.NEW,
     terminal=frozenset({H.EMPTY, H.NO_RESPONSE, H.REJECTED, H.SETTLED}),
+    groups={
+        "awaiting_reply": AWAITING_REPLY_STATES,
+        "live": LIVE_HOLD_STATES,
+        "uploading": UPLOADING_HOLD_STATES,
+    },
     transitions=(
         T("press", H.NEW, H.MUTED, guard="mic_muted", behaviours=("B20",)),
         T("press", H.NEW, H.PRESSED, behaviours=("B20",)),

@@ -36,6 +36,7 @@ CLIENT_PLAYBACK = Table(
     states=ClientPlaybackState,
     initial=P.QUEUED,
     terminal=frozenset({P.DRAINED, P.CLEARED}),
+    groups={"live": LIVE_PLAYBACK_STATES},
     transitions=(
         T("audio", (P.QUEUED, P.PLAYING), None, effect="enqueue_audio", behaviours=("B21",)),
         T(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -197,22 +196,6 @@ async def test_unanswered_colour_question_is_answered_by_a_camera_only_turn(
     assert decision.text == "I see something green."
     other = (HistoryTurn("user", "hello there"),)
     assert (await ask(describer, None, jpeg(GREEN), history=other))[1].action is VlmAction.LISTEN
-
-
-@pytest.mark.parametrize(
-    "context",
-    [
-        {"system": 1},
-        {"system": "s", "history": [{"role": "robot", "text": "hi"}]},
-        {"system": "s", "transcript": 42},
-        {"system": "s", "frames": ["not bytes"]},
-        "not an object",
-    ],
-)
-async def test_malformed_prompt_context_is_invalid(describer: FrameDescriber, context: Any) -> None:
-    with pytest.raises(InvalidPromptContext) as info:
-        [item async for item in describer.generate(VlmRequest("v2", context))]
-    assert info.value.stage == "vlm"
 
 
 async def test_undecodable_frame_is_invalid_prompt_context(describer: FrameDescriber) -> None:

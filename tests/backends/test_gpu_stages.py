@@ -115,11 +115,11 @@ def test_vlm_request_max_tokens_caps_sampling() -> None:
     assert engine.submitted[0][2].max_tokens == 5
 
 
-def test_vlm_malformed_context_fails_before_submission_and_next_request_works() -> None:
+def test_vlm_over_budget_context_fails_before_submission_and_next_request_works() -> None:
     engine = FakeEngine(["</silence>"])
     stage = _vlm(engine)
-    bad = VlmRequest("bad", {"system": 1})  # type: ignore[arg-type]
-    with pytest.raises(InvalidPromptContext):
+    bad = VlmRequest("bad", PromptContext(system="word " * 1000, transcript="x"))
+    with pytest.raises(InvalidPromptContext, match="budget"):
         anyio.run(_collect, stage, bad)
     assert engine.submitted == []
     assert anyio.run(_collect, stage, VlmRequest("good", CTX))[-1].action is VlmAction.LISTEN  # type: ignore[union-attr]

@@ -83,7 +83,8 @@ def test_vlm_with_frames_history_and_budget(tiny: dict[str, str]) -> None:
             built = vlm.build(VlmRequest("r0", ctx))
             items = [item async for item in vlm.generate(VlmRequest("r1", ctx))]
             with pytest.raises(InvalidPromptContext):
-                [i async for i in vlm.generate(VlmRequest("bad", {"system": None}))]  # type: ignore[arg-type]
+                over = PromptContext(system="word " * 2000, transcript="x")
+                [i async for i in vlm.generate(VlmRequest("bad", over))]
             again = [item async for item in vlm.generate(VlmRequest("r2", ctx))]
             return items, built, again
 

@@ -164,13 +164,6 @@ async def test_delegate_reply_carries_its_question(backend: Backend) -> None:
 
 
 @pytest.mark.anyio
-async def test_malformed_prompt_context_is_refused(backend: Backend) -> None:
-    bad = VlmRequest("r:vlm:1", PromptContext(system=42))  # type: ignore[arg-type]
-    with pytest.raises(InvalidPromptContext):
-        await _reply(backend, bad)
-
-
-@pytest.mark.anyio
 @pytest.mark.parametrize("rate", [24_000, 16_000, 8_000])
 async def test_tts_speaks_60ms_per_character_in_100ms_chunks(backend: Backend, rate: int) -> None:
     text = "Hello there, how are you?"  # 25 characters: 1500 ms

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from backends.base import InvalidPromptContext, validate_prompt_context
 from spec import events as ev
 from spec.effects import SubmitAsr, SubmitTts, SubmitVlm
-from spec.errors import ErrorCode
+from spec.errors import ErrorCode, ErrorType, InvalidEvent
 from tests.conformance.harness import Driver, jpeg, speech_pcm
+from transport.codec import decode_client_event
 
 
 def test_b1_speech_commit_goes_asr_then_vlm_then_tts() -> None:
@@ -82,34 +82,68 @@ def test_b3_prompt_is_system_history_transcript_and_frames() -> None:
     assert (prompt.transcript, prompt.frames) == ("and now", (jpeg("green"),))
 
 
+_TEXT = ev.ContentPart(type="input_text", text="look")
+
+
 @pytest.mark.parametrize(
-    "context",
+    ("role", "part", "code", "param"),
     [
-        {},
-        {"system": 3},
-        {"system": "s", "history": "x"},
-        {"system": "s", "history": [{"role": "robot", "text": "x"}]},
-        {"system": "s", "transcript": 5},
-        {"system": "s", "frames": ["not-bytes"]},
-        "nope",
+        ("robot", _TEXT, ErrorCode.BAD_EVENT, "item.role"),
+        ("user", ev.ContentPart(type="input_text"), ErrorCode.BAD_EVENT, "item.content[0].text"),
+        (
+            "user",
+            ev.ContentPart(type="input_image", image_url="data:image/png;base64,bm90LWFuLWltYWdl"),
+            ErrorCode.INVALID_IMAGE,
+            "item.content[0].image_url",
+        ),
+        (
+            "system",
+            ev.ContentPart(type="input_image", image_url="data:image/png;base64,AAAA"),
+            ErrorCode.BAD_EVENT,
+            "item.content[0].type",
+        ),
     ],
 )
-def test_b3_malformed_prompt_context_is_a_request_local_error_and_the_next_succeeds(
-    context: object,
+def test_b3_malformed_client_context_is_refused_where_it_enters_and_the_session_lives_on(
+    role: str, part: ev.ContentPart, code: ErrorCode, param: str
 ) -> None:
-    with pytest.raises(InvalidPromptContext) as info:
-        validate_prompt_context(context)
-    assert info.value.code is ErrorCode.INVALID_PROMPT_CONTEXT
-    # the session carries on: a stage failure with that code fails only its response
+    """Client-supplied prompt context (items: role, texts, images) is validated once, at
+    `conversation.item.create`; the prompt built from session state is trusted after."""
+    d = Driver(config={"instructions": "be brief"})
+    d.full_turn("hello there", "Hi.")
+    bad = ev.ConversationItemCreate(
+        event_id="bad_1", item=ev.ConversationItem(role=role, content=[part])
+    )
+    err = d.refuse(bad)  # nothing emitted, no state changed
+    assert (err.code, err.param, err.event_id) == (code, param, "bad_1")
+    assert err.error_type is ErrorType.INVALID_REQUEST  # a request-local client error
+    d.full_turn("and now", "Fine.")
+    assert d.events("response.done")[-1].response.status == "completed"
+    prompt = d.last(SubmitVlm).prompt
+    assert prompt.history == (("user", "hello there"), ("assistant", "Hi."))
+    assert (prompt.system, prompt.transcript, prompt.frames) == ("be brief", "and now", ())
+
+
+def test_b3_malformed_instructions_are_refused_when_the_event_is_decoded() -> None:
+    frame = b'{"type": "session.update", "event_id": "u1", "session": {"instructions": 5}}'
+    with pytest.raises(InvalidEvent) as info:
+        decode_client_event(frame)
+    assert info.value.error_type is ErrorType.INVALID_REQUEST
+
+
+def test_b3_a_prompt_the_vlm_stage_cannot_serve_fails_only_its_response() -> None:
+    """A stage may still refuse a prompt's content (an undecodable frame, a turn over its
+    context budget): `invalid_prompt_context`, a request-local error; the session goes on."""
     d = Driver()
     d.speech_turn()
     d.transcribe("hi")
-    d.fail(d.last(SubmitVlm).request_id, ErrorCode.INVALID_PROMPT_CONTEXT)
+    out = d.fail(d.last(SubmitVlm).request_id, ErrorCode.INVALID_PROMPT_CONTEXT)
+    [error] = d.events("error", out)
+    assert error.error.code == ErrorCode.INVALID_PROMPT_CONTEXT
+    assert error.error.type == ErrorType.INVALID_REQUEST  # request-local: the client's
     assert d.events("response.done")[-1].response.status == "failed"
     d.full_turn("again", "Fine.")
     assert d.events("response.done")[-1].response.status == "completed"
-    good = validate_prompt_context({"system": "s", "history": [{"role": "user", "text": "x"}]})
-    assert validate_prompt_context(good) == good
 
 
 def test_b4_transcript_is_written_to_its_item_and_stays_user_input_for_camera_turns() -> None:

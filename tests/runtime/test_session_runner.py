@@ -7,8 +7,9 @@ import asyncio
 import anyio
 import pytest
 
-from backends.base import StageFailed
+from backends.base import StageFailed, VlmRequest
 from spec import events as ev
+from spec.effects import HistoryTurn, PromptInput
 from tests.runtime.conftest import Harness, tone
 
 pytestmark = pytest.mark.anyio
@@ -132,3 +133,23 @@ async def test_a_bad_frame_is_a_typed_error_and_the_session_lives_on(harness: Ha
     assert error.error.code == "invalid_json"
     await _spoken_turn(client)
     assert (await client.until("response.done")).response.status == "completed"
+
+
+async def test_the_prompt_the_core_built_reaches_the_vlm_as_it_is(harness: Harness) -> None:
+    """One prompt type from core to backend (B3): the runtime converts nothing."""
+    harness.script.say("hello there", "and now").reply("Hi.").reply("Fine.")
+    client = await harness.connect(config={"instructions": "be brief"})
+    await _spoken_turn(client)
+    await client.until("response.done")
+    await _spoken_turn(client, "c2")
+    await client.until("response.done")
+    requests = harness.script.requests_of("vlm")
+    assert all(isinstance(r, VlmRequest) for r in requests)
+    context = requests[-1].context  # type: ignore[attr-defined]
+    assert type(context) is PromptInput
+    assert context == PromptInput(
+        system="be brief",
+        history=(HistoryTurn("user", "hello there"), HistoryTurn("assistant", "Hi.")),
+        transcript="and now",
+    )
+    assert all(type(turn) is HistoryTurn for turn in context.history)

@@ -82,6 +82,13 @@ def test_invariants_have_ids_and_text(table: Table) -> None:
         assert key and text
 
 
+@pytest.mark.parametrize("table", ALL_TABLES, ids=_ids)
+def test_state_groups_are_named_nonempty_sets_of_the_tables_own_states(table: Table) -> None:
+    for name, members in table.groups.items():
+        assert name and members
+        assert members <= set(table.states), f"{table.name}.{name}"
+
+
 def test_every_table_has_a_model() -> None:
     assert {t.name for t in ALL_TABLES} == set(MODELS)
 

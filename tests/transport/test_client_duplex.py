@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from spec.events import ResponseDone, SessionClosed, SessionCreated
+from spec.events import ErrorDetail, ResponseDone, SessionClosed, SessionCreated
 from tests.transport.test_client_fake_server import (
     REPLY_AUDIO,
     REPLY_WORDS,
@@ -235,3 +236,61 @@ async def test_playback_ack_cancel_and_create_response_send_typed_events(
             "is_speech": False,
         },
     ]
+
+
+@pytest.mark.anyio
+async def test_lifecycle_mode_event_ids_never_collide(fake: FakeRealtimeServer) -> None:
+    """The client machines and the client's own senders share one allocator."""
+    async with DuplexClient.connect(fake.url, mode="ptt") as client:
+        await client.wait_for("session.updated")  # the machines sent session.update
+        await client.update_session()  # the client's own
+        await client.hold_to_talk(_pcm(100))  # the machines: appends and the commit
+        await client.collect_response(timeout=5)  # the machines acknowledge playback
+        await client.ack_playback("resp_1", "item_2", 1.0)  # the client's own
+        await client.cancel_response("resp_1")
+        await client.update_session()  # a round trip: everything sent has arrived
+    ids = [event["event_id"] for event in fake.received]
+    senders = {event["type"] for event in fake.received}
+    assert {"session.update", "input_audio_buffer.commit", "playback.ack"} <= senders
+    assert len(ids) == len(set(ids)), ids
+    assert set(ids) == {f"evt_{n}" for n in range(1, len(ids) + 1)}  # one counter
+
+
+def _reader_tasks() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if "_reader_task" in t.get_name()]
+
+
+@pytest.mark.anyio
+async def test_the_reader_lives_exactly_as_long_as_the_block(fake: FakeRealtimeServer) -> None:
+    assert _reader_tasks() == []
+    async with DuplexClient.connect(fake.url) as client:
+        assert len(_reader_tasks()) == 1
+        await client.update_session()
+    assert _reader_tasks() == []
+    with pytest.raises(ConnectionLost):
+        await client.commit()  # the socket closed with the block
+
+
+@pytest.mark.anyio
+async def test_an_error_of_the_block_propagates_unwrapped_and_stops_the_reader(
+    fake: FakeRealtimeServer,
+) -> None:
+    with pytest.raises(ServerError):
+        async with DuplexClient.connect(fake.url) as client:
+            raise ServerError(ErrorDetail(type="invalid_request_error", code="x", message="m"))
+    assert _reader_tasks() == []
+    assert client.history  # it did read while the block ran
+
+
+@pytest.mark.anyio
+async def test_a_failing_reader_ends_the_block_with_its_error(fake: FakeRealtimeServer) -> None:
+    def broken(_message: str | bytes) -> None:
+        raise RuntimeError("reader bug")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with DuplexClient.connect(fake.url) as client:
+            await client.wait_for("session.created", timeout=5)
+            client._decode = broken  # type: ignore[method-assign,assignment]
+            await client.update_session()  # its answer reaches the broken reader
+    assert [str(e) for e in info.value.exceptions] == ["reader bug"]
+    assert _reader_tasks() == []

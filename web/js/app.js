@@ -346,7 +346,8 @@ function render(snapshot) {
   const ready = state === "ready";
   ui.talk.disabled = !(ready && snapshot.mode === "ptt");
   ui.stop.disabled = !ready;
-  const live = snapshot?.holds.find((h) => ["pressed", "muted", "recording"].includes(h.state));
+  const liveHold = spec.tables.client_hold.groups.live;
+  const live = snapshot?.holds.find((h) => liveHold.includes(h.state));
   ui.talk.classList.toggle("held", Boolean(live));
   ui.talk.dataset.hold = live ? live.state : "";
   ui.watchdog.dataset.state = snapshot?.watchdog ?? "disarmed";

@@ -8,11 +8,6 @@
 
 import { Rulebook } from "./rulebook.js";
 
-const AWAITING_REPLY_STATES = new Set(["submitted", "acknowledged", "answering"]);
-const LIVE_HOLD_STATES = new Set(["pressed", "muted", "recording"]);
-const LIVE_PLAYBACK_STATES = new Set(["queued", "playing", "draining"]);
-const TERMINAL_HOLD_STATES = new Set(["empty", "no_response", "rejected", "settled"]);
-
 export function base64Bytes(text) {
   if (!text) return 0;
   const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
@@ -250,6 +245,14 @@ export class ClientProtocol {
     this.interrupt_on_speech = Boolean(detection && detection.interrupt_response);
     this.rules = {};
     for (const [name, table] of Object.entries(tables)) this.rules[name] = new Rulebook(table);
+    // state groups exported with the tables (spec/tables/client_*.py `groups`, `terminal`)
+    this.states = {
+      awaitingReply: new Set(tables.client_hold.groups.awaiting_reply),
+      liveHold: new Set(tables.client_hold.groups.live),
+      uploadingHold: new Set(tables.client_hold.groups.uploading),
+      finishedHold: new Set(tables.client_hold.terminal),
+      livePlayback: new Set(tables.client_playback.groups.live),
+    };
     this.out = new ClientOutbox();
     this.connection = new Connection(this.rules.client_connection, this.out, payload);
     this.watchdog = new Watchdog(
@@ -663,7 +666,7 @@ export class ClientProtocol {
     for (const playback of this.playbacks.values()) {
       if (
         (responseId === null || responseId === playback.response_id) &&
-        LIVE_PLAYBACK_STATES.has(playback.state)
+        this.states.livePlayback.has(playback.state)
       ) {
         playback.fire("clear");
       }
@@ -686,7 +689,7 @@ export class ClientProtocol {
   tearDown(trigger, reason) {
     this.connection.fire(trigger, { reason });
     for (const playback of this.playbacks.values()) {
-      if (LIVE_PLAYBACK_STATES.has(playback.state)) playback.fire("clear");
+      if (this.states.livePlayback.has(playback.state)) playback.fire("clear");
     }
     this.handshakeDeadline = null;
   }
@@ -701,7 +704,7 @@ export class ClientProtocol {
   }
 
   liveHold() {
-    for (const hold of this.holds) if (LIVE_HOLD_STATES.has(hold.state)) return hold;
+    for (const hold of this.holds) if (this.states.liveHold.has(hold.state)) return hold;
     return null;
   }
 
@@ -709,7 +712,7 @@ export class ClientProtocol {
     if (!this.ready() || this.muted) return false;
     if (this.mode === "vad") return true;
     const hold = this.liveHold();
-    return hold !== null && (hold.state === "pressed" || hold.state === "recording");
+    return hold !== null && this.states.uploadingHold.has(hold.state);
   }
 
   due(deadline, now) {
@@ -738,7 +741,7 @@ export class ClientProtocol {
 
     const awaiting =
       this.connection.state !== "closed" &&
-      this.holds.some((hold) => AWAITING_REPLY_STATES.has(hold.state));
+      this.holds.some((hold) => this.states.awaitingReply.has(hold.state));
     const watchdog = this.watchdog;
     if (watchdog.state !== "expired") {
       if (awaiting && (watchdog.state === "disarmed" || this.restartWatchdog)) {
@@ -751,10 +754,10 @@ export class ClientProtocol {
   }
 
   prune() {
-    const finished = this.holds.filter((hold) => TERMINAL_HOLD_STATES.has(hold.state));
+    const finished = this.holds.filter((hold) => this.states.finishedHold.has(hold.state));
     const dropHolds = finished.slice(0, Math.max(0, finished.length - this.constants.finished_hold_memory));
     this.holds = this.holds.filter((hold) => !dropHolds.includes(hold));
-    const done = [...this.playbacks.values()].filter((p) => !LIVE_PLAYBACK_STATES.has(p.state));
+    const done = [...this.playbacks.values()].filter((p) => !this.states.livePlayback.has(p.state));
     for (const playback of done.slice(0, Math.max(0, done.length - this.constants.fence_memory))) {
       this.playbacks.delete(playback.response_id);
     }
