@@ -1,11 +1,20 @@
-"""Batched server VAD across sessions (the session tier of docs/architecture.md section 3).
+"""Batched server VAD across sessions, on a per-process tick (docs/architecture.md, the
+session tier).
 
-Every session due in a tick queues its frames (the whole 512-sample frames of one append);
-the first one becomes the leader, yields once so the others can join, then scores the
-whole batch in one `Vad.score_sequences` call: step j scores frame j of every session
-that has one (the model is recurrent, so a session's frames go in order), and all the
-steps run in one worker-thread hop, not one hop per 32 ms frame. The batch is shielded
-so a leader that is cancelled still answers everyone who joined it.
+Silero costs about 130 us for one frame alone and about 55 us per frame in a batch of 64
+or more, so the batch size decides how many listening sessions a core holds. Every
+session that appended audio queues its whole 512-sample frames; the queue is scored once
+per tick (`TICK_S`), all of it in one `Vad.score_sequences` call and one worker-thread hop
+(step j scores frame j of every session that has one: the model is recurrent, so a
+session's frames go in order).
+
+There is no background task: the first session to queue leads, waits for the tick
+boundary, scores everything queued, then hands the lead to the first session still
+waiting (so no session's reader is held for more than its own batch). The wait and the
+scoring are shielded, so a leader that is cancelled still answers everyone who joined; a
+waiter that is cancelled takes its frames out of the queue and, if it had just been given
+the lead, passes it on. A session's next client event is applied only after its audio was
+scored, so a commit never races its own audio's verdict.
 """
 
 from __future__ import annotations
@@ -21,31 +30,38 @@ if TYPE_CHECKING:
 
     from backends.base import Vad, VadState
 
-__all__ = ["VadBatcher"]
+__all__ = ["TICK_S", "VadBatcher"]
 
 log = logging.getLogger("joyduplex.runtime.vad")
 
-#: sessions per `score_sequences` call
-MAX_BATCH = 256
+#: the scoring cadence: audio waits at most this long for its batch
+TICK_S = 0.02
 
 
 class _Slot:
-    __slots__ = ("done", "frames", "probabilities", "state")
+    __slots__ = ("done", "frames", "probabilities", "state", "wake")
 
     def __init__(self, state: VadState, frames: npt.NDArray[np.float32]) -> None:
         self.state = state
         self.frames = frames
         self.probabilities: list[float] = []
-        self.done = anyio.Event()
+        self.done = False
+        self.wake = anyio.Event()  # set when scored, or when this slot's owner should lead
 
 
 class VadBatcher:
-    def __init__(self, vad: Vad) -> None:
+    def __init__(self, vad: Vad, *, tick_s: float = TICK_S) -> None:
         self.vad = vad
+        self.tick_s = tick_s
         self._queue: list[_Slot] = []
         self._leading = False
         self.batches = 0
         self.frames = 0
+
+    @property
+    def queued(self) -> int:
+        """Sessions whose frames wait for the next tick."""
+        return len(self._queue)
 
     async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
         """Probabilities of `frames` (shape [k, 512]) for one session, in order."""
@@ -53,30 +69,49 @@ class VadBatcher:
             return []
         slot = _Slot(state, frames)
         self._queue.append(slot)
-        if not self._leading:
-            self._leading = True
-            try:
-                await anyio.sleep(0)  # let the other sessions due in this tick join
-                with anyio.CancelScope(shield=True):
-                    await self._drain()
-            finally:
-                self._leading = False
-        await slot.done.wait()
+        try:
+            while not slot.done:
+                if self._leading:
+                    await slot.wake.wait()
+                    slot.wake = anyio.Event()
+                    continue
+                await self._lead()
+        finally:
+            if not slot.done and slot in self._queue:  # cancelled while waiting
+                self._queue.remove(slot)
+                self._pass_lead()
         return slot.probabilities
 
-    async def _drain(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            try:
-                scored = await self.vad.score_sequences(
-                    [s.state for s in batch], [s.frames for s in batch]
-                )
-            except Exception:  # a VAD failure must not stall the sessions waiting on it
-                frames = sum(len(s.frames) for s in batch)
-                log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
-                scored = [np.zeros(len(s.frames), dtype=np.float32) for s in batch]
-            self.batches += 1
-            for slot, probabilities in zip(batch, scored, strict=True):
-                self.frames += len(slot.frames)
-                slot.probabilities = [float(p) for p in probabilities]
-                slot.done.set()
+    async def _lead(self) -> None:
+        self._leading = True
+        try:
+            with anyio.CancelScope(shield=True):
+                now = anyio.current_time()
+                await anyio.sleep(self.tick_s - now % self.tick_s)
+                batch, self._queue = self._queue, []
+                await self._score(batch)
+        finally:
+            self._leading = False
+            self._pass_lead()
+
+    def _pass_lead(self) -> None:
+        if not self._leading and self._queue:
+            self._queue[0].wake.set()
+
+    async def _score(self, batch: list[_Slot]) -> None:
+        if not batch:
+            return
+        try:
+            scored = await self.vad.score_sequences(
+                [s.state for s in batch], [s.frames for s in batch]
+            )
+        except Exception:  # a VAD failure must not stall the sessions waiting on it
+            frames = sum(len(s.frames) for s in batch)
+            log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
+            scored = [np.zeros(len(s.frames), dtype=np.float32) for s in batch]
+        self.batches += 1
+        for slot, probabilities in zip(batch, scored, strict=True):
+            self.frames += len(slot.frames)
+            slot.probabilities = np.asarray(probabilities, dtype=np.float64).tolist()
+            slot.done = True
+            slot.wake.set()

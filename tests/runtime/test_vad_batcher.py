@@ -1,0 +1,104 @@
+"""The per-process VAD tick: one scoring call per tick for every session that queued
+audio, and no session is left waiting when a leader or a waiter is cancelled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from runtime.vad_batcher import VadBatcher
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingVad:
+    """Scores every frame as its session's index; records each call's batch."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.gate: anyio.Event | None = None
+
+    def new_state(self) -> Any:
+        return object()
+
+    async def score_sequences(self, states: Any, sequences: Any) -> list[Any]:
+        self.calls.append(len(states))
+        if self.gate is not None:
+            await self.gate.wait()
+        return [np.full(len(s), float(s[0, 0]), dtype=np.float32) for s in sequences]
+
+
+def frames(value: float, n: int = 2) -> np.ndarray:
+    return np.full((n, 512), value, dtype=np.float32)
+
+
+async def test_b10_sessions_queued_within_one_tick_are_scored_in_one_call() -> None:
+    vad = CountingVad()
+    batcher = VadBatcher(vad)  # type: ignore[arg-type]
+    results: dict[int, list[float]] = {}
+
+    async def one(i: int) -> None:
+        results[i] = await batcher.score(vad.new_state(), frames(i / 100))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(one, i)
+    assert vad.calls == [50]
+    assert results == {i: [pytest.approx(i / 100)] * 2 for i in range(50)}
+    assert (batcher.batches, batcher.frames, batcher.queued) == (1, 100, 0)
+
+
+async def test_b10_a_cancelled_leader_still_answers_everyone_who_joined() -> None:
+    vad = CountingVad()
+    vad.gate = anyio.Event()
+    batcher = VadBatcher(vad)  # type: ignore[arg-type]
+    answered: list[list[float]] = []
+
+    async def waiter() -> None:
+        answered.append(await batcher.score(vad.new_state(), frames(0.5)))
+
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as leader_scope:
+            tg.start_soon(batcher.score, vad.new_state(), frames(0.1))  # leads
+            await anyio.sleep(0)
+        for _ in range(3):
+            tg.start_soon(waiter)
+        while not vad.calls:  # the leader is inside its (shielded) scoring call
+            await anyio.sleep(0.001)
+        leader_scope.cancel()
+        vad.gate.set()
+    assert answered == [[0.5, 0.5]] * 3
+
+
+async def test_b10_a_cancelled_waiter_leaves_the_queue_and_passes_the_lead_on() -> None:
+    vad = CountingVad()
+    vad.gate = anyio.Event()
+    batcher = VadBatcher(vad)  # type: ignore[arg-type]
+    later: list[list[float]] = []
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batcher.score, vad.new_state(), frames(0.1))  # leads, held at the gate
+        while not vad.calls:
+            await anyio.sleep(0.001)
+        doomed = anyio.CancelScope()
+        tg.start_soon(_scoped, doomed, batcher, vad)  # queues behind the leader
+        await anyio.sleep(0)
+
+        async def survivor() -> None:
+            later.append(await batcher.score(vad.new_state(), frames(0.7)))
+
+        tg.start_soon(survivor)
+        await anyio.sleep(0)
+        doomed.cancel()
+        vad.gate.set()
+    assert later == [[pytest.approx(0.7)] * 2]
+    assert batcher.queued == 0
+    assert vad.calls == [1, 1]  # the cancelled waiter's frames were never scored
+
+
+async def _scoped(scope: anyio.CancelScope, batcher: VadBatcher, vad: CountingVad) -> None:
+    with scope:
+        await batcher.score(vad.new_state(), frames(0.3))
