@@ -30,8 +30,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 #: goal of the issue: local playback silent within this long after the interrupt event
 #: (reported with the measurement in test-artifacts/web-vad.json, not asserted)
 SILENCE_GOAL_MS = 50.0
-#: the microphone rate the page uploads at (web/spec/client_constants.json capture_rate_hz)
-CAPTURE_RATE_HZ = 16_000
 
 
 def metrics(page: Any) -> dict[str, Any]:
@@ -184,12 +182,14 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
     page.wait_for_selector("#talk.held")
     # hold until one whole question fell inside the hold, wherever the loop was: counted
     # in microphone samples uploaded (the audio clock), however slowly they come
-    needed = round((fake_media.loop_s + fake_media.speech_s + 0.2) * CAPTURE_RATE_HZ)
+    rate_hz = page.evaluate("window.joyduplex.constants.capture_rate_hz")
+    needed = round((fake_media.loop_s + fake_media.speech_s + 0.2) * rate_hz)
     wait_until(
         page,
         f"{needed} samples uploaded in the hold",
-        lambda: page.evaluate("window.joyduplex.snapshot().holds.at(-1).uploaded_samples")
-        >= needed,
+        lambda: (
+            page.evaluate("window.joyduplex.snapshot().holds.at(-1).uploaded_samples") >= needed
+        ),
         120,
     )
     page.mouse.up()
