@@ -51,7 +51,7 @@ class Served:
 
 @contextlib.contextmanager
 def serve(
-    args: list[str], log: Path, *, ready_s: float = 30, env: dict[str, str] | None = None
+    args: list[str], log: Path, *, ready_s: float = 120, env: dict[str, str] | None = None
 ) -> Iterator[Served]:
     """Start `joyduplex serve ARGS` on a free loopback port, wait for /readyz, and on
     exit stop it with SIGINT; the server must then exit with 0."""

@@ -98,15 +98,18 @@ def test_cancellation_during_submit_still_aborts_and_propagates() -> None:
 def test_native_cancellation_propagates_as_cancelled_error() -> None:
     engine = FakeEngine()
 
-    async def submit() -> object:
-        await asyncio.sleep(10)
-        return None
-
     async def main() -> None:
+        submitted = asyncio.Event()
+
+        async def submit() -> object:
+            submitted.set()
+            await asyncio.Event().wait()  # never answers
+            return None
+
         task = asyncio.ensure_future(
             submit_with_compensation(engine, "req-1", submit, evict=pytest.fail)
         )
-        await asyncio.sleep(0.01)
+        await submitted.wait()  # cancel during the submission, not before it started
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -14,6 +14,12 @@ uvicorn on 127.0.0.1 with server VAD. Times, all on `time.monotonic()` in this p
     overhead        total - hangover - asr - vlm - tts first chunk: the server's own
                     work (transport, protocol, runtime hand-offs), the goal < 5 %
 
+These durations are reported (`extra_info`, printed), never asserted: on a loaded machine
+any of them can grow without a bug. What is asserted holds at any speed: the reply and
+transcript, the VAD's hangover on the audio clock (`audio_end_ms` of speech_stopped against
+the end of the speech in the streamed audio), the causal order of the wall times, and one
+ASR and one VLM call per turn in the server's own `/metrics` counts.
+
 The server's `/metrics` stage histograms are read too, as a cross-check of the
 wrappers (`extra_info["metrics_*"]`). The client runs in the server's process (another
 thread and event loop), so it shares the GIL with the server: the overhead measured here
@@ -130,6 +136,7 @@ class Breakdown:
     vlm_s: float
     tts_first_chunk_s: float
     overhead_s: float
+    audio_hangover_ms: float  # on the audio clock: speech_stopped's audio_end_ms - end of speech
     reply: str
     transcript: str
 
@@ -138,8 +145,8 @@ class Breakdown:
         return self.overhead_s / self.total_s
 
 
-def _metric_sums(text: str) -> dict[str, float]:
-    pattern = r'joyduplex_stage_latency_seconds_sum\{stage="(\w+)"\} ([0-9.]+)'
+def _metric_sums(text: str, kind: str = "sum") -> dict[str, float]:
+    pattern = rf'joyduplex_stage_latency_seconds_{kind}\{{stage="(\w+)"\}} ([0-9.]+)'
     return {stage: float(value) for stage, value in re.findall(pattern, text)}
 
 
@@ -202,6 +209,7 @@ async def _turn(server: CpuServer, times: StageTimes) -> Breakdown:
         vlm_s=vlm_end - vlm_start,
         tts_first_chunk_s=tts_first - tts_start,
         overhead_s=total - hangover - stages,
+        audio_hangover_ms=stopped.audio_end_ms - float(LEAD_S + voice_end_s) * 1000,
         reply=reply,
         transcript=transcript,
     )
@@ -212,7 +220,9 @@ async def _turn(server: CpuServer, times: StageTimes) -> Breakdown:
 def test_bench_end_of_speech_to_first_audio_breakdown(benchmark, instrumented) -> None:  # type: ignore[no-untyped-def]
     server, times = instrumented
     runs: list[Breakdown] = []
-    metrics_before = _metric_sums(server.metrics_text())
+    metrics_text_before = server.metrics_text()
+    metrics_before = _metric_sums(metrics_text_before)
+    counts_before = _metric_sums(metrics_text_before, "count")
 
     def one_turn() -> Breakdown:
         result = asyncio.run(_turn(server, times))
@@ -220,19 +230,33 @@ def test_bench_end_of_speech_to_first_audio_breakdown(benchmark, instrumented) -
         return result
 
     benchmark.pedantic(one_turn, rounds=3, iterations=1, warmup_rounds=0)
-    metrics_after = _metric_sums(server.metrics_text())
+    metrics_text_after = server.metrics_text()
+    metrics_after = _metric_sums(metrics_text_after)
+    counts_after = _metric_sums(metrics_text_after, "count")
 
     for run in runs:
         assert "red" in run.reply.lower(), run
         assert "colo" in run.transcript.lower(), run
-        assert run.hangover_s >= SILENCE_DURATION_MS / 1000 - 0.05, run
+        # the turn ends after the silence window, counted in audio, not in wall time
+        assert run.audio_hangover_ms >= SILENCE_DURATION_MS - 50, run
+        # causal order on one clock: first audio comes after the end of the silence window
+        # and the whole ASR call (no bound on how long any of them takes)
         assert run.total_s > run.hangover_s + run.asr_s, run
-        # the goal is < 5 %; this bound only catches a gross regression on a busy machine
-        assert run.overhead_fraction < 0.25, run
+    for stage in ("asr", "vlm"):
+        assert counts_after[stage] - counts_before.get(stage, 0) == len(runs), stage
 
-    fields = ("total_s", "hangover_s", "asr_s", "vlm_s", "tts_first_chunk_s", "overhead_s")
+    fields = (
+        "total_s",
+        "hangover_s",
+        "asr_s",
+        "vlm_s",
+        "tts_first_chunk_s",
+        "overhead_s",
+        "audio_hangover_ms",
+    )
     for name in fields:
         benchmark.extra_info[f"median_{name}"] = statistics.median(asdict(r)[name] for r in runs)
+    # the goal is < 5 %: reported, not asserted (a loaded machine inflates it, see above)
     benchmark.extra_info["median_overhead_fraction"] = statistics.median(
         r.overhead_fraction for r in runs
     )

@@ -15,10 +15,23 @@ from spec import events as ev
 from spec.limits import Limits
 from spec.session_config import validate_session
 
+#: how long a test waits for something the runtime will do (seconds): a hang guard only,
+#: never a speed bound, so it is generous for a loaded 2-core machine
+HANG_GUARD_S = 30.0
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+async def eventually(what: str, condition: Callable[[], object]) -> None:
+    """Wait until `condition()` holds: an event the runtime will produce (a hang guard
+    bounds the wait, nothing measures its duration)."""
+    with anyio.move_on_after(HANG_GUARD_S):
+        while not condition():
+            await anyio.sleep(0.005)
+    assert condition(), f"still waiting for {what} after {HANG_GUARD_S:g} s"
 
 
 def tone(ms: int, amplitude: int = 8000) -> bytes:
@@ -38,14 +51,14 @@ class Client:
     async def send(self, event: ev.ClientEvent) -> None:
         await self._send.send(event)
 
-    async def next(self, timeout: float = 5.0) -> Any:
+    async def next(self, timeout: float = HANG_GUARD_S) -> Any:
         with anyio.fail_after(timeout):
             event = await self._receive.receive()
         self.seen.append(event)
         return event
 
     async def until(
-        self, tag: str, timeout: float = 5.0, where: Callable[[Any], bool] = lambda e: True
+        self, tag: str, timeout: float = HANG_GUARD_S, where: Callable[[Any], bool] = lambda e: True
     ) -> Any:
         with anyio.fail_after(timeout):
             while True:

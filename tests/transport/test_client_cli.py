@@ -54,7 +54,7 @@ async def test_one_spoken_turn_writes_the_reply_as_a_24khz_mono_wav(
     out = tmp_path / "reply.wav"
     server = FakeRealtimeServer(required_token="sk-1")
     async with server.running():
-        status = await run_client(server.url, wav, image, out, "sk-1", timeout=5)
+        status = await run_client(server.url, wav, image, out, "sk-1", timeout=30)
 
     assert status == 0
     with wave.open(str(out), "rb") as reply:
@@ -85,7 +85,7 @@ async def test_server_error_exits_non_zero_with_the_error(
         error("input_backpressure", "too much input", event_id=event["event_id"])
     ]
     async with server.running():
-        status = await run_client(server.url, wav, None, tmp_path / "out.wav", None, timeout=5)
+        status = await run_client(server.url, wav, None, tmp_path / "out.wav", None, timeout=30)
     assert status == 1
     assert "input_backpressure: too much input" in capsys.readouterr().err
     assert not (tmp_path / "out.wav").exists()

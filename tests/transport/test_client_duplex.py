@@ -7,6 +7,7 @@ import base64
 import time
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from spec.events import ErrorDetail, ResponseDone, SessionClosed, SessionCreated
@@ -48,8 +49,10 @@ async def test_collect_response_assembles_audio_and_transcripts_of_a_spoken_turn
         session = await client.update_session(turn_detection=None)
         assert session.id == "sess_1"
         await client.stream_audio(_pcm(100), chunk_ms=20)
+        before_commit = time.monotonic()
         commit_id = await client.commit(create_response=True)
-        result = await client.collect_response(timeout=5)
+        result = await client.collect_response(timeout=30)
+        collected = time.monotonic()
 
     assert result.response_id == "resp_1"
     assert result.status == "completed"
@@ -59,8 +62,9 @@ async def test_collect_response_assembles_audio_and_transcripts_of_a_spoken_turn
     assert result.transcript == "".join(REPLY_WORDS)
     assert result.user_transcripts == [USER_TRANSCRIPT]
     assert result.errors == []
+    # measured from the commit to the first audio delta: inside the turn (same clock)
     assert result.time_to_first_audio_s is not None
-    assert 0 <= result.time_to_first_audio_s < 5
+    assert 0 <= result.time_to_first_audio_s <= collected - before_commit
     assert isinstance(result.events[-1], ResponseDone)
     assert client.session == session_object()
     # what the server received: ids evt_<n>, five 20 ms appends, then the commit
@@ -78,14 +82,16 @@ async def test_wait_for_times_out_cleanly_and_the_client_stays_usable(
     fake: FakeRealtimeServer,
 ) -> None:
     async with DuplexClient.connect(fake.url) as client:
-        assert isinstance(await client.wait_for("session.created", timeout=5), SessionCreated)
-        start = time.monotonic()
-        with pytest.raises(TimeoutError, match=r"response\.done"):
+        assert isinstance(await client.wait_for("session.created", timeout=30), SessionCreated)
+        # the fake never sends response.done: the 0.05 s timeout must fire. The guard only
+        # tells it from the default 10 s (a wrong timeout); it is no speed bound.
+        with anyio.fail_after(5), pytest.raises(TimeoutError, match=r"response\.done"):
             await client.wait_for("response.done", timeout=0.05)
-        assert time.monotonic() - start < 1
+        consumed = len(client.history)
         await client.send_raw('{"type": "session.heartbeat"}')
-        ack = await client.wait_for("session.heartbeat_ack", timeout=5)
+        ack = await client.wait_for("session.heartbeat_ack", timeout=30)
         assert ack.event_id
+        assert client.history[consumed:] == [ack]  # the timeout lost and skipped nothing
 
 
 @pytest.mark.anyio
@@ -117,7 +123,7 @@ async def test_error_before_the_response_starts_raises_server_error() -> None:
     async with server.running(), DuplexClient.connect(server.url) as client:
         await client.commit(create_response=True)
         with pytest.raises(ServerError, match="input_audio_buffer_empty"):
-            await client.collect_response(timeout=5)
+            await client.collect_response(timeout=30)
 
 
 @pytest.mark.anyio
@@ -126,7 +132,7 @@ async def test_stage_failure_after_the_response_started_is_reported_in_the_resul
     server.answers["input_audio_buffer.commit"] = lambda _event: failed_turn()
     async with server.running(), DuplexClient.connect(server.url) as client:
         await client.commit(create_response=True)
-        result = await client.collect_response(timeout=5)
+        result = await client.collect_response(timeout=30)
     assert (result.status, result.status_reason) == ("failed", "stage_failed")
     assert [e.code for e in result.errors] == ["stage_failed"]
     assert result.audio == b""
@@ -138,7 +144,7 @@ async def test_quiet_commit_collects_a_listen_result_without_a_response() -> Non
     server.answers["input_audio_buffer.commit"] = lambda _event: quiet_turn()
     async with server.running(), DuplexClient.connect(server.url) as client:
         await client.commit()
-        result = await client.collect_response(timeout=5)
+        result = await client.collect_response(timeout=30)
     assert (result.response_id, result.status) == (None, "listen")
     assert result.status_reason == "silence_or_noise"
 
@@ -152,7 +158,7 @@ async def test_unknown_event_types_and_bad_frames_are_skipped() -> None:
         *server.greeting,
     ]
     async with server.running(), DuplexClient.connect(server.url) as client:
-        created = await client.wait_for("session.created", timeout=5)
+        created = await client.wait_for("session.created", timeout=30)
         assert isinstance(created, SessionCreated)
         assert client.skipped == [
             '{"type": "session.from_the_future", "event_id": "event_0"}',
@@ -168,7 +174,7 @@ async def test_token_travels_as_a_bearer_header_with_extra_headers() -> None:
         server.running(),
         DuplexClient.connect(server.url, token="sk-test", headers={"X-Trace": "t1"}) as client,
     ):
-        await client.wait_for("session.created", timeout=5)
+        await client.wait_for("session.created", timeout=30)
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
     assert server.headers[0]["X-Trace"] == "t1"
 

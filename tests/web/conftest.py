@@ -1,12 +1,13 @@
 """Fixtures of the browser tests: a real server with the embedded CPU backend on
 127.0.0.1, fake media files (Piper speech as the microphone, a coloured Y4M as the camera),
-and headless Debian Chromium driven by Playwright. Everything skips cleanly, with the
-reason, when Chromium, Playwright or the `cpu` extra is missing."""
+and headless Debian Chromium driven by Playwright. Chromium (`make system-deps`) and
+Playwright (the `test` dependency group) are installed by `make test`: without them the
+browser tests fail with the command that installs them (tests/system_tools.py). Without
+the optional `cpu` extra they skip, with the reason."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 import wave
@@ -18,11 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.system_tools import chromium_binary
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
 
 #: the microphone file loops: lead silence, the question, trailing silence (seconds)
 SPEECH_TEXT = "What do you see here?"  # the describer answers colour and brightness
@@ -136,14 +138,17 @@ def chromium_flags(media: FakeMedia) -> list[str]:
 @pytest.fixture
 def browser_page(fake_media: FakeMedia, tmp_path: Path) -> Iterator[Any]:
     """A fresh headless Chromium page with the fake microphone and camera."""
-    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
-    )
+    chromium = chromium_binary()
+    try:
+        from playwright import sync_api
+    except ImportError:
+        pytest.fail(
+            "playwright is not installed: run `make install-test` (pip install -e . --group test)",
+            pytrace=False,
+        )
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=chromium_flags(fake_media)
+            executable_path=chromium, headless=True, args=chromium_flags(fake_media)
         )
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 760})

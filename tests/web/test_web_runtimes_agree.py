@@ -1,33 +1,35 @@
 """The browser runtime agrees with Python: the `node --test` suites of `tests/web/` pass,
-and 200 fresh seeded random traces (not committed) replay identically in Node. Skips
-cleanly when Node is missing. Also B9: the session payloads the UI code sends in each
-mode pass the public session validator."""
+and 200 fresh seeded random traces (not committed) replay identically in Node. Node is
+installed by `make system-deps`: without it these tests fail (tests/system_tools.py).
+Also B9: the session payloads the UI code sends in each mode pass the public session
+validator."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from spec.session_config import validate_session
+from tests.system_tools import node_binary
 from tests.web.trace_scenarios import random_trace, render
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(
-    NODE is None, reason="node is not installed (Node 20 runs the web tests)"
-)
 
 FRESH_SEEDS = range(1000, 1200)
 
 
-def node(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    assert NODE is not None
+def node(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run `node` in the repository root (`timeout`: a hang guard, not a speed bound)."""
     return subprocess.run(
-        [NODE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        [node_binary(), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
