@@ -53,7 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_client_arguments(client)
+    _add_bench_parser(sub)
     return parser
+
+
+def _add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`joyduplex bench` (transport/bench.py): offer many sessions, report what was held."""
+    from transport.bench import add_bench_arguments
+
+    add_bench_arguments(sub.add_parser("bench", help="load-test a realtime server"))
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -121,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transport.client_cli import run_client_from_args
 
         return anyio.run(run_client_from_args, args)
+    if args.command == "bench":
+        from transport.bench import main_from_args
+
+        return main_from_args(args, argv)
     parser.print_help()
     return 0
 

@@ -28,6 +28,7 @@ __all__ = [
     "OUTPUT_RATE_HZ",
     "add_client_arguments",
     "read_wav_16k_mono",
+    "read_wav_mono",
     "run_client",
     "run_client_from_args",
     "write_wav_mono",
@@ -126,6 +127,16 @@ def read_wav_16k_mono(path: Path) -> bytes:
     Raises:
         InputFileError: unreadable, not 16-bit, more than two channels, rate out of range.
     """
+    return read_wav_mono(path, INPUT_RATE_HZ)
+
+
+def read_wav_mono(path: Path, rate_hz: int) -> bytes:
+    """A pcm16 WAV (mono or stereo, 8-48 kHz) as mono pcm16 at `rate_hz` (linear
+    interpolation).
+
+    Raises:
+        InputFileError: unreadable, not 16-bit, more than two channels, rate out of range.
+    """
     try:
         with wave.open(str(path), "rb") as wav:
             channels, width, rate = wav.getnchannels(), wav.getsampwidth(), wav.getframerate()
@@ -140,7 +151,7 @@ def read_wav_16k_mono(path: Path) -> bytes:
         raise InputFileError(f"`{path}` is {rate} Hz; expected {MIN_RATE_HZ}-{MAX_RATE_HZ} Hz")
     samples = np.frombuffer(data, dtype="<i2").astype(np.float64)
     mono = samples.reshape(-1, channels).mean(axis=1)
-    return _resample(mono, rate, INPUT_RATE_HZ).tobytes()
+    return _resample(mono, rate, rate_hz).tobytes()
 
 
 def _resample(mono: npt.NDArray[np.float64], rate: int, target: int) -> npt.NDArray[np.int16]:
