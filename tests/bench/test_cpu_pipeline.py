@@ -139,7 +139,7 @@ class Breakdown:
 
 
 def _metric_sums(text: str) -> dict[str, float]:
-    pattern = r'joyduplex_stage_latency_seconds_sum\{stage="(\w+)"\} ([0-9.]+)'
+    pattern = r'joyduplex_stage_latency_seconds_sum\{stage="(\w+)"\} ([0-9.e+-]+)'
     return {stage: float(value) for stage, value in re.findall(pattern, text)}
 
 
