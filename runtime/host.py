@@ -4,12 +4,18 @@ The transport hands every accepted connection to `serve()`; the host admits it (
 refuses with `resource_exhausted`, close 1013), runs a `SessionRunner`, and releases the
 slot on every terminal path. `start()` loads and warms up the backend before the host
 reports ready; `stop()` closes every session with reason `shutdown` (close 1001).
+`watch()` runs beside them: event-loop lag, CPU, and this worker's state on the board.
+
+A server of several worker processes runs one host per worker, each with its own backend
+and `worker_share(max_sessions, workers)` session slots; the hosts share their state on a
+`WorkerBoard`, so `readiness()` answers for the whole server from any worker.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from backends.base import load_backend
-from core.admission import SessionSlots
+from core.admission import SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.metrics import Metrics
 from runtime.session_runner import SessionRunner, StageTimeouts
 from runtime.vad_batcher import VadBatcher
+from runtime.workers import WorkerState, WorkerStatus
 from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
 from spec.limits import Limits
 from spec.session_config import SessionConfig
@@ -30,8 +37,9 @@ from spec.session_config import SessionConfig
 if TYPE_CHECKING:
     from backends.base import Backend
     from runtime.channel import Channel
+    from runtime.workers import WorkerBoard
 
-__all__ = ["HostSettings", "SessionHost"]
+__all__ = ["HostSettings", "Readiness", "SessionHost"]
 
 log = logging.getLogger("joyduplex.runtime")
 
@@ -47,13 +55,51 @@ class HostSettings:
     shutdown_grace_s: float = 5.0
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """The answer of /readyz: ready only when every worker is."""
+
+    ready: bool
+    reason: str | None  # what is not ready, when something is not
+    worker: WorkerStatus  # this process
+    workers: list[WorkerStatus]  # every worker of the server (just this one, alone)
+    max_sessions: int  # this worker's share of `max_sessions`
+
+    @property
+    def workers_ready(self) -> int:
+        return sum(w.state is WorkerState.READY for w in self.workers)
+
+    @property
+    def sessions_all(self) -> int:
+        return sum(w.sessions for w in self.workers)
+
+
 class SessionHost:
-    def __init__(self, settings: HostSettings, backend: Backend | None = None) -> None:
+    """The sessions of one server process.
+
+    Args:
+        settings: backend, profile, limits, session defaults.
+        backend: a backend object to use instead of loading `settings.backend`.
+        board: the shared state of a multi-worker server; `worker` is this host's slot.
+    """
+
+    def __init__(
+        self,
+        settings: HostSettings,
+        backend: Backend | None = None,
+        *,
+        board: WorkerBoard | None = None,
+        worker: int = 0,
+    ) -> None:
         self.settings = settings
-        self.metrics = Metrics()
-        self.slots = SessionSlots(settings.limits.max_sessions)
+        self.board = board
+        self.worker = worker
+        self.workers = board.size if board is not None else 1
+        self.metrics = Metrics(worker=worker)
+        self.slots = SessionSlots(worker_share(settings.limits.max_sessions, self.workers))
         self.backend = backend
         self._started = False
+        self._stopping = False
         self._failure: str | None = None
         self._vad: VadBatcher | None = None
         self._runners: dict[str, SessionRunner] = {}
@@ -96,13 +142,61 @@ class SessionHost:
         if self.backend.vad is not None:
             self._vad = VadBatcher(self.backend.vad)
         self._started = True
+        self.publish()
         log.info("backend %s ready", self.backend.name)
+
+    @property
+    def state(self) -> WorkerState:
+        if self._stopping:
+            return WorkerState.SHUTTING_DOWN
+        if self.backend is not None and self.backend.dead:
+            return WorkerState.OUT_OF_SERVICE
+        return WorkerState.READY if self._started else WorkerState.STARTING
+
+    def publish(self) -> None:
+        """Write this worker's state and session count to the board (if there is one)."""
+        if self.board is not None:
+            self.board.publish(self.worker, self.state, self.sessions)
+
+    def readiness(self) -> Readiness:
+        """Ready when this worker and every other worker of the server are."""
+        me = WorkerStatus(self.worker, os.getpid(), self.state, self.sessions)
+        if self.board is None:
+            workers = [me]
+        else:
+            self.publish()
+            workers = [me if w.index == self.worker else w for w in self.board.snapshot()]
+        not_ready: list[str] = []
+        for w in workers:
+            if w.state is WorkerState.READY:
+                continue
+            why = (self.failure or w.state.label) if w is me else w.state.label
+            not_ready.append(why if len(workers) == 1 else f"worker {w.index} (pid {w.pid}): {why}")
+        return Readiness(
+            ready=not not_ready,
+            reason="; ".join(not_ready) or None,
+            worker=me,
+            workers=workers,
+            max_sessions=self.slots.capacity,
+        )
+
+    async def watch(self, period_s: float = 0.25) -> None:
+        """Until cancelled: measure how late the event loop wakes a `period_s` sleep
+        (event-loop lag), count this process's CPU, and publish this worker's state."""
+        while True:
+            before = anyio.current_time()
+            await anyio.sleep(period_s)
+            self.metrics.loop_lag(max(0.0, anyio.current_time() - before - period_s))
+            self.metrics.sample_cpu()
+            self.publish()
 
     async def close_sessions(self) -> None:
         """Stop admitting, close every session (`session.closed` reason shutdown, close
         1001), and wait up to the grace period for them to end."""
         self._started = False
+        self._stopping = True
         self._failure = "shutting down"
+        self.publish()
         for runner in list(self._runners.values()):
             await runner.shutdown("shutdown")
         if self._runners:
@@ -127,10 +221,14 @@ class SessionHost:
                 f"the server is not ready{why}; retry shortly", code=ErrorCode.RESOURCE_EXHAUSTED
             )
         if self.slots.in_use >= self.slots.capacity:
-            return RemoteProtocolError(
-                f"the server is at its limit of {self.slots.capacity} sessions; retry later",
-                code=ErrorCode.RESOURCE_EXHAUSTED,
-            )
+            limit = f"the server is at its limit of {self.slots.capacity} sessions"
+            if self.workers > 1:
+                limit = (
+                    f"this worker is at its limit of {self.slots.capacity} sessions "
+                    f"(max_sessions {self.settings.limits.max_sessions} over {self.workers} "
+                    "workers)"
+                )
+            return RemoteProtocolError(f"{limit}; retry later", code=ErrorCode.RESOURCE_EXHAUSTED)
         return None
 
     async def serve(
@@ -144,8 +242,7 @@ class SessionHost:
         session_id = session_id or self.new_session_id()
         assert self.backend is not None
         self.slots.admit(session_id)
-        self.metrics.sessions_total += 1
-        self.metrics.sessions_active += 1
+        self.metrics.session_opened()
         clock = MonotonicClock()
         protocol = SessionProtocol(
             session_id=session_id,
@@ -165,13 +262,15 @@ class SessionHost:
             timeouts=self.settings.timeouts,
         )
         self._runners[session_id] = runner
+        self.publish()
         log.info("session %s opened", session_id)
         try:
             await runner.run()
         finally:
             del self._runners[session_id]
             self.slots.release(session_id)
-            self.metrics.sessions_active -= 1
+            self.metrics.session_closed()
+            self.publish()
             log.info("session %s closed", session_id)
             if not self._runners:
                 self._all_closed.set()

@@ -1,91 +1,194 @@
-"""Process-wide metrics in the Prometheus text format (no client library needed).
+"""Server metrics in the Prometheus text format, through prometheus-client.
 
-sessions (active gauge, total counter), events in/out by type, errors by code, audio
-deltas dropped for slow clients, time to first audio, and stage latency histograms.
+sessions (active gauge, total counter, refused counter), events in/out by type, errors by
+code, audio deltas dropped for slow clients, time to first audio, stage latency, event-loop
+lag, worker processes, and `process_cpu_seconds_total`.
+
+One process (`joyduplex serve --workers 1`, tests): the metrics live in a registry of
+their own, so several `Metrics` in one process never share a value.
+
+Several worker processes (`--workers N`): the supervisor points `PROMETHEUS_MULTIPROC_DIR`
+at a fresh directory before it starts the workers; prometheus-client then keeps every
+value in a per-process file there, and `render()` merges the files of all workers, so
+any worker answers /metrics for the whole server. Counters and histograms add up over
+every worker that ever ran (a replaced worker's sessions still count); gauges add up
+over the live workers (the supervisor marks dead ones). One `Metrics` per worker process.
+
+prometheus-client's own process collector reads only the scraping process, so CPU is
+counted here instead: every worker adds its `time.process_time()` (all its threads) to
+the `process_cpu_seconds_total` counter at each scrape it answers and at every
+event-loop tick (`SessionHost.watch`), and the sum covers every worker.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+import os
+import time
+from typing import Any, Literal
 
-__all__ = ["Histogram", "Metrics"]
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics"]
+
+#: the environment variable that switches prometheus-client to one file per process
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the media type of `render()`
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-
-
-@dataclass
-class Histogram:
-    buckets: tuple[float, ...] = _BUCKETS
-    counts: list[int] = field(default_factory=lambda: [0] * (len(_BUCKETS) + 1))
-    total: float = 0.0
-    n: int = 0
-
-    def observe(self, seconds: float) -> None:
-        self.n += 1
-        self.total += seconds
-        for i, bound in enumerate(self.buckets):
-            if seconds <= bound:
-                self.counts[i] += 1
-                return
-        self.counts[-1] += 1
-
-
-def _labels(**kv: str) -> str:
-    inner = ",".join(f'{k}="{v}"' for k, v in kv.items())
-    return "{" + inner + "}" if inner else ""
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# how the values of several workers combine: added over the live ones, or one per worker
+_GaugeMode = Literal["livesum", "liveall"]
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.sessions_active = 0
-        self.sessions_total = 0
-        self.sessions_refused = 0
-        self.events_in: defaultdict[str, int] = defaultdict(int)
-        self.events_out: defaultdict[str, int] = defaultdict(int)
-        self.errors: defaultdict[str, int] = defaultdict(int)
-        self.audio_deltas_dropped = 0
-        self.time_to_first_audio = Histogram()
-        self.stage_latency: defaultdict[str, Histogram] = defaultdict(Histogram)
+    """The counters, gauges and histograms of one server process.
 
-    def render(self) -> str:
-        lines: list[str] = []
+    Args:
+        worker: this process's worker index (label `worker` of the per-worker gauges).
+        multiprocess_dir: the shared directory of a multi-worker server; by default
+            `$PROMETHEUS_MULTIPROC_DIR` (prometheus-client reads it when it is imported,
+            so the variable must be set before the process imports it).
+    """
 
-        def metric(name: str, kind: str, doc: str) -> None:
-            lines.append(f"# HELP joyduplex_{name} {doc}")
-            lines.append(f"# TYPE joyduplex_{name} {kind}")
+    def __init__(self, *, worker: int = 0, multiprocess_dir: str | None = None) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` samples
+        self.multiprocess_dir = multiprocess_dir or os.environ.get(MULTIPROC_ENV) or None
+        self.worker = worker
+        registry = None if self.multiprocess_dir else CollectorRegistry()
+        self._registry = registry
 
-        metric("sessions_active", "gauge", "Sessions currently open.")
-        lines.append(f"joyduplex_sessions_active {self.sessions_active}")
-        metric("sessions_total", "counter", "Sessions opened since start.")
-        lines.append(f"joyduplex_sessions_total {self.sessions_total}")
-        metric("sessions_refused_total", "counter", "Sessions refused (limit, auth, not ready).")
-        lines.append(f"joyduplex_sessions_refused_total {self.sessions_refused}")
-        for name, table, label, doc in (
-            ("events_in_total", self.events_in, "type", "Client events received, by type."),
-            ("events_out_total", self.events_out, "type", "Server events sent, by type."),
-            ("errors_total", self.errors, "code", "Error events sent, by code."),
-        ):
-            metric(name, "counter", doc)
-            for key in sorted(table):
-                lines.append(f"joyduplex_{name}{_labels(**{label: key})} {table[key]}")
-        metric("audio_deltas_dropped_total", "counter", "Audio deltas dropped for slow clients.")
-        lines.append(f"joyduplex_audio_deltas_dropped_total {self.audio_deltas_dropped}")
-        metric("time_to_first_audio_seconds", "histogram", "Commit to first reply audio.")
-        self._histogram(lines, "time_to_first_audio_seconds", self.time_to_first_audio, {})
-        metric("stage_latency_seconds", "histogram", "Stage request latency, by stage.")
-        for stage in sorted(self.stage_latency):
-            self._histogram(
-                lines, "stage_latency_seconds", self.stage_latency[stage], {"stage": stage}
-            )
-        return "\n".join(lines) + "\n"
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, registry=registry)
 
-    @staticmethod
-    def _histogram(lines: list[str], name: str, h: Histogram, labels: dict[str, str]) -> None:
-        cumulative = 0
-        for bound, count in zip(h.buckets, h.counts, strict=False):
-            cumulative += count
-            lines.append(f"joyduplex_{name}_bucket{_labels(**labels, le=str(bound))} {cumulative}")
-        lines.append(f"joyduplex_{name}_bucket{_labels(**labels, le='+Inf')} {h.n}")
-        lines.append(f"joyduplex_{name}_sum{_labels(**labels)} {h.total:.6f}")
-        lines.append(f"joyduplex_{name}_count{_labels(**labels)} {h.n}")
+        def gauge(name: str, doc: str, mode: _GaugeMode, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, labels, registry=registry, multiprocess_mode=mode)
+
+        def histogram(
+            name: str, doc: str, buckets: tuple[float, ...], labels: tuple[str, ...] = ()
+        ) -> Histogram:
+            return Histogram(name, doc, labels, registry=registry, buckets=buckets)
+
+        self._sessions_active = gauge(
+            "joyduplex_sessions_active", "Sessions currently open.", "livesum"
+        )
+        self._sessions_total = counter("joyduplex_sessions", "Sessions opened since start.")
+        self._sessions_refused = counter(
+            "joyduplex_sessions_refused", "Sessions refused (limit, auth, not ready)."
+        )
+        self._events_in = counter(
+            "joyduplex_events_in", "Client events received, by type.", ("type",)
+        )
+        self._events_out = counter(
+            "joyduplex_events_out", "Server events sent, by type.", ("type",)
+        )
+        self._errors = counter("joyduplex_errors", "Error events sent, by code.", ("code",))
+        self._audio_deltas_dropped = counter(
+            "joyduplex_audio_deltas_dropped", "Audio deltas dropped for slow clients."
+        )
+        self._time_to_first_audio = histogram(
+            "joyduplex_time_to_first_audio_seconds", "Commit to first reply audio.", _BUCKETS
+        )
+        self._stage_latency = histogram(
+            "joyduplex_stage_latency_seconds",
+            "Stage request latency, by stage.",
+            _BUCKETS,
+            ("stage",),
+        )
+        self._loop_lag = histogram(
+            "joyduplex_event_loop_lag_seconds",
+            "How late the event loop woke a periodic sleep, over every worker.",
+            _LAG_BUCKETS,
+        )
+        self._worker_loop_lag = gauge(
+            "joyduplex_worker_event_loop_lag_seconds",
+            "The latest event-loop lag of each worker.",
+            "liveall",
+            ("worker",),
+        ).labels(str(worker))
+        self._worker_sessions = gauge(
+            "joyduplex_worker_sessions",
+            "Sessions opened since start, by worker.",
+            "liveall",
+            ("worker",),
+        ).labels(str(worker))
+        self._workers = gauge("joyduplex_workers", "Worker processes serving.", "livesum")
+        self._workers.set(1)
+        self._cpu = counter(
+            "process_cpu_seconds", "CPU time (user and system) of every worker process."
+        )
+        self._cpu_seen = 0.0  # the first sample counts the process's CPU since it started
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def session_opened(self) -> None:
+        self._sessions_total.inc()
+        self._sessions_active.inc()
+        self._worker_sessions.inc()
+
+    def session_closed(self) -> None:
+        self._sessions_active.dec()
+
+    def session_refused(self) -> None:
+        self._sessions_refused.inc()
+
+    # -- events -----------------------------------------------------------------------
+
+    def event_in(self, event_type: str) -> None:
+        self._events_in.labels(event_type).inc()
+
+    def event_out(self, event_type: str) -> None:
+        self._events_out.labels(event_type).inc()
+
+    def error(self, code: str) -> None:
+        self._errors.labels(code).inc()
+
+    def audio_deltas_dropped(self, count: int) -> None:
+        if count:
+            self._audio_deltas_dropped.inc(count)
+
+    # -- latencies --------------------------------------------------------------------
+
+    def time_to_first_audio(self, seconds: float) -> None:
+        self._time_to_first_audio.observe(seconds)
+
+    def stage_latency(self, stage: str, seconds: float) -> None:
+        self._stage_latency.labels(stage).observe(seconds)
+
+    def loop_lag(self, seconds: float) -> None:
+        self._loop_lag.observe(seconds)
+        self._worker_loop_lag.set(seconds)
+
+    def sample_cpu(self) -> None:
+        """Add the CPU this process used since the last call to `process_cpu_seconds`."""
+        now = time.process_time()
+        spent, self._cpu_seen = now - self._cpu_seen, now
+        if spent > 0:
+            self._cpu.inc(spent)
+
+    # -- exposition -------------------------------------------------------------------
+
+    def _collecting(self) -> Any:
+        if self._registry is not None:
+            return self._registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return registry
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition (of every worker, with several)."""
+        self.sample_cpu()
+        return bytes(generate_latest(self._collecting()))
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's value as /metrics would show it (0 when it has none yet)."""
+        value = self._collecting().get_sample_value(name, labels)
+        return float(value) if value is not None else 0.0

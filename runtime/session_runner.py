@@ -177,7 +177,7 @@ class SessionRunner:
             if isinstance(received, ProtocolError):
                 self._send_error(received)
                 continue
-            self.metrics.events_in[type(received).__struct_config__.tag] += 1  # type: ignore[index]
+            self.metrics.event_in(str(type(received).__struct_config__.tag))
             try:
                 self.protocol.receive(received, self.clock.now_ms())
             except RemoteProtocolError as exc:
@@ -223,9 +223,9 @@ class SessionRunner:
     def _emit(self, event: ServerEvent | CloseSession) -> None:
         if isinstance(event, ServerEvent):
             tag = str(type(event).__struct_config__.tag)
-            self.metrics.events_out[tag] += 1
+            self.metrics.event_out(tag)
             if isinstance(event, Error):
-                self.metrics.errors[event.error.code] += 1
+                self.metrics.error(event.error.code)
         before = self.outbound.dropped_audio_deltas
         try:
             self.outbound.put(event)
@@ -235,7 +235,7 @@ class SessionRunner:
             self._close_code = CloseCode.POLICY_VIOLATION
             if self._tg is not None:
                 self._tg.cancel_scope.cancel()
-        self.metrics.audio_deltas_dropped += self.outbound.dropped_audio_deltas - before
+        self.metrics.audio_deltas_dropped(self.outbound.dropped_audio_deltas - before)
 
     def _pump(self) -> None:
         """Route everything the protocol produced: events out, effects to the backend."""
@@ -255,7 +255,7 @@ class SessionRunner:
             if work is not None and not work.first_audio:
                 work.first_audio = True
                 elapsed = (self.clock.now_ms() - work.created_ms) / 1000
-                self.metrics.time_to_first_audio.observe(elapsed)
+                self.metrics.time_to_first_audio(elapsed)
         elif isinstance(event, ResponseDone):
             work = self._responses.pop(event.response.id, None)
             if work is not None and work.tts_send is not None:
@@ -337,7 +337,7 @@ class SessionRunner:
             with scope:
                 with anyio.fail_after(timeout):
                     await run(effect)
-                self.metrics.stage_latency[stage].observe(anyio.current_time() - started)
+                self.metrics.stage_latency(stage, anyio.current_time() - started)
         except TimeoutError:
             self._feed(
                 StageFailure(

@@ -19,10 +19,10 @@ import httpx
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Served", "joyduplex", "run_client", "serve"]
+__all__ = ["Served", "free_port", "joyduplex", "run_client", "serve"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -51,14 +51,23 @@ class Served:
 
 @contextlib.contextmanager
 def serve(
-    args: list[str], log: Path, *, ready_s: float = 120, env: dict[str, str] | None = None
+    args: list[str],
+    log: Path,
+    *,
+    ready_s: float = 120,
+    env: dict[str, str] | None = None,
+    workers: int = 1,
+    stop_signal: int = signal.SIGINT,
 ) -> Iterator[Served]:
-    """Start `joyduplex serve ARGS` on a free loopback port, wait for /readyz, and on
-    exit stop it with SIGINT; the server must then exit with 0."""
-    port = _free_port()
+    """Start `joyduplex serve ARGS --workers WORKERS` on a free loopback port, wait for
+    /readyz, and on exit stop it with `stop_signal`; the server must then exit with 0.
+
+    One worker unless asked: the server's default (one per core) would multiply the
+    suite's processes and backends by the cores of the machine."""
+    port = free_port()
     with log.open("w") as out:
         process = subprocess.Popen(
-            [*joyduplex(), "serve", *args, "--port", str(port)],
+            [*joyduplex(), "serve", *args, "--port", str(port), "--workers", str(workers)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
@@ -77,7 +86,7 @@ def serve(
                 time.sleep(0.1)
             yield served
         finally:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(stop_signal)
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from runtime.host import HostSettings, SessionHost
+from runtime.metrics import CONTENT_TYPE
 from transport.settings import ServerSettings
 from transport.websocket import realtime_endpoint
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
     from backends.base import Backend
+    from runtime.workers import WorkerBoard, WorkerStatus
 
 __all__ = ["WEB_ROOT", "create_app"]
 
@@ -32,17 +35,42 @@ async def _healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+def _worker_json(status: WorkerStatus) -> dict[str, Any]:
+    return {
+        "index": status.index,
+        "pid": status.pid,
+        "state": status.state.label,
+        "sessions": status.sessions,
+    }
+
+
 async def _readyz(request: Request) -> Response:
+    """200 when every worker is ready, else 503 with the reason (what is not ready).
+
+    `sessions` is this worker's; `workers` counts the ready workers and adds up the
+    sessions of all of them; `worker` is the process that answered.
+    """
     host: SessionHost = request.app.state.host
-    if host.ready:
-        backend = host.backend.name if host.backend is not None else None
-        return JSONResponse({"status": "ready", "backend": backend, "sessions": host.sessions})
-    return JSONResponse({"status": "not ready", "reason": host.failure}, status_code=503)
+    readiness = host.readiness()
+    body: dict[str, Any] = {"status": "ready" if readiness.ready else "not ready"}
+    if readiness.ready:
+        body["backend"] = host.backend.name if host.backend is not None else None
+    else:
+        body["reason"] = readiness.reason
+    body["sessions"] = readiness.worker.sessions
+    body["worker"] = {**_worker_json(readiness.worker), "max_sessions": readiness.max_sessions}
+    body["workers"] = {
+        "ready": readiness.workers_ready,
+        "total": len(readiness.workers),
+        "sessions": readiness.sessions_all,
+        "processes": [_worker_json(w) for w in readiness.workers],
+    }
+    return JSONResponse(body, status_code=200 if readiness.ready else 503)
 
 
 async def _metrics(request: Request) -> Response:
     host: SessionHost = request.app.state.host
-    return PlainTextResponse(host.metrics.render(), media_type="text/plain; version=0.0.4")
+    return Response(host.metrics.render(), media_type=CONTENT_TYPE)
 
 
 async def _echo(websocket: WebSocket) -> None:
@@ -58,8 +86,13 @@ def create_app(
     *,
     backend: Backend | None = None,
     enable_echo: bool = False,
+    board: WorkerBoard | None = None,
+    worker: int = 0,
 ) -> Starlette:
-    """Build the app; the backend is loaded and warmed up in the lifespan."""
+    """Build the app; the backend is loaded and warmed up in the lifespan.
+
+    `board` and `worker`: the shared state of a multi-worker server and this worker's slot.
+    """
     settings = settings or ServerSettings()
     host = SessionHost(
         HostSettings(
@@ -70,13 +103,20 @@ def create_app(
             session_defaults=settings.session_defaults,
         ),
         backend=backend,
+        board=board,
+        worker=worker,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await host.start()
         try:
-            yield
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.watch)
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
         finally:
             await host.stop()
 

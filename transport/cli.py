@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,19 @@ _BACKEND_HELP = (
     "frame describer standing in for the VLM); scripted: deterministic test backend; "
     "gpu: Qwen3-ASR, JoyAI-VL-Interaction, Qwen3-TTS on vLLM (needs the gpu extra and weights)"
 )
+
+
+_WORKERS_HELP = (
+    "worker processes sharing the port, each with its own backend and an even share "
+    "(rounded up) of max_sessions (default: one per core, os.cpu_count(); 1 for gpu)"
+)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--profile", choices=["speech", "camera"], help="speech runs ASR")
     serve.add_argument("--config", metavar="FILE.toml", help="server config file")
     serve.add_argument("--api-key", help="require this key from clients")
+    serve.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
@@ -68,13 +82,10 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from transport.app import create_app
-    from transport.server import RealtimeServer
-    from transport.settings import load_settings
+    from transport.server import RealtimeServer, configure_logging
+    from transport.settings import default_workers, load_settings
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per transition
+    configure_logging(args.log_level)
     options = {
         key: value
         for key, value in (
@@ -93,27 +104,45 @@ def _serve(args: argparse.Namespace) -> int:
             backend=args.backend,
             profile=args.profile,
             api_key=args.api_key,
+            workers=args.workers,
             backend_options=options or None,
         )
     except (OSError, ValueError) as exc:
         print(f"joyduplex: {exc}", file=sys.stderr)
         return 2
-    app = create_app(settings)
+    workers = settings.workers or default_workers(settings.backend)
     print(
-        f"joyduplex {__version__}: backend {settings.backend}, profile {settings.profile}; "
-        f"loading models, then serving on http://{settings.host}:{settings.port}/ "
-        f"(websocket /v1/realtime)",
+        f"joyduplex {__version__}: backend {settings.backend}, profile {settings.profile}, "
+        f"{workers} worker{'s' if workers > 1 else ''}; loading models, then serving on "
+        f"http://{settings.host}:{settings.port}/ (websocket /v1/realtime)",
         file=sys.stderr,
     )
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        ws_max_size=settings.limits.max_event_bytes + 1024 * 1024,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=10,
-    )
-    with contextlib.suppress(KeyboardInterrupt):  # re-raised by uvicorn after a clean shutdown
+    uvicorn_options = {
+        "host": settings.host,
+        "port": settings.port,
+        "ws_max_size": settings.limits.max_event_bytes + 1024 * 1024,
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": 10,
+    }
+    # uvicorn stops gracefully on SIGINT and SIGTERM, then raises the signal again: with
+    # this handler both end the process quietly with status 0.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if workers > 1:
+        from transport.workers import WorkerSpec, serve_workers
+
+        spec = WorkerSpec(settings, uvicorn_options, args.log_level)
+        try:
+            return serve_workers(spec, workers)
+        except OSError as exc:
+            print(
+                f"joyduplex: cannot listen on {settings.host}:{settings.port}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        except KeyboardInterrupt:  # before the supervisor took the signals over
+            return 0
+    config = uvicorn.Config(create_app(settings), **uvicorn_options)
+    with contextlib.suppress(KeyboardInterrupt):
         RealtimeServer(config).run()
     return 0
 

@@ -7,6 +7,7 @@ application's lifespan ends. `RealtimeServer` first closes every session itself
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
-__all__ = ["RealtimeServer"]
+__all__ = ["RealtimeServer", "configure_logging"]
 
 
 class RealtimeServer(uvicorn.Server):
@@ -38,3 +39,12 @@ def _find_host(app: Any) -> Any:
         if app is None:
             return None
     return None
+
+
+def configure_logging(level: str, *, worker: int | None = None) -> None:
+    """The server's log format; a worker process of several names itself in each line."""
+    who = "" if worker is None else f" worker {worker} [%(process)d]"
+    logging.basicConfig(
+        level=level.upper(), format=f"%(asctime)s %(levelname)s{who} %(name)s: %(message)s"
+    )
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per transition

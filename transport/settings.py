@@ -1,7 +1,7 @@
 """Server settings: defaults, the TOML config file, and command-line overrides.
 
 [server]   host, port, backend (cpu|scripted|gpu), profile (speech|camera), api_key,
-           allowed_origins
+           allowed_origins, workers (worker processes; default: one per core, one for gpu)
 [backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
 [limits]   any field of spec.limits.Limits
 [session]  the default session object, checked by the public session validator
@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,9 +19,15 @@ from spec.errors import InvalidSessionConfig
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 
-__all__ = ["ServerSettings", "load_settings"]
+__all__ = ["ServerSettings", "default_workers", "load_settings"]
 
-_SERVER_KEYS = {"host", "port", "backend", "profile", "api_key", "allowed_origins"}
+_SERVER_KEYS = {"host", "port", "backend", "profile", "api_key", "allowed_origins", "workers"}
+
+
+def default_workers(backend: str) -> int:
+    """One worker process per core (`os.cpu_count()`); one for the gpu backend, whose
+    models fill the GPUs once."""
+    return 1 if backend == "gpu" else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class ServerSettings:
     profile: str = "speech"
     api_key: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    workers: int | None = None  # worker processes; None: `default_workers(backend)`
     backend_options: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     session_defaults: SessionConfig = field(default_factory=SessionConfig)
@@ -73,4 +81,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         raise ValueError(f"unknown backend `{settings.backend}`")
     if settings.profile not in ("speech", "camera"):
         raise ValueError(f"unknown profile `{settings.profile}`")
+    workers = settings.workers
+    if workers is not None and (type(workers) is not int or workers < 1):
+        raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")
     return settings

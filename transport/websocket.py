@@ -99,20 +99,20 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
     origin = websocket.headers.get("origin")
     if settings.allowed_origins and origin is not None and origin not in settings.allowed_origins:
-        host.metrics.sessions_refused += 1
+        host.metrics.session_refused()
         exc = RemoteProtocolError(
             f"origin `{origin}` is not allowed", code=ErrorCode.ORIGIN_NOT_ALLOWED
         )
         await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
         return
     if not _authorized(websocket, settings):
-        host.metrics.sessions_refused += 1
+        host.metrics.session_refused()
         exc = RemoteProtocolError("missing or wrong API key", code=ErrorCode.UNAUTHORIZED)
         await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
         return
     refusal = host.refusal()
     if refusal is not None:
-        host.metrics.sessions_refused += 1
+        host.metrics.session_refused()
         await _refuse(websocket, refusal, CloseCode.TRY_AGAIN_LATER)
         return
     config = settings.session_defaults

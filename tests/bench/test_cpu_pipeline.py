@@ -146,7 +146,7 @@ class Breakdown:
 
 
 def _metric_sums(text: str, kind: str = "sum") -> dict[str, float]:
-    pattern = rf'joyduplex_stage_latency_seconds_{kind}\{{stage="(\w+)"\}} ([0-9.]+)'
+    pattern = rf'joyduplex_stage_latency_seconds_{kind}\{{stage="(\w+)"\}} ([0-9.e+-]+)'
     return {stage: float(value) for stage, value in re.findall(pattern, text)}
 
 

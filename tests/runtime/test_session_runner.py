@@ -103,7 +103,8 @@ async def test_a_slow_reader_never_grows_the_outbound_queue_past_its_bound(
     # the whole reply is produced while the client reads nothing: the runner's own count
     # of response.done sent, rather than a guess at how long producing it takes
     await eventually(
-        "the whole reply to be produced", lambda: harness.host.metrics.events_out["response.done"]
+        "the whole reply to be produced",
+        lambda: harness.host.metrics.value("joyduplex_events_out_total", type="response.done"),
     )
     queue = runner.outbound
     queued = list(queue._items)
@@ -115,7 +116,8 @@ async def test_a_slow_reader_never_grows_the_outbound_queue_past_its_bound(
     # only the reply's closing control events (never dropped) go past it, far from the
     # 4 x bound that would mean the client stopped reading altogether
     assert queue.max_events <= len(queued) < 4 * queue.max_events
-    assert harness.host.metrics.audio_deltas_dropped == runner.outbound.dropped_audio_deltas
+    dropped = harness.host.metrics.value("joyduplex_audio_deltas_dropped_total")
+    assert dropped == runner.outbound.dropped_audio_deltas
     done = await client.until("response.done")  # control events still arrive
     errors = [e.error for e in client.seen if e.__struct_config__.tag == "error"]
     assert errors == []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
 import subprocess
 import wave
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import websockets
 
 from tests.served_process import joyduplex, run_client, serve
 
@@ -46,3 +50,24 @@ def test_serve_refuses_a_bad_config_file_clearly(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "turn_detection" in result.stderr
+
+
+def test_one_worker_stops_on_sigterm_closing_its_sessions_and_exits_zero(tmp_path: Path) -> None:
+    """`--workers 1` runs no supervisor; SIGTERM ends it as gracefully as SIGINT."""
+    log = tmp_path / "server.log"
+    with serve(["--backend", "scripted"], log, stop_signal=signal.SIGTERM) as served:
+        ready = httpx.get(served.base + "/readyz").json()
+        assert ready["workers"]["total"] == ready["workers"]["ready"] == 1
+        assert ready["worker"]["pid"] == served.process.pid  # the server is the worker
+
+        async def scenario() -> tuple[str, int | None]:
+            async with websockets.connect(served.ws_url) as ws:
+                assert json.loads(await ws.recv())["type"] == "session.created"
+                served.process.send_signal(signal.SIGTERM)
+                closed = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                with pytest.raises(websockets.ConnectionClosed):
+                    await ws.recv()
+                return closed["reason"], ws.close_code
+
+        assert asyncio.run(scenario()) == ("shutdown", 1001)
+        assert served.process.wait(timeout=30) == 0, log.read_text()[-5000:]

@@ -1,0 +1,84 @@
+"""The state each worker process of one server shares with the others: its pid, whether it
+is ready, and how many sessions it holds.
+
+The supervisor (`transport.workers`) creates the board before it starts the workers and
+hands it to each of them with its slot index; a worker writes only its own slot (the
+supervisor writes a slot when its worker starts or exits), and any worker reads all of
+them to answer /readyz for the whole server. The arrays are plain shared memory without
+a lock: each slot has one writer at a time and every field is one machine word.
+"""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+__all__ = ["WorkerBoard", "WorkerState", "WorkerStatus"]
+
+
+class WorkerState(enum.IntEnum):
+    STARTING = 0  # spawned, loading and warming up its backend
+    READY = 1
+    OUT_OF_SERVICE = 2  # a backend stage died (B18)
+    SHUTTING_DOWN = 3
+    EXITED = 4  # the process ended; the supervisor replaces it unless the server stops
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ")
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    index: int
+    pid: int
+    state: WorkerState
+    sessions: int
+
+
+class WorkerBoard:
+    """One slot per worker process, in shared memory created by the supervisor."""
+
+    def __init__(self, workers: int, context: BaseContext | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        ctx: Any = context or multiprocessing.get_context("spawn")
+        self._pids: Any = ctx.RawArray("q", workers)
+        self._states: Any = ctx.RawArray("i", workers)
+        self._sessions: Any = ctx.RawArray("i", workers)
+
+    @property
+    def size(self) -> int:
+        return len(self._states)
+
+    def starting(self, index: int) -> None:
+        """The supervisor is about to start a worker in slot `index`."""
+        self._pids[index] = 0
+        self._states[index] = WorkerState.STARTING
+        self._sessions[index] = 0
+
+    def set_pid(self, index: int, pid: int) -> None:
+        self._pids[index] = pid
+
+    def exited(self, index: int) -> None:
+        """The worker in slot `index` ended."""
+        self._states[index] = WorkerState.EXITED
+        self._sessions[index] = 0
+
+    def publish(self, index: int, state: WorkerState, sessions: int) -> None:
+        """A worker's own state, written by the worker."""
+        self._states[index] = state
+        self._sessions[index] = sessions
+
+    def status(self, index: int) -> WorkerStatus:
+        return WorkerStatus(
+            index, int(self._pids[index]), WorkerState(self._states[index]), self._sessions[index]
+        )
+
+    def snapshot(self) -> list[WorkerStatus]:
+        return [self.status(i) for i in range(self.size)]
