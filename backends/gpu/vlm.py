@@ -16,12 +16,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from backends.base import PromptContext, VlmDecision, VlmRequest, VlmTextDelta
-from backends.gpu.actions import ActionStreamParser
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.frames import decode_frames
-from backends.gpu.prompt import DEFAULT_IMAGE_TOKENS, BuiltPrompt, build_prompt
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
+from backends.joyai.actions import ActionStreamParser
+from backends.joyai.prompt import DEFAULT_IMAGE_TOKENS, BuiltPrompt, build_prompt
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

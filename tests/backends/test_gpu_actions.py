@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backends.base import VlmAction, VlmDecision
-from backends.gpu.actions import ActionStreamParser, parse_action
+from backends.joyai.actions import ActionStreamParser, parse_action
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from backends.base import HistoryTurn, InvalidPromptContext, PromptContext
-from backends.gpu.prompt import IMAGE_PLACEHOLDER, USER_QUERY_HEADER, build_prompt, render_chatml
+from backends.joyai.prompt import IMAGE_PLACEHOLDER, USER_QUERY_HEADER, build_prompt, render_chatml
 
 
 def count_words(text: str) -> int:

@@ -31,12 +31,12 @@ from backends.base import (
     VlmRequest,
     VlmTextDelta,
 )
-from backends.gpu.actions import parse_action
 from backends.gpu.asr import AsrStage
 from backends.gpu.engine_api import Sampling
 from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
 from backends.gpu.placement import default_placement
 from backends.gpu.vlm import VlmStage
+from backends.joyai.actions import parse_action
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from gpu_tiny_models import build_all
