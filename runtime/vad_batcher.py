@@ -51,6 +51,7 @@ class _Slot:
 
 class VadBatcher:
     def __init__(self, vad: Vad, *, tick_s: float = TICK_S) -> None:
+        """`tick_s=0` scores at the next loop iteration (tests on a simulated clock)."""
         self.vad = vad
         self.tick_s = tick_s
         self._queue: list[_Slot] = []
@@ -86,8 +87,8 @@ class VadBatcher:
         self._leading = True
         try:
             with anyio.CancelScope(shield=True):
-                now = anyio.current_time()
-                await anyio.sleep(self.tick_s - now % self.tick_s)
+                tick = self.tick_s
+                await anyio.sleep(tick - anyio.current_time() % tick if tick > 0 else 0)
                 batch, self._queue = self._queue, []
                 await self._score(batch)
         finally:

@@ -131,7 +131,8 @@ async def idle_camera_session(
                 channel,
                 clock=clock,
                 metrics=Metrics(),
-                vad=VadBatcher(InlineSilero(backend.vad)),  # type: ignore[arg-type]
+                # no tick: the clock is simulated and memory, not batching, is the question
+                vad=VadBatcher(InlineSilero(backend.vad), tick_s=0),  # type: ignore[arg-type]
                 max_outbound_events=Limits().max_outbound_events,
             )
             acks = anyio.Event()
