@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from backends.base import load_backend
-from core.admission import SessionSlots, worker_share
+from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.metrics import Metrics
@@ -97,6 +97,10 @@ class SessionHost:
         self.workers = board.size if board is not None else 1
         self.metrics = Metrics(worker=worker)
         self.slots = SessionSlots(worker_share(settings.limits.max_sessions, self.workers))
+        limits = settings.limits
+        self.overload = OverloadGate(
+            loop_lag_limit_ms=limits.shed_loop_lag_ms, vad_limit_ms=limits.shed_vad_batch_ms
+        )
         self.backend = backend
         self._started = False
         self._stopping = False
@@ -186,8 +190,17 @@ class SessionHost:
         while True:
             before = anyio.current_time()
             await anyio.sleep(period_s)
-            self.metrics.loop_lag(max(0.0, anyio.current_time() - before - period_s))
+            lag_s = max(0.0, anyio.current_time() - before - period_s)
+            self.metrics.loop_lag(lag_s)
             self.metrics.sample_cpu()
+            vad_s = self._vad.take_longest_batch_s() if self._vad is not None else 0.0
+            shedding = self.overload.closed
+            self.overload.observe(lag_s * 1000, vad_s * 1000)
+            if self.overload.closed != shedding:
+                if self.overload.closed:
+                    log.warning("overloaded, refusing new sessions: %s", self.overload.reason)
+                else:
+                    log.warning("load back under the limits; admitting new sessions")
             self.publish()
 
     async def close_sessions(self) -> None:
@@ -220,6 +233,9 @@ class SessionHost:
             return RemoteProtocolError(
                 f"the server is not ready{why}; retry shortly", code=ErrorCode.RESOURCE_EXHAUSTED
             )
+        shed = self.overload.refusal()
+        if shed is not None:
+            return shed
         if self.slots.in_use >= self.slots.capacity:
             limit = f"the server is at its limit of {self.slots.capacity} sessions"
             if self.workers > 1:

@@ -58,11 +58,17 @@ class VadBatcher:
         self._leading = False
         self.batches = 0
         self.frames = 0
+        self.longest_batch_s = 0.0  # since `take_longest_batch_s` last read it
 
     @property
     def queued(self) -> int:
         """Sessions whose frames wait for the next tick."""
         return len(self._queue)
+
+    def take_longest_batch_s(self) -> float:
+        """The longest scoring call since the last read (the overload signal)."""
+        longest, self.longest_batch_s = self.longest_batch_s, 0.0
+        return longest
 
     async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
         """Probabilities of `frames` (shape [k, 512]) for one session, in order."""
@@ -102,6 +108,7 @@ class VadBatcher:
     async def _score(self, batch: list[_Slot]) -> None:
         if not batch:
             return
+        started = anyio.current_time()
         try:
             scored = await self.vad.score_sequences(
                 [s.state for s in batch], [s.frames for s in batch]
@@ -111,6 +118,7 @@ class VadBatcher:
             log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
             scored = [np.zeros(len(s.frames), dtype=np.float32) for s in batch]
         self.batches += 1
+        self.longest_batch_s = max(self.longest_batch_s, anyio.current_time() - started)
         for slot, probabilities in zip(batch, scored, strict=True):
             self.frames += len(slot.frames)
             slot.probabilities = np.asarray(probabilities, dtype=np.float64).tolist()

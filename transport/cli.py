@@ -121,6 +121,8 @@ def _serve(args: argparse.Namespace) -> int:
         "host": settings.host,
         "port": settings.port,
         "ws_max_size": settings.limits.max_event_bytes + 1024 * 1024,
+        # base64 audio barely compresses: inflating it per message costs CPU for nothing
+        "ws_per_message_deflate": False,
         "log_level": args.log_level,
         "timeout_graceful_shutdown": 10,
     }

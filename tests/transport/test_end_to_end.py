@@ -352,3 +352,44 @@ def test_b18_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhaust
         assert "stage vlm out of service" in ready.json()["reason"]
     finally:
         stop()
+
+
+def test_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted() -> None:
+    """Overload is shed at admission, not shared: while the host measures overload, a new
+    session gets resource_exhausted and close 1013; the session admitted before keeps
+    working; when the load is back under the limits, sessions are admitted again."""
+    live, stop = start_server()
+    host = live.app.state.host
+    gate = host.overload
+    try:
+
+        async def refused() -> tuple[str, str, int | None]:
+            async with websockets.connect(live.ws_url) as late:
+                error = json.loads(await late.recv())
+                with pytest.raises(websockets.ConnectionClosed):
+                    await late.recv()
+                return error["error"]["code"], error["error"]["message"], late.close_code
+
+        async def run() -> None:
+            async with DuplexClient.connect(live.ws_url) as admitted:
+                gate.loop_lag_limit_ms = 1e-9  # every wake-up of the watcher is now late
+                gate.vad_limit_ms = -1.0
+                while not gate.closed:  # the host's own watcher closes the gate
+                    await asyncio.sleep(0.05)
+                code, message, close_code = await refused()
+                assert (code, close_code) == ("resource_exhausted", 1013)
+                assert "overloaded" in message
+                await admitted.update_session(turn_detection=None)
+                await admitted.stream_audio(_tone(300), frames=[JPEG])
+                await admitted.commit(create_response=True)
+                result = await admitted.collect_response(timeout=20)
+                assert result.status == "completed" and result.audio
+            gate.loop_lag_limit_ms, gate.vad_limit_ms = 1e9, 1e9
+            while gate.closed:
+                await asyncio.sleep(0.05)
+            async with DuplexClient.connect(live.ws_url) as again:
+                await again.update_session(turn_detection=None)
+
+        asyncio.run(asyncio.wait_for(run(), 60))
+    finally:
+        stop()
