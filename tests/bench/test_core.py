@@ -96,3 +96,40 @@ def test_bench_full_turn_through_session(benchmark) -> None:  # type: ignore[no-
 @pytest.mark.benchmark(group="core-full-turn")
 def test_bench_full_turn_decode_baseline(benchmark) -> None:  # type: ignore[no-untyped-def]
     benchmark(_decode_turn)
+
+
+# --- the listening path: what one GA client's append costs the server ---------------------
+
+_PCM_24K = (np.sin(np.arange(480) / 7.5) * 300).astype("<i2").tobytes()  # 20 ms, 24 kHz, quiet
+_FRAME_24K = json.dumps(
+    {"type": "input_audio_buffer.append", "audio": base64.b64encode(_PCM_24K).decode()}
+).encode()
+_LISTENING = validate_session(
+    {
+        "type": "realtime",
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": 24_000},
+                "turn_detection": {"type": "server_vad"},
+            }
+        },
+    }
+)
+
+
+def _listening_append(p: SessionProtocol) -> None:
+    """Decode, apply (24 kHz -> 16 kHz, idle retention, the ScoreVad effect), drain."""
+    p.receive(codec.decode_client_event(_FRAME_24K), 0)
+    p.next_outputs()
+
+
+@pytest.mark.benchmark(group="listening-append-24khz-20ms")
+def test_bench_listening_append_through_decode_and_session(benchmark) -> None:  # type: ignore[no-untyped-def]
+    p = SessionProtocol(session_id="bench", config=_LISTENING)
+    p.next_outputs()
+    benchmark(_listening_append, p)
+
+
+@pytest.mark.benchmark(group="listening-append-24khz-20ms")
+def test_bench_listening_append_decode_baseline(benchmark) -> None:  # type: ignore[no-untyped-def]
+    benchmark(codec.decode_client_event, _FRAME_24K)
