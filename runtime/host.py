@@ -28,6 +28,7 @@ from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.metrics import Metrics
 from runtime.session_runner import SessionRunner, StageTimeouts
+from runtime.timers import Timers
 from runtime.vad_batcher import VadBatcher
 from runtime.workers import WorkerState, WorkerStatus
 from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
@@ -106,6 +107,9 @@ class SessionHost:
         self._stopping = False
         self._failure: str | None = None
         self._vad: VadBatcher | None = None
+        #: every session's deadlines; `timers.run()` runs beside `watch()` (the transport's
+        #: lifespan); while it does not, each session runs a timer of its own
+        self.timers = Timers()
         self._runners: dict[str, SessionRunner] = {}
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(4)
@@ -276,6 +280,7 @@ class SessionHost:
             vad=self._vad,
             max_outbound_events=self.settings.limits.max_outbound_events,
             timeouts=self.settings.timeouts,
+            timers=self.timers,
         )
         self._runners[session_id] = runner
         self.publish()

@@ -1,15 +1,16 @@
 """Runs one `SessionProtocol` over a channel against a backend.
 
 Theory of operation: one task group per connection holds a reader (channel -> decode ->
-`receive`), a writer (bounded outbound queue -> channel), a timer (`next_deadline` ->
-`handle_timeout`) and one task per stage request. Every stage request runs in its own
-cancel scope, registered by request id, so an `Abort` effect (barge-in, cancel, failure)
-stops exactly that request; TTS requests of a response run in order on one worker. Results
-go back through `backend_event`, which fences anything late. Server VAD runs between
-client events: the audio of an append is scored (batched across sessions) before the next
-client event is applied, so a commit never races its own audio's verdict. Backend aborts
-run shielded under a deadline. When the connection ends, the task group is cancelled and
-nothing outlives it.
+`receive`), a writer (bounded outbound queue -> channel) and one task per stage request;
+the protocol's deadlines (`next_deadline` -> `handle_timeout`) go to the process's one
+`Timers` heap (a timer task of its own only when that does not run). Every stage request
+runs in its own cancel scope, registered by request id, so an `Abort` effect (barge-in,
+cancel, failure) stops exactly that request; TTS requests of a response run in order on
+one worker. Results go back through `backend_event`, which fences anything late. Server
+VAD runs between client events: the audio of an append is scored (batched across
+sessions, on the VAD tick) before the next client event is applied, so a commit never
+races its own audio's verdict. Backend aborts run shielded under a deadline. When the
+connection ends, the task group is cancelled and nothing outlives it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from backends.base import (
     VlmRequest,
 )
 from runtime.outbound import OutboundOverflow, OutboundQueue
+from runtime.timers import Timers
 from spec.effects import (
     Abort,
     CloseSession,
@@ -112,6 +114,7 @@ class SessionRunner:
         vad: VadBatcher | None,
         max_outbound_events: int,
         timeouts: StageTimeouts | None = None,
+        timers: Timers | None = None,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
@@ -127,7 +130,9 @@ class SessionRunner:
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
         self._vad_pending: list[ScoreVad] = []
-        self._deadline_changed = anyio.Event()
+        self._timers = timers  # the process's; a private one when it is not running
+        self._timer_at: float | None = None  # loop time of the deadline scheduled
+        self._ended = False
         self._closing = False
         self._close_code = CloseCode.NORMAL
 
@@ -138,12 +143,15 @@ class SessionRunner:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                if self._timers is None or not self._timers.running:
+                    self._timers = Timers()  # standalone (tests): a timer task of its own
+                    tg.start_soon(self._timers.run)
                 self._pump()  # session.created
                 tg.start_soon(self._writer)
-                tg.start_soon(self._timer)
                 await self._reader()
                 tg.cancel_scope.cancel()
         finally:
+            self._ended = True
             self._tg = None
             for work in self._responses.values():
                 if work.tts_send is not None:
@@ -200,20 +208,24 @@ class SessionRunner:
                 log.debug("send failed; peer gone", exc_info=True)
                 return
 
-    async def _timer(self) -> None:
-        while True:
-            changed = self._deadline_changed = anyio.Event()
-            deadline = self.protocol.next_deadline()
-            if deadline is None:
-                await changed.wait()
-                continue
-            delay = (deadline - self.clock.now_ms()) / 1000
-            if delay > 0:
-                with anyio.move_on_after(delay):
-                    await changed.wait()
-                continue
-            self.protocol.handle_timeout(self.clock.now_ms())
-            self._pump()
+    def timer_fired(self, at: float) -> None:
+        """The process's timers: the deadline scheduled for `at` is due."""
+        if at != self._timer_at or self._ended:
+            return  # stale: rescheduled earlier meanwhile, or the session is over
+        self._timer_at = None
+        self.protocol.handle_timeout(self.clock.now_ms())
+        self._pump()
+
+    def _reschedule(self) -> None:
+        """Schedule the protocol's next deadline if it is earlier than the one held (a
+        deadline that moved later is found when the held one fires)."""
+        deadline = self.protocol.next_deadline()
+        if deadline is None or self._timers is None:
+            return
+        at = anyio.current_time() + max(0, deadline - self.clock.now_ms()) / 1000
+        if self._timer_at is None or at < self._timer_at:
+            self._timer_at = at
+            self._timers.schedule(self, at)
 
     # --- outputs ----------------------------------------------------------------------
 
@@ -245,7 +257,7 @@ class SessionRunner:
                 self._emit(out)
             else:
                 self._execute(out)
-        self._deadline_changed.set()
+        self._reschedule()
 
     def _observe(self, event: ServerEvent) -> None:
         if isinstance(event, ResponseCreated):

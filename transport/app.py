@@ -113,6 +113,7 @@ def create_app(
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.watch)
+                tg.start_soon(host.timers.run)
                 try:
                     yield
                 finally:

@@ -1,0 +1,77 @@
+"""`Timers`: one deadline heap and one task for every session of a process.
+
+A session's deadlines (idle timeout, playback drain) move on almost every client event,
+and a task per session that re-arms a cancel scope on each of them cost more than the
+events themselves once hundreds of sessions listen. Here a session schedules a deadline
+only when it is earlier than the one it already holds; the entry that fires early (the
+idle deadline moved later meanwhile) is answered by the owner re-reading its protocol and
+scheduling again. Stale entries (an owner that rescheduled earlier, or ended) are skipped
+when they come up, so the heap holds at most a few entries per session.
+
+Times are the event loop's clock (`anyio.current_time()`, seconds), so sessions whose
+protocol clocks have different origins share one heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from typing import Protocol
+
+import anyio
+
+__all__ = ["TimerOwner", "Timers"]
+
+log = logging.getLogger("joyduplex.runtime")
+
+
+class TimerOwner(Protocol):
+    def timer_fired(self, at: float) -> None:
+        """The deadline scheduled for `at` is due (it may be stale: check)."""
+        ...
+
+
+class Timers:
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, TimerOwner]] = []
+        self._seq = itertools.count()
+        self._wake = anyio.Event()
+        self.running = False
+        self.fired = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def schedule(self, owner: TimerOwner, at: float) -> None:
+        """Call `owner.timer_fired(at)` once the loop clock reaches `at`."""
+        earliest = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (at, next(self._seq), owner))
+        if earliest is None or at < earliest:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Until cancelled: fire each deadline when it is due."""
+        self.running = True
+        try:
+            while True:
+                if not self._heap:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    continue
+                at, _, owner = self._heap[0]
+                delay = at - anyio.current_time()
+                if delay > 0:
+                    with anyio.move_on_after(delay):
+                        await self._wake.wait()
+                    if self._wake.is_set():
+                        self._wake = anyio.Event()
+                    continue
+                heapq.heappop(self._heap)
+                self.fired += 1
+                try:
+                    owner.timer_fired(at)
+                except Exception:  # one session's bug must not stop every session's timers
+                    log.exception("a session's timer failed")
+        finally:
+            self.running = False
