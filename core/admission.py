@@ -67,7 +67,7 @@ class OverloadGate:
 
     __slots__ = ("_over", "closed", "loop_lag_limit_ms", "periods", "reason", "vad_limit_ms")
 
-    def __init__(self, *, loop_lag_limit_ms: float, vad_limit_ms: float, periods: int = 2) -> None:
+    def __init__(self, *, loop_lag_limit_ms: float, vad_limit_ms: float, periods: int = 4) -> None:
         self.loop_lag_limit_ms = loop_lag_limit_ms
         self.vad_limit_ms = vad_limit_ms
         self.periods = periods

@@ -50,10 +50,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: queued outbound events per session before audio deltas are dropped
     max_outbound_events: _Positive = 512
     #: new sessions are refused (resource_exhausted, close 1013) while the event loop wakes
-    #: later than this, measured twice in a row; 0 switches load shedding off
-    shed_loop_lag_ms: _NonNegative = 30.0
+    #: later than this for a second (four watcher periods in a row); 0 switches shedding off
+    shed_loop_lag_ms: _NonNegative = 50.0
     #: ... or while one batched VAD call takes longer than this
-    shed_vad_batch_ms: _NonNegative = 40.0
+    shed_vad_batch_ms: _NonNegative = 80.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Limits:

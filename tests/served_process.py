@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from tests.load_shedding import config_args_without_shedding
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -58,6 +60,7 @@ def serve(
     env: dict[str, str] | None = None,
     workers: int = 1,
     stop_signal: int = signal.SIGINT,
+    shedding: bool = False,
 ) -> Iterator[Served]:
     """Start `joyduplex serve ARGS --workers WORKERS` on a free loopback port, wait for
     /readyz, and on exit stop it with `stop_signal`; the server must then exit with 0.
@@ -65,6 +68,8 @@ def serve(
     One worker unless asked: the server's default (one per core) would multiply the
     suite's processes and backends by the cores of the machine."""
     port = free_port()
+    if not shedding:
+        args = config_args_without_shedding(args, log.parent)
     with log.open("w") as out:
         process = subprocess.Popen(
             [*joyduplex(), "serve", *args, "--port", str(port), "--workers", str(workers)],

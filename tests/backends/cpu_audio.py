@@ -171,11 +171,13 @@ def start_cpu_server(
     import uvicorn
 
     from backends.cpu.backend import create_backend
+    from tests.load_shedding import without_shedding
     from transport.app import create_app
     from transport.server import RealtimeServer
     from transport.settings import ServerSettings
 
     settings = replace(settings or ServerSettings(), backend="cpu", host="127.0.0.1", port=0)
+    settings = without_shedding(settings)
     backend = backend if backend is not None else create_backend()
     app = create_app(settings, backend=backend)
     config = uvicorn.Config(

@@ -26,7 +26,7 @@ def test_a_server_has_at_least_one_worker() -> None:
 
 
 def test_overload_gate_closes_after_consecutive_periods_over_a_limit() -> None:
-    gate = OverloadGate(loop_lag_limit_ms=30, vad_limit_ms=40)
+    gate = OverloadGate(loop_lag_limit_ms=30, vad_limit_ms=40, periods=2)
     gate.observe(80, 0)  # one late wake-up (a garbage collection) sheds nobody
     assert not gate.closed and gate.refusal() is None
     gate.observe(1, 0)
@@ -39,7 +39,7 @@ def test_overload_gate_closes_after_consecutive_periods_over_a_limit() -> None:
 
 
 def test_overload_gate_opens_only_below_half_its_limits() -> None:
-    gate = OverloadGate(loop_lag_limit_ms=30, vad_limit_ms=40)
+    gate = OverloadGate(loop_lag_limit_ms=30, vad_limit_ms=40, periods=2)
     gate.observe(50, 0)
     gate.observe(50, 0)
     assert gate.closed

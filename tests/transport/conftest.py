@@ -11,6 +11,7 @@ import uvicorn
 
 from backends.scripted.backend import create_backend
 from backends.scripted.script import Script
+from tests.load_shedding import without_shedding
 from transport.app import create_app
 from transport.server import RealtimeServer
 from transport.settings import ServerSettings
@@ -30,6 +31,7 @@ class LiveServer:
 def start_server(settings: ServerSettings | None = None, **kw: Any) -> tuple[LiveServer, Any]:
     script = Script()
     settings = replace(settings or ServerSettings(backend="scripted"), backend="scripted", port=0)
+    settings = without_shedding(settings)
     app = create_app(settings, backend=create_backend(script=script), **kw)
     config = uvicorn.Config(
         app,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.load_shedding import config_args_without_shedding, without_shedding
 from tests.system_tools import chromium_binary
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -102,7 +103,7 @@ def cpu_server() -> Iterator[str]:
     from transport.server import RealtimeServer
     from transport.settings import ServerSettings
 
-    app = create_app(ServerSettings(backend="cpu", port=0))
+    app = create_app(without_shedding(ServerSettings(backend="cpu", port=0)))
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     server = RealtimeServer(config)
     thread = threading.Thread(target=server.run, daemon=True)

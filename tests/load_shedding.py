@@ -1,0 +1,44 @@
+"""Servers started by tests do not shed load unless the test is about shedding.
+
+The suite must pass on a loaded 2-core machine, where the event loop of a test server
+really does wake late for seconds at a time; a server that then refuses new sessions
+(resource_exhausted, 1013) is right, and its own tests prove it (tests/core/test_admission.py,
+tests/transport/test_end_to_end.py), but every other test wants its sessions admitted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import msgspec
+
+from spec.limits import Limits
+from transport.settings import ServerSettings
+
+__all__ = ["SHEDDING_OFF_TOML", "config_args_without_shedding", "without_shedding"]
+
+SHEDDING_OFF_TOML = "shed_loop_lag_ms = 0\n"
+
+
+def without_shedding(settings: ServerSettings) -> ServerSettings:
+    limits: Limits = msgspec.structs.replace(settings.limits, shed_loop_lag_ms=0)
+    return dataclasses.replace(settings, limits=limits)
+
+
+def config_args_without_shedding(args: list[str], folder: Path) -> list[str]:
+    """`joyduplex serve` arguments whose `--config` (added when absent) switches shedding
+    off in its `[limits]` table."""
+    args = list(args)
+    text = ""
+    if "--config" in args:
+        i = args.index("--config")
+        text = Path(args[i + 1]).read_text()
+        del args[i : i + 2]
+    if "[limits]" in text:
+        text = text.replace("[limits]", "[limits]\n" + SHEDDING_OFF_TOML, 1)
+    else:
+        text += "\n[limits]\n" + SHEDDING_OFF_TOML
+    path = folder / "joyduplex-test.toml"
+    path.write_text(text)
+    return [*args, "--config", str(path)]
