@@ -142,7 +142,8 @@ class AsrRequest:
 
     request_id: str
     pcm: Float32Array  # mono float32 at 16 kHz
-    language: str | None = "en"
+    #: the spoken language (ISO code such as "en", or a name); None: the model detects it
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

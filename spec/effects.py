@@ -92,6 +92,9 @@ class SubmitAsr:
     epoch: int
     item: ItemRef
     pcm16: bytes
+    #: the session's transcription language (`audio.input.transcription.language`);
+    #: None: the ASR model detects it
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

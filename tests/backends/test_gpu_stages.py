@@ -188,6 +188,17 @@ def test_asr_prompt_and_cleanup() -> None:
     assert clean_asr_text("language None<asr_text>") == ""
 
 
+def test_asr_language_is_detected_unless_the_request_sets_it() -> None:
+    """No forced `language English`: detected by default; a session language is forced."""
+    engine = FakeEngine(["language German<asr_text>hallo"])
+    stage = AsrStage(engine, default_placement().asr)
+    pcm = np.zeros(16_000, dtype=np.float32)
+    anyio.run(stage.transcribe, AsrRequest("a1", pcm))
+    assert engine.submitted[0][1].text.endswith("<|im_start|>assistant\n")
+    anyio.run(stage.transcribe, AsrRequest("a2", pcm, language="de"))
+    assert engine.submitted[1][1].text.endswith("assistant\nlanguage German<asr_text>")
+
+
 def test_asr_transcribes_audio_only() -> None:
     engine = FakeEngine(["hello ", " world"])
     stage = AsrStage(engine, default_placement().asr)
