@@ -75,6 +75,7 @@ __all__ = [
     "VlmTextDelta",
     "load_backend",
     "score_in_steps",
+    "tts_voices",
 ]
 
 Float32Array = npt.NDArray[np.float32]
@@ -317,6 +318,13 @@ class Tts(Stage, Protocol):
     output_sample_rate_hz: int
 
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
+
+
+def tts_voices(tts: Tts | None) -> frozenset[str] | None:
+    """The voices a TTS stage can speak with (its optional `voices` attribute, known once
+    it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
+    voices = getattr(tts, "voices", None)
+    return frozenset(voices) if voices is not None else None
 
 
 @dataclass(slots=True)

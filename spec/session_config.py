@@ -22,7 +22,7 @@ from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -255,18 +255,39 @@ def _transcription_language(
     return language.strip()
 
 
+def _voice(voice: str | None, param: str, voices: Collection[str] | None) -> str | None:
+    """A voice the TTS backend has (case-insensitive, as Qwen3-TTS matches speakers)."""
+    if voice is None or voices is None:
+        return voice
+    known = {v.strip().lower() for v in voices}
+    if voice.strip().lower() not in known:
+        choices = ", ".join(sorted(voices))
+        raise _refuse(
+            ErrorCode.UNSUPPORTED_VOICE,
+            param,
+            f"unsupported voice `{voice}`; this server's voices are: {choices}",
+        )
+    return voice
+
+
 def validate_session(
-    patch: SessionPatch | Mapping[str, Any], base: SessionConfig | None = None
+    patch: SessionPatch | Mapping[str, Any],
+    base: SessionConfig | None = None,
+    *,
+    voices: Collection[str] | None = None,
 ) -> SessionConfig:
     """Validate a session object and return the configuration it yields on top of `base`.
 
     Args:
         patch: the `session` object of a `session.update` (decoded or raw JSON mapping).
         base: the current configuration; `None` means the defaults.
+        voices: the TTS backend's voices (data, so spec never imports a backend); a
+            `voice` not among them is refused. `None`: any voice is accepted.
 
     Raises:
-        InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`
-            or `bad_event`, and `param` naming the offending field. `base` is unchanged.
+        InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`,
+            `unsupported_voice` or `bad_event`, and `param` naming the offending field.
+            `base` is unchanged.
     """
     base = base or SessionConfig()
     if not isinstance(patch, SessionPatch):
@@ -340,10 +361,11 @@ def validate_session(
             )
         changes["output_modalities"] = tuple(modalities)
     voice = patch.voice
+    voice_param = "session.voice"
     if audio_out is not unset and audio_out.voice is not unset:
-        voice = audio_out.voice
+        voice, voice_param = audio_out.voice, "session.audio.output.voice"
     if voice is not unset:
-        changes["voice"] = voice
+        changes["voice"] = _voice(voice, voice_param, voices)
     if audio_in is not unset and audio_in.transcription is not unset:
         changes["transcription_language"] = _transcription_language(
             audio_in.transcription,

@@ -339,3 +339,22 @@ def test_tts_abort_stops_the_stream() -> None:
         return n
 
     assert anyio.run(main) <= 3
+
+
+def test_tts_voices_are_the_checkpoint_speakers() -> None:
+    from types import SimpleNamespace
+
+    from backends.base import tts_voices
+    from backends.gpu.tts import speakers_of
+
+    listing = SimpleNamespace(get_supported_speakers=lambda: ["Vivian", "Ryan"])
+    assert speakers_of(listing) == {"Vivian", "Ryan"}
+    table = SimpleNamespace(
+        model=SimpleNamespace(
+            config=SimpleNamespace(talker_config=SimpleNamespace(spk_id={"serena": 3}))
+        )
+    )
+    assert speakers_of(table) == {"serena"}
+    assert speakers_of(None) is None and speakers_of(object()) is None
+    assert tts_voices(None) is None
+    assert tts_voices(SimpleNamespace(voices=["a"])) == {"a"}  # type: ignore[arg-type]
