@@ -75,6 +75,7 @@ __all__ = [
     "VlmTextDelta",
     "load_backend",
     "score_in_steps",
+    "tts_voices",
 ]
 
 Float32Array = npt.NDArray[np.float32]
@@ -142,7 +143,8 @@ class AsrRequest:
 
     request_id: str
     pcm: Float32Array  # mono float32 at 16 kHz
-    language: str | None = "en"
+    #: the spoken language (ISO code such as "en", or a name); None: the model detects it
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +318,13 @@ class Tts(Stage, Protocol):
     output_sample_rate_hz: int
 
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
+
+
+def tts_voices(tts: Tts | None) -> frozenset[str] | None:
+    """The voices a TTS stage can speak with (its optional `voices` attribute, known once
+    it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
+    voices = getattr(tts, "voices", None)
+    return frozenset(voices) if voices is not None else None
 
 
 @dataclass(slots=True)

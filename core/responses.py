@@ -155,7 +155,16 @@ class Responses:
             request_id = response.open_asr(commit)
             ref = ItemRef(commit.item.id, commit.item.version, commit.content_index)
             pcm16 = self._pending.take_audio(commit)
-            self._out.effect(SubmitAsr(request_id, response_id, self._out.epoch, ref, pcm16))
+            self._out.effect(
+                SubmitAsr(
+                    request_id,
+                    response_id,
+                    self._out.epoch,
+                    ref,
+                    pcm16,
+                    language=config.transcription_language,
+                )
+            )
 
     def _submit_vlm(self, response: Response) -> None:
         response.generate()

@@ -106,8 +106,11 @@ class SessionProtocol:
         limits: Limits | None = None,
         profile: str = "speech",
         now_ms: int = 0,
+        voices: frozenset[str] | None = None,
     ) -> None:
         self.session_id = session_id
+        #: the TTS backend's voices: `session.update` refuses any other (None: any)
+        self.voices = voices
         self.config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
@@ -270,7 +273,7 @@ class SessionProtocol:
         return int(seconds * 1000)
 
     def _on_session_update(self, event: ev.SessionUpdate, now_ms: int) -> None:
-        config = validate_session(event.session, self.config)
+        config = validate_session(event.session, self.config, voices=self.voices)
         vad_changed = config.turn_detection != self.config.turn_detection
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from backends.base import load_backend
+from backends.base import load_backend, tts_voices
 from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
@@ -270,6 +270,7 @@ class SessionHost:
             limits=self.settings.limits,
             profile=self.settings.profile,
             now_ms=clock.now_ms(),
+            voices=tts_voices(self.backend.tts),
         )
         runner = SessionRunner(
             protocol,

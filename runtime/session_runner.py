@@ -385,7 +385,8 @@ class SessionRunner:
         if asr is None:
             raise BackendError("this backend has no ASR stage", stage="asr")
         pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-        transcript = await asr.transcribe(AsrRequest(self._engine_id(effect.request_id), pcm))
+        request = AsrRequest(self._engine_id(effect.request_id), pcm, language=effect.language)
+        transcript = await asr.transcribe(request)
         self._feed(AsrTranscript(effect.request_id, transcript.text))
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:

@@ -49,7 +49,11 @@ class ItemRef:
 class HistoryTurn(NamedTuple):
     """One earlier turn as text: a user transcript or text, an assistant reply (the heard
     prefix when it was cut, B19), or a system item. A tuple, so `("user", "hi")` equals
-    `HistoryTurn("user", "hi")`."""
+    `HistoryTurn("user", "hi")`.
+
+    An empty text is a tick without words: a `user` turn with no text is a camera-only
+    observation (its frames, if kept, are in `PromptInput.history_frames`); an
+    `assistant` turn with no text is a tick the model answered with silence."""
 
     role: str  # user | assistant | system: a conversation item's role
     text: str
@@ -70,6 +74,13 @@ class PromptInput:
     history: tuple[HistoryTurn, ...] = ()  # oldest first
     transcript: str | None = None  # the spoken or typed instruction of this turn
     frames: tuple[bytes, ...] = ()  # raw JPEG/PNG, in capture order (B2: raw until here)
+    #: when this turn was observed, in seconds on the session clock (None: unknown); a
+    #: model trained with time markers (JoyAI's `<t seconds>`) gets one per tick
+    time_s: float | None = None
+    #: per history turn, the same clock (parallel to `history`; empty or None: unknown)
+    history_times_s: tuple[float | None, ...] = ()
+    #: per history turn, the frames it showed (parallel to `history`; empty: none kept)
+    history_frames: tuple[tuple[bytes, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +92,9 @@ class SubmitAsr:
     epoch: int
     item: ItemRef
     pcm16: bytes
+    #: the session's transcription language (`audio.input.transcription.language`);
+    #: None: the ASR model detects it
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

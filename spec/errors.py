@@ -56,6 +56,7 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
     MODEL_UPDATE_UNSUPPORTED = "model_update_unsupported"
     VOICE_UPDATE_AFTER_AUDIO_UNSUPPORTED = "voice_update_after_audio_unsupported"
+    UNSUPPORTED_VOICE = "unsupported_voice"
     # input
     INPUT_AUDIO_BUFFER_EMPTY = "input_audio_buffer_empty"
     INVALID_VIDEO_FRAMES = "invalid_video_frames"

@@ -13,6 +13,7 @@ does not cancel it, and its commit waits for the reply to end.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -21,7 +22,7 @@ from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -117,6 +118,9 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     instructions: str | None = None
     output_modalities: tuple[str, ...] = ("audio",)
     voice: str | None = None
+    #: `audio.input.transcription.language`: the language the ASR is told (ISO code such as
+    #: "en" or "zh"); None, the default, lets the ASR model detect it
+    transcription_language: str | None = None
     input_format: AudioFormatSpec = AudioFormatSpec("pcm16", 16_000)
     output_format: AudioFormatSpec = AudioFormatSpec("pcm16", 24_000)
     turn_detection: TurnDetection | None = None
@@ -134,7 +138,11 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             instructions=self.instructions,
             output_modalities=list(self.output_modalities),
             audio={
-                "input": {"format": self.input_format.public(), "turn_detection": td},
+                "input": {
+                    "format": self.input_format.public(),
+                    "turn_detection": td,
+                    "transcription": {"language": self.transcription_language},
+                },
                 "output": {"format": self.output_format.public(), "voice": self.voice},
             },
             input_audio_format=self.input_format.name,
@@ -223,18 +231,63 @@ def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection 
     return TurnDetection(**values)
 
 
+#: a language tag: letters, optionally with region or script subtags ("en", "zh-CN")
+_LANGUAGE = re.compile(r"[A-Za-z]{2,12}(?:[-_][A-Za-z0-9]{1,8})*")
+
+
+def _transcription_language(
+    raw: Mapping[str, Any] | None, param: str, current: str | None
+) -> str | None:
+    """The `language` of a `transcription` object; refuses anything but a language tag."""
+    if raw is None:
+        return None
+    if "language" not in raw:
+        return current
+    language = raw["language"]
+    if language is None:
+        return None
+    if not isinstance(language, str) or not _LANGUAGE.fullmatch(language.strip()):
+        raise _refuse(
+            ErrorCode.BAD_EVENT,
+            f"{param}.language",
+            "`language` must be a language code such as `en` or `zh`, or null to detect it",
+        )
+    return language.strip()
+
+
+def _voice(voice: str | None, param: str, voices: Collection[str] | None) -> str | None:
+    """A voice the TTS backend has (case-insensitive, as Qwen3-TTS matches speakers)."""
+    if voice is None or voices is None:
+        return voice
+    known = {v.strip().lower() for v in voices}
+    if voice.strip().lower() not in known:
+        choices = ", ".join(sorted(voices))
+        raise _refuse(
+            ErrorCode.UNSUPPORTED_VOICE,
+            param,
+            f"unsupported voice `{voice}`; this server's voices are: {choices}",
+        )
+    return voice
+
+
 def validate_session(
-    patch: SessionPatch | Mapping[str, Any], base: SessionConfig | None = None
+    patch: SessionPatch | Mapping[str, Any],
+    base: SessionConfig | None = None,
+    *,
+    voices: Collection[str] | None = None,
 ) -> SessionConfig:
     """Validate a session object and return the configuration it yields on top of `base`.
 
     Args:
         patch: the `session` object of a `session.update` (decoded or raw JSON mapping).
         base: the current configuration; `None` means the defaults.
+        voices: the TTS backend's voices (data, so spec never imports a backend); a
+            `voice` not among them is refused. `None`: any voice is accepted.
 
     Raises:
-        InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`
-            or `bad_event`, and `param` naming the offending field. `base` is unchanged.
+        InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`,
+            `unsupported_voice` or `bad_event`, and `param` naming the offending field.
+            `base` is unchanged.
     """
     base = base or SessionConfig()
     if not isinstance(patch, SessionPatch):
@@ -308,10 +361,23 @@ def validate_session(
             )
         changes["output_modalities"] = tuple(modalities)
     voice = patch.voice
+    voice_param = "session.voice"
     if audio_out is not unset and audio_out.voice is not unset:
-        voice = audio_out.voice
+        voice, voice_param = audio_out.voice, "session.audio.output.voice"
     if voice is not unset:
-        changes["voice"] = voice
+        changes["voice"] = _voice(voice, voice_param, voices)
+    if audio_in is not unset and audio_in.transcription is not unset:
+        changes["transcription_language"] = _transcription_language(
+            audio_in.transcription,
+            "session.audio.input.transcription",
+            base.transcription_language,
+        )
+    elif patch.input_audio_transcription is not unset:
+        changes["transcription_language"] = _transcription_language(
+            patch.input_audio_transcription,
+            "session.input_audio_transcription",
+            base.transcription_language,
+        )
     if patch.idle_timeout_s is not unset:
         changes["idle_timeout_s"] = patch.idle_timeout_s
     if patch.extra_body is not unset:

@@ -20,6 +20,12 @@ camera-only turn answers it. The describer keeps no state of its own: everything
 compares comes from the request, so sessions cannot leak into each other.
 
 A reply streams as word-sized `VlmTextDelta`s followed by exactly one `VlmDecision`.
+
+It ignores the prompt's text: neither the system prompt nor the session's `instructions`
+change what it says (it reads only the transcript and history for the keywords above, and
+the frames). The real model's prompt (JoyAI's trained system prompt, the session's
+instructions, history in tick format) is assembled by `backends.joyai.prompt` for the gpu
+backend and the remote one; the CPU stand-in cannot show how that prompt steers answers.
 """
 
 from __future__ import annotations

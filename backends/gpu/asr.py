@@ -3,8 +3,10 @@
 The ASR engine sees audio and nothing else (B2): `ensure_audio_only()` refuses, before
 any submission, a prompt that carries images, video or vision placeholders, so no
 visual object can reach the ASR engine's serializer. The prompt is Qwen3-ASR's ChatML
-with one audio placeholder; a known language is forced by prefilling the assistant turn
-with `language <Name><asr_text>`, as the model was trained. The raw output
+with one audio placeholder. By default the model detects the language (the assistant turn
+is left open, as both JoyAI references run Qwen3-ASR); a language the session sets
+(`audio.input.transcription.language`) is forced by prefilling the assistant turn with
+`language <Name><asr_text>`, as the model was trained. The raw output
 (`language English<asr_text>text`) is cleaned to the bare transcript, whitespace
 collapsed, the way upstream's `asr_to_joyai` hands it to JoyAI.
 """
@@ -51,7 +53,7 @@ def ensure_audio_only(prompt: EnginePrompt) -> None:
         raise StageFailed("an ASR request must carry exactly one audio input", stage="asr")
 
 
-def build_asr_prompt(language: str | None = "en", context: str = "") -> str:
+def build_asr_prompt(language: str | None = None, context: str = "") -> str:
     """Qwen3-ASR ChatML for one utterance; `language=None` lets the model detect it."""
     name = LANGUAGE_NAMES.get(language.lower(), language) if language else None
     prefill = f"language {name}<asr_text>" if name else ""

@@ -299,6 +299,28 @@ def to_pcm16(audio: Float32Array, source_hz: int, target_hz: int) -> bytes:
     return (clipped * 32767.0).round().astype("<i2").tobytes()
 
 
+def speakers_of(model: object) -> frozenset[str] | None:
+    """The speaker names a Qwen3-TTS CustomVoice model knows, wherever it keeps them."""
+    if model is None:
+        return None
+    listing = getattr(model, "get_supported_speakers", None)
+    if callable(listing):
+        try:
+            names = listing()
+        except Exception:  # a listing that fails validates nothing
+            names = None
+        if names:
+            return frozenset(str(n) for n in names)
+    for path in (("config", "talker_config"), ("model", "config", "talker_config")):
+        node: object = model
+        for attr in path:
+            node = getattr(node, attr, None)
+        table = getattr(node, "spk_id", None)
+        if isinstance(table, dict) and table:
+            return frozenset(str(n) for n in table)
+    return None
+
+
 class TtsStage(StageLifecycle):
     """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time."""
 
@@ -314,6 +336,13 @@ class TtsStage(StageLifecycle):
     async def load(self) -> None:
         with map_engine_errors(self.name):
             await anyio.to_thread.run_sync(self.synthesizer.load)
+
+    @property
+    def voices(self) -> frozenset[str] | None:
+        """The CustomVoice speakers of the loaded checkpoint (None before loading or when
+        the model does not list them): `session.update` refuses any other voice, as
+        vLLM-Omni's JoyAI TTS bridge checks the Talker's speaker table."""
+        return speakers_of(getattr(self.synthesizer, "_model", None))
 
     async def release(self) -> None:
         for stop in self._stops.values():

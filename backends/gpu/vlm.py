@@ -21,7 +21,12 @@ from backends.gpu.frames import decode_frames
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 from backends.joyai.actions import ActionStreamParser
-from backends.joyai.prompt import DEFAULT_IMAGE_TOKENS, BuiltPrompt, build_prompt
+from backends.joyai.prompt import (
+    DEFAULT_IMAGE_TOKENS,
+    JOYAI_SYSTEM_PROMPT,
+    BuiltPrompt,
+    build_prompt,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -38,11 +43,6 @@ JOYAI_SAMPLING: Final = Sampling(
     top_k=40,
     repetition_penalty=1.1,
     presence_penalty=1.5,
-)
-JOYAI_SYSTEM_PROMPT: Final = (
-    "You are a real-time video streaming assistant observing a continuous camera feed. "
-    "The last frame represents the current moment. Decide whether to stay silent, respond, "
-    "or delegate."
 )
 
 

@@ -1,19 +1,36 @@
 """JoyAI-VL-Interaction's output grammar -> `VlmDecision`, whole or while streaming.
 
-The model opens every reply with an action marker:
+The model opens every reply with an action marker (the forms its trained system prompt
+teaches, `prompt.JOYAI_SYSTEM_PROMPT`, and the ones the reference servers accept):
 
     </silence>                              stay silent            -> LISTEN
     </response> text                        speak `text`           -> SPEAK
     </response> note </delegation> question speak `note`; `question` goes to a background
-                                            model                  -> DELEGATE
+    </response> note <delegation> question  model (either spelling; the question may be
+                                            wrapped as `<question>` or `<question>...
+                                            </question>`)          -> DELEGATE
     (empty)                                 -> LISTEN
     text without a marker                   its first line is a response -> SPEAK
 
-Spoken text is the first line of the body, whitespace collapsed. A `</response>` with
-nothing to say is a LISTEN. `ActionStreamParser` applies the same rules to a stream: it
-emits speakable deltas only once the marker is known, holds back anything that could
-still turn out to be a marker, and its deltas always concatenate to the final
-decision's `text`.
+Rules, applied the same way to a whole output (`parse_action`) and to a stream
+(`ActionStreamParser`):
+
+1. a leading reasoning block `<think>...</think>` is dropped (nothing is decided while
+   it is open; one that never closes is a LISTEN); a stray `</think>` before the first
+   marker drops everything up to it;
+2. the first `</silence>` or `</response>` anywhere in the first line decides: text in
+   front of it is dropped (`"I see a cup.</silence>"` is a LISTEN), as the reference
+   servers do;
+3. the spoken text is the body's first line up to the first markup terminator (any
+   action marker, a reasoning or question tag, a chat special token), whitespace
+   collapsed; a trailing half-written tag (`"... </resp"` cut off by the token limit) is
+   never spoken. A `</response>` with nothing to say is a LISTEN.
+
+So neither a marker nor a delegated question ever reaches TTS. The stream parser emits
+speakable deltas only once the marker is known, holds back anything that could still
+turn out to be markup, and its deltas always concatenate to the final decision's `text`.
+Output without any marker is released only when its first line is complete (a marker
+may still follow on that line).
 """
 
 from __future__ import annotations
@@ -24,6 +41,9 @@ from backends.base import VlmAction, VlmDecision
 
 __all__ = [
     "DELEGATION",
+    "DELEGATION_MARKERS",
+    "DELEGATION_OPEN",
+    "MARKERS",
     "RESPONSE",
     "SILENCE",
     "ActionStreamParser",
@@ -33,42 +53,90 @@ __all__ = [
 SILENCE: Final = "</silence>"
 RESPONSE: Final = "</response>"
 DELEGATION: Final = "</delegation>"
-# the spoken text ends at the first of these (special tokens appear when the stage keeps
-# them, as upstream does with skip_special_tokens=False)
-_SPECIAL: Final = ("<|im_end|>", "<|endoftext|>")
-_TERMINATORS: Final = (DELEGATION, RESPONSE, SILENCE, *_SPECIAL, "\n")
+#: the spelling without the slash, which one of the reference system prompts teaches
+DELEGATION_OPEN: Final = "<delegation>"
+DELEGATION_MARKERS: Final = (DELEGATION, DELEGATION_OPEN)
+THINK_OPEN: Final = "<think>"
+THINK_CLOSE: Final = "</think>"
+QUESTION_OPEN: Final = "<question>"
+QUESTION_CLOSE: Final = "</question>"
+#: every action marker of the grammar: none of them is ever spoken
+MARKERS: Final = (SILENCE, RESPONSE, *DELEGATION_MARKERS)
 _OPENERS: Final = (SILENCE, RESPONSE)
+# special tokens appear when the stage keeps them, as upstream does with
+# skip_special_tokens=False
+_SPECIAL: Final = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+#: markup that ends the spoken text
+_TAGS: Final = (
+    *MARKERS,
+    THINK_OPEN,
+    THINK_CLOSE,
+    QUESTION_OPEN,
+    QUESTION_CLOSE,
+    *_SPECIAL,
+)
+_TERMINATORS: Final = (*_TAGS, "\n")
 
 
 def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
-def _classify(text: str) -> tuple[str, str] | None:
-    """(mode, body) once the opening is decided, None while it may still be a marker."""
-    head = text.lstrip()
-    if head.startswith(SILENCE):
-        return "silence", ""
-    if head.startswith(RESPONSE):
-        return "response", head[len(RESPONSE) :].lstrip()
-    if any(marker.startswith(head) for marker in _OPENERS):
-        return None  # empty, or a proper prefix of a marker
-    return "plain", head
-
-
-def _first_terminator(body: str) -> tuple[int, str] | None:
+def _find_first(text: str, needles: tuple[str, ...]) -> tuple[int, str] | None:
     best: tuple[int, str] | None = None
-    for term in _TERMINATORS:
-        at = body.find(term)
+    for needle in needles:
+        at = text.find(needle)
         if at >= 0 and (best is None or at < best[0]):
-            best = (at, term)
+            best = (at, needle)
     return best
 
 
-def _held_suffix(body: str) -> int:
-    """Length of the longest suffix of `body` that could still grow into a terminator."""
+def _could_grow_into(head: str, needles: tuple[str, ...]) -> bool:
+    return any(needle.startswith(head) for needle in needles)
+
+
+def _after_reasoning(text: str) -> str | None:
+    """`text` without a leading reasoning block; None while that block may be open."""
+    head = text.lstrip()
+    if head.startswith(THINK_OPEN):
+        end = head.find(THINK_CLOSE)
+        return None if end < 0 else head[end + len(THINK_CLOSE) :].lstrip()
+    if head and THINK_OPEN.startswith(head):
+        return None  # "<", "<th", ...: may still become `<think>`
+    first_line = head.split("\n", 1)[0]
+    close = first_line.find(THINK_CLOSE)
+    if close >= 0:
+        marker = _find_first(first_line, _OPENERS)
+        if marker is None or close < marker[0]:
+            return head[close + len(THINK_CLOSE) :].lstrip()
+    return head
+
+
+def _classify(text: str, *, final: bool) -> tuple[str, str] | None:
+    """(mode, body) once the opening is decided, None while it may still change.
+
+    `final`: the whole output is known (nothing more will be fed).
+    """
+    rest = _after_reasoning(text)
+    if rest is None:
+        return ("silence", "") if final else None
+    line_end = rest.find("\n")
+    first_line = rest if line_end < 0 else rest[:line_end]
+    marker = _find_first(first_line, _OPENERS)
+    if marker is not None:
+        at, name = marker
+        if name == SILENCE:
+            return "silence", ""
+        return "response", rest[at + len(name) :].lstrip()
+    if line_end < 0 and not final:
+        return None  # a marker may still come on this line
+    return "plain", first_line
+
+
+def _held_suffix(body: str, terms: tuple[str, ...] = _TERMINATORS) -> int:
+    """Length of the longest suffix of `body` that could still grow into one of `terms`."""
     longest = 0
-    for term in _TERMINATORS:
+    for term in terms:
         for n in range(min(len(term) - 1, len(body)), 0, -1):
             if term.startswith(body[-n:]):
                 longest = max(longest, n)
@@ -76,27 +144,41 @@ def _held_suffix(body: str) -> int:
     return longest
 
 
+def _unwrap_question(text: str) -> str:
+    question = _collapse(text)
+    if question.startswith(QUESTION_OPEN):
+        question = question[len(QUESTION_OPEN) :]
+        question = question.split(QUESTION_CLOSE, 1)[0]
+    elif question.startswith("<") and question.endswith(">"):
+        question = question[1:-1]  # `<the question>`, as the prompt shows it
+    return _collapse(question.replace(QUESTION_CLOSE, " "))
+
+
 def _question(rest: str) -> str | None:
-    cut = len(rest)
-    for term in (RESPONSE, SILENCE, *_SPECIAL):
-        at = rest.find(term)
-        if at >= 0:
-            cut = min(cut, at)
-    question = _collapse(rest[:cut])
+    found = _find_first(rest, (*_OPENERS, *DELEGATION_MARKERS, *_SPECIAL, "\n"))
+    question = _unwrap_question(rest if found is None else rest[: found[0]])
     return question or None
+
+
+def _spoken(body: str, *, final: bool) -> tuple[str, tuple[int, str] | None]:
+    """The speakable part of `body` (not collapsed) and the terminator that ended it."""
+    found = _find_first(body, _TERMINATORS)
+    if found is not None:
+        return body[: found[0]], found
+    held = _held_suffix(body, _TAGS if final else _TERMINATORS)
+    return body[: len(body) - held], None
 
 
 def parse_action(text: str) -> VlmDecision:
     """Parse one complete model output."""
-    classified = _classify(text)
+    classified = _classify(text, final=True)
     if classified is None or classified[0] == "silence":
         return VlmDecision(VlmAction.LISTEN)
     body = classified[1]
-    found = _first_terminator(body)
-    spoken_raw = body if found is None else body[: found[0]]
+    spoken_raw, found = _spoken(body, final=True)
     spoken = _collapse(spoken_raw)
-    if found is not None and found[1] == DELEGATION:
-        question = _question(body[found[0] + len(DELEGATION) :])
+    if found is not None and found[1] in DELEGATION_MARKERS:
+        question = _question(body[found[0] + len(found[1]) :])
         return VlmDecision(VlmAction.DELEGATE, text=spoken, question=question)
     if not spoken:
         return VlmDecision(VlmAction.LISTEN)
@@ -135,13 +217,10 @@ class ActionStreamParser:
         if self._finished:
             raise RuntimeError("feed() after finish()")
         self._buffer += piece
-        classified = _classify(self._buffer)
+        classified = _classify(self._buffer, final=False)
         if classified is None or classified[0] == "silence":
             return ""
-        body = classified[1]
-        found = _first_terminator(body)
-        end = found[0] if found is not None else len(body) - _held_suffix(body)
-        safe = body[:end]
+        safe, _ = _spoken(classified[1], final=False)
         return self._advance(_collapse(safe))
 
     def finish(self) -> tuple[str, VlmDecision]:

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from backends.base import HistoryTurn, InvalidPromptContext, PromptContext
-from backends.joyai.prompt import IMAGE_PLACEHOLDER, USER_QUERY_HEADER, build_prompt, render_chatml
+from backends.joyai.prompt import (
+    IMAGE_PLACEHOLDER,
+    JOYAI_SYSTEM_PROMPT,
+    USER_QUERY_HEADER,
+    build_prompt,
+    render_chatml,
+)
+from spec.session_config import DEFAULT_INSTRUCTIONS
 
 
 def count_words(text: str) -> int:
@@ -19,7 +26,7 @@ def _history(n: int) -> tuple[HistoryTurn, ...]:
     return tuple(turns)
 
 
-def test_layout_system_history_then_current_turn_with_one_placeholder_per_frame() -> None:
+def test_layout_trained_prompt_instructions_history_then_current_tick() -> None:
     ctx = PromptContext(
         system="Be brief.",
         history=(HistoryTurn("user", "hi"), HistoryTurn("assistant", "hello")),
@@ -29,10 +36,10 @@ def test_layout_system_history_then_current_turn_with_one_placeholder_per_frame(
     built = build_prompt(ctx, count_tokens=count_words, budget_tokens=10_000, image_tokens=10)
     assert [m.role for m in built.messages] == ["system", "user", "assistant", "user"]
     assert built.text == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n"
-        "<|im_start|>user\nhi<|im_end|>\n"
-        "<|im_start|>assistant\nhello<|im_end|>\n"
-        f"<|im_start|>user\n{USER_QUERY_HEADER}\nwhat is this?\n"
+        f"<|im_start|>system\n{JOYAI_SYSTEM_PROMPT}<|im_end|>\n"
+        f"<|im_start|>user\nBe brief.\n\n{USER_QUERY_HEADER}\nhi<|im_end|>\n"
+        "<|im_start|>assistant\n</response> hello<|im_end|>\n"
+        f"<|im_start|>user\n{USER_QUERY_HEADER}\nwhat is this?"
         f"{IMAGE_PLACEHOLDER}{IMAGE_PLACEHOLDER}<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
@@ -43,7 +50,9 @@ def test_layout_system_history_then_current_turn_with_one_placeholder_per_frame(
 
 def test_visual_only_turn_has_no_header() -> None:
     built = build_prompt(
-        PromptContext(system="s", frames=(b"f",)), count_tokens=count_words, budget_tokens=1000
+        PromptContext(system=DEFAULT_INSTRUCTIONS, frames=(b"f",)),
+        count_tokens=count_words,
+        budget_tokens=1000,
     )
     assert USER_QUERY_HEADER not in built.text
     assert built.messages[-1].images == 1
@@ -51,7 +60,7 @@ def test_visual_only_turn_has_no_header() -> None:
 
 
 def test_oldest_history_is_dropped_first_and_budget_respected() -> None:
-    ctx = PromptContext(system="s", history=_history(6), transcript="now")
+    ctx = PromptContext(system=DEFAULT_INSTRUCTIONS, history=_history(6), transcript="now")
     full = build_prompt(ctx, count_tokens=count_words, budget_tokens=100_000)
     budget = full.prompt_tokens - 20
     built = build_prompt(ctx, count_tokens=count_words, budget_tokens=budget)
@@ -59,7 +68,13 @@ def test_oldest_history_is_dropped_first_and_budget_respected() -> None:
     assert built.dropped_turns > 0
     kept = [m.text for m in built.messages[1:-1]]
     # what is kept is exactly the newest suffix of the history, starting on a user turn
-    assert kept == [t.text for t in ctx.history[built.dropped_turns :]]
+    expected = [
+        f"{USER_QUERY_HEADER}\n{t.text.strip()}"
+        if t.role == "user"
+        else f"</response> {t.text.strip()}"
+        for t in ctx.history[built.dropped_turns :]
+    ]
+    assert kept == expected
     assert built.messages[1].role == "user"
     assert "question 5" in built.text and "question 0" not in built.text
 

@@ -188,6 +188,17 @@ def test_asr_prompt_and_cleanup() -> None:
     assert clean_asr_text("language None<asr_text>") == ""
 
 
+def test_asr_language_is_detected_unless_the_request_sets_it() -> None:
+    """No forced `language English`: detected by default; a session language is forced."""
+    engine = FakeEngine(["language German<asr_text>hallo"])
+    stage = AsrStage(engine, default_placement().asr)
+    pcm = np.zeros(16_000, dtype=np.float32)
+    anyio.run(stage.transcribe, AsrRequest("a1", pcm))
+    assert engine.submitted[0][1].text.endswith("<|im_start|>assistant\n")
+    anyio.run(stage.transcribe, AsrRequest("a2", pcm, language="de"))
+    assert engine.submitted[1][1].text.endswith("assistant\nlanguage German<asr_text>")
+
+
 def test_asr_transcribes_audio_only() -> None:
     engine = FakeEngine(["hello ", " world"])
     stage = AsrStage(engine, default_placement().asr)
@@ -328,3 +339,22 @@ def test_tts_abort_stops_the_stream() -> None:
         return n
 
     assert anyio.run(main) <= 3
+
+
+def test_tts_voices_are_the_checkpoint_speakers() -> None:
+    from types import SimpleNamespace
+
+    from backends.base import tts_voices
+    from backends.gpu.tts import speakers_of
+
+    listing = SimpleNamespace(get_supported_speakers=lambda: ["Vivian", "Ryan"])
+    assert speakers_of(listing) == {"Vivian", "Ryan"}
+    table = SimpleNamespace(
+        model=SimpleNamespace(
+            config=SimpleNamespace(talker_config=SimpleNamespace(spk_id={"serena": 3}))
+        )
+    )
+    assert speakers_of(table) == {"serena"}
+    assert speakers_of(None) is None and speakers_of(object()) is None
+    assert tts_voices(None) is None
+    assert tts_voices(SimpleNamespace(voices=["a"])) == {"a"}  # type: ignore[arg-type]

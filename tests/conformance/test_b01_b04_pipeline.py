@@ -64,7 +64,9 @@ def test_b2_frames_stay_raw_until_the_vlm_and_never_reach_the_asr() -> None:
         "epoch",
         "item",
         "pcm16",
+        "language",  # the session's transcription language: a code, never media
     }
+    assert asr.language is None  # detected by default
     assert jpeg("blue") not in asr.pcm16
     d.transcribe("what is this")
     assert d.last(SubmitVlm).prompt.frames == (jpeg("blue"),)

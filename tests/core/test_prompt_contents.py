@@ -72,3 +72,33 @@ def test_b11_cancelled_response_closes_its_assistant_item_as_completed() -> None
         e for e in d.events("conversation.item.done", out) if e.item.role == "assistant"
     ]
     assert item_done.item.status == conversation_done.item.status == "completed"
+
+
+def test_the_session_transcription_language_reaches_the_asr_request() -> None:
+    """`audio.input.transcription.language` is what the ASR is told; unset, it detects."""
+    d = Driver(config={"audio": {"input": {"transcription": {"language": "fr"}}}})
+    d.append(speech_pcm(300))
+    d.commit(create_response=True)
+    assert d.last(SubmitAsr).language == "fr"
+    plain = Driver()
+    plain.append(speech_pcm(300))
+    plain.commit(create_response=True)
+    assert plain.last(SubmitAsr).language is None
+
+
+def test_session_update_refuses_a_voice_the_tts_backend_lacks() -> None:
+    """The TTS backend's voices are handed to the session as data (runtime/host.py)."""
+    from core.session import SessionProtocol
+    from spec.errors import InvalidSessionConfig
+
+    protocol = SessionProtocol(session_id="s", voices=frozenset({"Vivian"}))
+    protocol.next_outputs()
+    try:
+        protocol.receive(ev.SessionUpdate(session={"voice": "alloy"}), 10)  # type: ignore[arg-type]
+    except InvalidSessionConfig as exc:
+        assert exc.code == "unsupported_voice"
+    else:
+        raise AssertionError("voice `alloy` was accepted")
+    assert protocol.config.voice is None
+    protocol.receive(ev.SessionUpdate(session={"voice": "Vivian"}), 20)  # type: ignore[arg-type]
+    assert protocol.config.voice == "Vivian"
