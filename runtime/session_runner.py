@@ -7,9 +7,10 @@ the protocol's deadlines (`next_deadline` -> `handle_timeout`) go to the process
 runs in its own cancel scope, registered by request id, so an `Abort` effect (barge-in,
 cancel, failure) stops exactly that request; TTS requests of a response run in order on
 one worker. Results go back through `backend_event`, which fences anything late. Server
-VAD runs between client events: the audio of an append is scored (batched across
-sessions, on the VAD tick) before the next client event is applied, so a commit never
-races its own audio's verdict. Backend aborts run shielded under a deadline. When the
+VAD runs in a task of its own, batched across sessions on the VAD tick: appends and
+heartbeats are applied while earlier audio waits for its verdict, every other client
+event only after those verdicts were applied, so a commit never races its own audio's
+verdict. Backend aborts run shielded under a deadline. When the
 connection ends, the task group is cancelled and nothing outlives it.
 """
 
@@ -47,11 +48,13 @@ from spec.errors import CloseCode, ErrorCode, LocalProtocolError, ProtocolError,
 from spec.events import (
     Error,
     ErrorDetail,
+    InputAudioBufferAppend,
     ResponseCreated,
     ResponseDone,
     ResponseOutputAudioDelta,
     ServerEvent,
     SessionClose,
+    SessionHeartbeat,
 )
 from spec.stage_results import (
     AsrTranscript,
@@ -81,6 +84,12 @@ __all__ = ["SessionRunner", "StageTimeouts"]
 log = logging.getLogger("joyduplex.runtime")
 
 ABORT_DEADLINE_S = 2.0
+#: appends whose audio may wait for its VAD verdict before the reader waits too (0.5 s of
+#: 20 ms appends): the backpressure that keeps a session that outruns the VAD bounded
+MAX_VAD_BACKLOG = 25
+#: events applied without waiting for the verdict on earlier audio: more audio, and a
+#: liveness probe that changes nothing
+_UNORDERED = (InputAudioBufferAppend, SessionHeartbeat)
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,10 @@ class SessionRunner:
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
         self._vad_pending: list[ScoreVad] = []
+        self._vad_submitted = 0  # ScoreVad effects queued ...
+        self._vad_applied = 0  # ... and those whose verdict the protocol has seen
+        self._vad_wake = anyio.Event()
+        self._vad_progress = anyio.Event()
         self._timers = timers  # the process's; a private one when it is not running
         self._timer_at: float | None = None  # loop time of the deadline scheduled
         self._ended = False
@@ -148,6 +161,8 @@ class SessionRunner:
                     tg.start_soon(self._timers.run)
                 self._pump()  # session.created
                 tg.start_soon(self._writer)
+                if self.vad is not None:
+                    tg.start_soon(self._vad_worker)
                 await self._reader()
                 tg.cancel_scope.cancel()
         finally:
@@ -186,12 +201,14 @@ class SessionRunner:
                 self._send_error(received)
                 continue
             self.metrics.event_in(str(type(received).__struct_config__.tag))
+            backlog = self._vad_submitted - self._vad_applied
+            if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG:
+                await self._vad_settled()  # a commit never races its own audio's verdict
             try:
                 self.protocol.receive(received, self.clock.now_ms())
             except RemoteProtocolError as exc:
                 self._send_error(exc)
             self._pump()
-            await self._score_vad()
 
     async def _writer(self) -> None:
         while True:
@@ -300,7 +317,10 @@ class SessionRunner:
             case CloseSession():
                 self._emit(effect)
             case ScoreVad():
-                self._vad_pending.append(effect)
+                if self.vad is not None:
+                    self._vad_pending.append(effect)
+                    self._vad_submitted += 1
+                    self._vad_wake.set()
             case _ if tg is None:
                 pass  # the connection ended: no backend work starts any more
             case SubmitAsr():
@@ -425,12 +445,26 @@ class SessionRunner:
 
     # --- server VAD -------------------------------------------------------------------
 
+    async def _vad_worker(self) -> None:
+        """Score this session's appended audio as it comes, in order, one VAD tick at a
+        time: everything appended since the last tick goes into one batch slot."""
+        while True:
+            if not self._vad_pending:
+                self._vad_wake = anyio.Event()
+                await self._vad_wake.wait()
+                continue
+            await self._score_vad()
+
+    async def _vad_settled(self) -> None:
+        """Wait until the verdict on every append applied so far was applied too."""
+        while self._vad_applied < self._vad_submitted:
+            await self._vad_progress.wait()
+
     async def _score_vad(self) -> None:
-        """Score the audio of the appends just applied, before the next client event."""
+        """Score the audio of the appends applied so far and feed the verdicts."""
         while self._vad_pending:
             pending, self._vad_pending = self._vad_pending, []
-            if self.vad is None or self._vad_state is None:
-                continue
+            assert self.vad is not None and self._vad_state is not None
             audio = np.concatenate(
                 [self._vad_rest]
                 + [
@@ -440,7 +474,10 @@ class SessionRunner:
             )
             n = len(audio) // 512
             self._vad_rest = audio[n * 512 :]
-            if n == 0:
-                continue
-            probabilities = await self.vad.score(self._vad_state, audio[: n * 512].reshape(n, 512))
-            self._feed(VadScores(tuple(probabilities)))
+            if n:
+                frames = audio[: n * 512].reshape(n, 512)
+                probabilities = await self.vad.score(self._vad_state, frames)
+                self._feed(VadScores(tuple(probabilities)))
+            self._vad_applied += len(pending)
+            progress, self._vad_progress = self._vad_progress, anyio.Event()
+            progress.set()

@@ -13,8 +13,9 @@ boundary, scores everything queued, then hands the lead to the first session sti
 waiting (so no session's reader is held for more than its own batch). The wait and the
 scoring are shielded, so a leader that is cancelled still answers everyone who joined; a
 waiter that is cancelled takes its frames out of the queue and, if it had just been given
-the lead, passes it on. A session's next client event is applied only after its audio was
-scored, so a commit never races its own audio's verdict.
+the lead, passes it on. Each session scores from a task of its own (the runner's VAD
+worker), so more audio keeps arriving while earlier audio waits for its tick; any other
+client event waits for the verdicts, so a commit never races its own audio's verdict.
 """
 
 from __future__ import annotations

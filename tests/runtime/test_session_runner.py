@@ -172,3 +172,35 @@ async def test_the_prompt_the_core_built_reaches_the_vlm_as_it_is(harness: Harne
         transcript="and now",
     )
     assert all(type(turn) is HistoryTurn for turn in context.history)
+
+
+async def test_b10_appends_and_heartbeats_do_not_wait_for_the_vad_but_a_commit_does(
+    harness: Harness,
+) -> None:
+    """Server VAD is scored beside the reader: more audio and heartbeats are applied while
+    earlier audio waits for its verdict (a session is never capped at one append per VAD
+    tick), but a commit is applied only after every verdict on the audio before it."""
+    client = await harness.connect(
+        config={"turn_detection": {"type": "server_vad", "create_response": False}}
+    )
+    runner = next(iter(harness.host._runners.values()))
+    harness.script.park("vad")
+    try:
+        await client.send(ev.InputAudioBufferAppend(audio=tone(100, amplitude=20)))
+        await harness.script.wait_parked("vad", timeout=HANG_GUARD_S)
+        for _ in range(3):
+            await client.send(ev.InputAudioBufferAppend(audio=tone(100, amplitude=20)))
+        await client.send(ev.SessionHeartbeat())
+        await client.until("session.heartbeat_ack")  # the first verdict is still parked
+        assert runner.protocol.statistics().buffer_audio_bytes > 0
+        await client.send(ev.InputAudioBufferCommit(event_id="c1"))
+        inbox = client.channel._inbox
+        await eventually(
+            "the reader to take the commit", lambda: not inbox.statistics().current_buffer_used
+        )
+        assert runner.protocol.statistics().queued == ()  # taken, not applied: it waits
+        assert "input_audio_buffer.committed" not in client.tags()
+    finally:
+        harness.script.release("vad")
+    committed = await client.until("input_audio_buffer.committed")
+    assert committed.client_event_id == "c1"
