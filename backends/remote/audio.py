@@ -32,17 +32,21 @@ def wav_bytes(pcm: npt.NDArray[np.float32], sample_rate_hz: int) -> bytes:
 
 
 class PcmStream:
-    """Streamed PCM16 at `source_hz` -> PCM16 at `target_hz`, chunk by chunk."""
+    """Streamed PCM16 at `source_hz` -> PCM16 at `target_hz`, chunk by chunk.
 
-    __slots__ = ("_last", "_odd", "_pos", "source_hz", "step", "target_hz")
+    Output sample k lies at input position k * source_hz / target_hz, computed in whole
+    numbers from the counts of samples taken and given so far, so the result does not
+    depend on where the chunks were cut."""
+
+    __slots__ = ("_consumed", "_last", "_odd", "_produced", "source_hz", "target_hz")
 
     def __init__(self, source_hz: int, target_hz: int) -> None:
         self.source_hz = source_hz
         self.target_hz = target_hz
-        self.step = source_hz / target_hz  # input samples per output sample
         self._odd = b""  # a trailing half sample of the last chunk
-        self._last: np.ndarray | None = None  # the last input sample seen (float64)
-        self._pos = 0.0  # where the next output sample lies, relative to `_last`
+        self._last: npt.NDArray[np.float64] | None = None  # the last input sample seen
+        self._consumed = 0  # input samples taken
+        self._produced = 0  # output samples given
 
     def feed(self, data: bytes) -> bytes:
         """Add raw bytes; return the whole output samples they complete."""
@@ -54,17 +58,20 @@ class PcmStream:
         if self.source_hz == self.target_hz:
             return data[:whole]
         new = np.frombuffer(data[:whole], dtype="<i2").astype(np.float64)
+        first = self._consumed - (0 if self._last is None else 1)  # index of samples[0]
         samples = new if self._last is None else np.concatenate([self._last, new])
-        pos = self._pos
-        end = samples.size - 1  # output positions up to here can be interpolated
-        if pos > end:
-            self._last = samples[-1:]
-            self._pos = pos - end
-            return b""
-        count = int(np.floor((end - pos) / self.step)) + 1
-        positions = pos + np.arange(count) * self.step
-        out = np.interp(positions, np.arange(samples.size), samples)
-        self._pos = positions[-1] + self.step - end
+        self._consumed += new.size
         self._last = samples[-1:]
+        # every output sample whose position is at or before the last input sample
+        end = (self._consumed - 1) * self.target_hz // self.source_hz + 1
+        k = np.arange(self._produced, end, dtype=np.int64)
+        self._produced = max(self._produced, end)
+        if k.size == 0:
+            return b""
+        position = k * self.source_hz
+        index = position // self.target_hz - first
+        frac = (position % self.target_hz) / self.target_hz
+        following = np.minimum(index + 1, samples.size - 1)
+        out = samples[index] * (1.0 - frac) + samples[following] * frac
         pcm: bytes = np.clip(np.round(out), -32768, 32767).astype("<i2").tobytes()
         return pcm
