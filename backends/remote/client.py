@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -63,6 +63,7 @@ class RequestTiming:
     sent: float
     headers: float | None = None  # status line and headers arrived
     first_item: float | None = None  # the reader produced its first item
+    items: list[float] = field(default_factory=list)  # when each item arrived
     end: float | None = None
     ok: bool = False
     attempt: int = 1
@@ -196,8 +197,10 @@ class RemoteStage(StageLifecycle):
                         raise HttpStatusError(response.status_code, body)
                     self._open[request_id] = response
                     async for item in read(response):
+                        now = anyio.current_time()
+                        timing.items.append(now)
                         if timing.first_item is None:
-                            timing.first_item = anyio.current_time()
+                            timing.first_item = now
                         yielded = True
                         yield item
                 timing.ok = True

@@ -10,6 +10,7 @@
     api_key = "..."              # sent as Authorization: Bearer; or api_key_env = "NAME"
     timeout_s = 10.0             # longest wait for the next bytes of a response
     language = "en"              # optional: forced transcription language
+    max_tokens = 256             # transcript cap (max_completion_tokens)
 
     [remote.vlm]                 # /v1/chat/completions, stream = true
     urls = ["http://vlm-0:8000"]
@@ -17,6 +18,7 @@
     max_model_len = 8192         # the server's --max-model-len (the prompt budget)
     max_tokens = 256             # reply cap
     max_images = 8
+    image_tokens = 256           # a frame's cost: start the server with a max_pixels bound
 
     [remote.tts]                 # vLLM-Omni /v1/audio/speech, stream = true, raw PCM16
     urls = ["http://tts-0:8091"]
@@ -46,8 +48,9 @@ STAGES: Final = ("asr", "vlm", "tts")
 _TOP_KEYS: Final = {"probe_interval_s", "connect_timeout_s", *STAGES}
 _COMMON_KEYS: Final = {"urls", "model", "api_key", "api_key_env", "timeout_s", "health_path"}
 _STAGE_KEYS: Final = {
-    "asr": _COMMON_KEYS | {"language"},
-    "vlm": _COMMON_KEYS | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens"},
+    "asr": _COMMON_KEYS | {"language", "max_tokens"},
+    "vlm": _COMMON_KEYS
+    | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"},
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
 }
 _DEFAULT_TIMEOUT_S: Final = {"asr": 15.0, "vlm": 30.0, "tts": 30.0}
@@ -73,6 +76,7 @@ class StageConfig:
     max_tokens: int = 256
     max_images: int = 8
     context_budget_tokens: int | None = None
+    image_tokens: int = 256  # what one frame costs in the server's prompt (max_pixels bound)
     # tts
     voice: str | None = None
     sample_rate_hz: int = 24_000
@@ -187,7 +191,8 @@ def _stage(name: str, raw: Any, prefix: str) -> StageConfig:
         options["sample_rate_hz"] = _whole(
             raw["sample_rate_hz"], f"{key}.sample_rate_hz", minimum=8000
         )
-    for field_name in ("max_model_len", "max_tokens", "max_images", "context_budget_tokens"):
+    fields = ("max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens")
+    for field_name in fields:
         if field_name in raw:
             options[field_name] = _whole(raw[field_name], f"{key}.{field_name}")
     config = StageConfig(

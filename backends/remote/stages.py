@@ -1,14 +1,15 @@
 """The three remote stages: ASR, VLM and TTS as clients of OpenAI-compatible servers.
 
 ASR: `POST /v1/audio/transcriptions` (multipart: a 16 kHz 16-bit WAV, `model`,
-    `language`, `response_format=json`) -> `{"text": ...}`. This is what vLLM serves for
-    Qwen3-ASR: its model class implements vLLM's `SupportsTranscription`, so `vllm serve
-    Qwen/Qwen3-ASR-1.7B` answers the transcription API with the same prompt the
-    in-process stage builds (Qwen3-ASR ChatML with one audio placeholder, the forced
-    language prefilled as `language English<asr_text>`) and strips the `language X` prefix
-    from the output itself. Chat completions with an audio part would work too, but would
-    make this client rebuild that prompt and clean the raw output: the transcription API
-    keeps the model's prompt format on the server, where the model is.
+    `language`, `response_format=json`, `max_completion_tokens`) -> `{"text": ...}`.
+    This is what vLLM serves for Qwen3-ASR: its model class implements vLLM's
+    `SupportsTranscription`, so `vllm serve Qwen/Qwen3-ASR-1.7B` answers the
+    transcription API with the same prompt the in-process stage builds (Qwen3-ASR ChatML
+    with one audio placeholder, the forced language prefilled as
+    `language English<asr_text>`) and strips the `language X` prefix from the output
+    itself. Chat completions with an audio part would work too, but would make this
+    client rebuild that prompt and clean the raw output: the transcription API keeps the
+    model's prompt format on the server, where the model is.
 
 VLM: `POST /v1/chat/completions` with `stream: true` (server-sent events). The prompt is
     assembled by `backends.joyai.prompt.build_prompt` (system, bounded history, the
@@ -16,7 +17,9 @@ VLM: `POST /v1/chat/completions` with `stream: true` (server-sent events). The p
     sent as chat messages whose current user turn carries the frames as `image_url`
     parts with `data:` URLs, in order, after its text. Tokens are estimated here (the
     server holds the tokenizer): one per three ASCII bytes, one per other character,
-    rounded up, plus `image_tokens` per frame, which overestimates BPE counts, and the
+    rounded up, plus `image_tokens` per frame (256: a 448x448 frame is 196 Qwen3-VL
+    tokens; the server bounds frames with its processor's `max_pixels`), which
+    overestimates BPE counts, and the
     server's own length check (400) maps to `InvalidPromptContext`. The sampling is
     JoyAI's (`backends.joyai.sampling`); `skip_special_tokens: false` keeps the action
     markers (`</silence>`, `</response>`, `</delegation>`) in the text, and the shared
@@ -67,8 +70,6 @@ if TYPE_CHECKING:
 __all__ = ["RemoteAsr", "RemoteTts", "RemoteVlm", "estimate_tokens"]
 
 ASR_SAMPLE_RATE_HZ: Final = 16_000
-#: a 448x448 frame costs Qwen3-VL 196 tokens; the server may keep frames larger: be generous
-REMOTE_IMAGE_TOKENS: Final = 768
 
 
 def estimate_tokens(text: str) -> int:
@@ -154,7 +155,12 @@ class RemoteAsr(RemoteStage):
         pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
         if pcm.size == 0:
             return Transcript(request.request_id, "")
-        data = {"model": self.config.model, "response_format": "json", "temperature": "0"}
+        data = {
+            "model": self.config.model,
+            "response_format": "json",
+            "temperature": "0",
+            "max_completion_tokens": str(self.config.max_tokens),
+        }
         language = self.config.language or request.language
         if language:
             data["language"] = language
@@ -177,7 +183,7 @@ class RemoteVlm(RemoteStage):
             request.context,
             count_tokens=estimate_tokens,
             budget_tokens=self.config.budget_tokens,
-            image_tokens=REMOTE_IMAGE_TOKENS,
+            image_tokens=self.config.image_tokens,
             max_images=self.config.max_images,
         )
 
