@@ -229,3 +229,41 @@ class FakeReplica:
                 raise
 
         return StreamingResponse(audio(), media_type="audio/pcm")
+
+
+@dataclass
+class TurnOverhead:
+    """One spoken turn, commit to first audio, split into the stage servers' own time
+    (as the remote stages timed their requests) and what is left: the server overhead."""
+
+    total_s: float
+    asr_s: float  # transcription request, sent -> answer
+    vlm_s: float  # chat request sent -> the piece that completed the first sentence
+    tts_s: float  # first speech request sent -> its first audio bytes
+
+    @property
+    def servers_s(self) -> float:
+        return self.asr_s + self.vlm_s + self.tts_s
+
+    @property
+    def overhead_s(self) -> float:
+        return self.total_s - self.servers_s
+
+    @property
+    def overhead_share(self) -> float:
+        return self.overhead_s / self.total_s
+
+
+def turn_overhead(backend: Any, commit_at: float, first_audio_at: float) -> TurnOverhead:
+    """Split one turn whose stage timings are the only ones in the stages' `timings`
+    (clear them before the turn); times on the anyio clock of the serving process."""
+    [asr] = list(backend.asr.timings)
+    [vlm] = [t for t in backend.vlm.timings if t.ok or t.items]
+    tts = min(backend.tts.timings, key=lambda t: t.sent)
+    sentence_at = max(t for t in vlm.items if t <= tts.sent)
+    return TurnOverhead(
+        total_s=first_audio_at - commit_at,
+        asr_s=asr.end - asr.sent,
+        vlm_s=sentence_at - vlm.sent,
+        tts_s=tts.first_item - tts.sent,
+    )

@@ -23,7 +23,7 @@ from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from spec.session_config import validate_session
-from tests.backends.remote_fleet import FakeReplica, speech_pcm
+from tests.backends.remote_fleet import FakeReplica, TurnOverhead, speech_pcm, turn_overhead
 
 PIL = pytest.importorskip("PIL")
 
@@ -352,3 +352,48 @@ def test_joyduplex_serve_backend_remote(fleet: dict[str, FakeReplica], tmp_path:
     assert done.returncode == 0, done.stderr + done.stdout
     assert "Hello there. I see a cat." in done.stdout
     assert fleet["asr"].requests("/v1/audio/transcriptions")
+
+
+def test_server_overhead_of_a_remote_turn(fleet: dict[str, FakeReplica]) -> None:
+    """End of commit to first audio, minus the stage servers' own time (measured from
+    their responses): what the session tier adds. The stand-in servers take about as
+    long as small real ones (ASR 150 ms, 25 ms per VLM token, TTS 60 ms to first audio)."""
+    fleet["asr"].asr_delay_s = 0.15
+    for name in ("vlm0", "vlm1"):
+        fleet[name].piece_delay_s = 0.025
+    fleet["tts"].tts_delay_s = 0.06
+    turns: list[TurnOverhead] = []
+
+    async def run(host: SessionHost) -> None:
+        backend = host.backend
+        assert backend is not None
+
+        async def session(client: Client) -> None:
+            for _ in range(5):
+                for stage in backend.stages():
+                    stage.timings.clear()  # type: ignore[attr-defined]
+                await client.send(
+                    ev.InputAudioBufferAppend(audio=_speech_like(), video_frames=[_jpeg()])
+                )
+                await client.send(ev.InputAudioBufferCommit(create_response=True))
+                committed = anyio.current_time()
+                events = await client.until("response.output_audio.delta")
+                first_audio = anyio.current_time()
+                await client.until("response.done", events)
+                turns.append(turn_overhead(backend, committed, first_audio))
+
+        await serve_one(host, session)
+
+    anyio.run(with_host, remote_table(fleet), run)
+    best = min(turns, key=lambda t: t.overhead_s)
+    median = sorted(turns, key=lambda t: t.overhead_s)[len(turns) // 2]
+    print(
+        f"\nremote turn (stand-in servers): commit->first audio {median.total_s * 1000:.1f} ms,"
+        f" servers {median.servers_s * 1000:.1f} ms (asr {median.asr_s * 1000:.1f},"
+        f" vlm {median.vlm_s * 1000:.1f}, tts {median.tts_s * 1000:.1f}),"
+        f" overhead median {median.overhead_s * 1000:.1f} ms ({median.overhead_share:.1%}),"
+        f" best {best.overhead_s * 1000:.1f} ms"
+    )
+    assert all(t.overhead_s >= 0 for t in turns)
+    # a loose bound: this machine's cores are shared; the figures are in the note
+    assert median.overhead_share < 0.25
