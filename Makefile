@@ -67,6 +67,8 @@ $(GPU_VENV)/.installed: pyproject.toml Makefile
 	$(GPU_VENV)/bin/python -c "import torchvision, vllm"
 	touch $@
 
+# It also runs the remote backend against real `vllm serve` processes on loopback
+# (tests/backends/test_gpu_remote_vllm_cpu.py: two VLM replicas and the ASR).
 test-gpu-path: $(GPU_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k gpu -m slow $(PYTEST_ARGS)
 

@@ -379,6 +379,12 @@ class Backend:
         self.dead[stage] = reason
         log.error("backend %s: stage %s is out of service: %s", self.name, stage, reason)
 
+    def restore(self, stage: str) -> None:
+        """A stage out of service can serve again (a remote stage's replica is healthy
+        again): readiness returns once no stage is left in `dead`."""
+        if self.dead.pop(stage, None) is not None:
+            log.info("backend %s: stage %s is back in service", self.name, stage)
+
 
 # --- registry --------------------------------------------------------------------------
 
@@ -387,6 +393,7 @@ BACKENDS: dict[str, str] = {
     "scripted": "backends.scripted.backend:create_backend",
     "cpu": "backends.cpu.backend:create_backend",
     "gpu": "backends.gpu.backend:create_backend",
+    "remote": "backends.remote.backend:create_backend",
 }
 
 
@@ -405,7 +412,7 @@ def load_backend(name: str, **options: Any) -> Backend:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"cpu": "cpu", "gpu": "gpu"}.get(name)
+        extra = {"cpu": "cpu", "gpu": "gpu", "remote": "remote"}.get(name)
         hint = f" (install the `{extra}` extra: pip install 'joyduplex[{extra}]')" if extra else ""
         raise BackendUnavailable(f"backend `{name}` cannot be imported: {exc}{hint}") from exc
     factory: Callable[..., Backend] = getattr(module, attr)

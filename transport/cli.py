@@ -19,7 +19,9 @@ __all__ = ["build_parser", "main"]
 _BACKEND_HELP = (
     "cpu: the embedded default (Silero VAD, Whisper tiny.en, Piper TTS, and a deterministic "
     "frame describer standing in for the VLM); scripted: deterministic test backend; "
-    "gpu: Qwen3-ASR, JoyAI-VL-Interaction, Qwen3-TTS on vLLM (needs the gpu extra and weights)"
+    "gpu: Qwen3-ASR, JoyAI-VL-Interaction, Qwen3-TTS on vLLM (needs the gpu extra and weights); "
+    "remote: the same models on existing vLLM / vLLM-Omni servers over HTTP, several replicas "
+    "per stage (the [remote] table of --config; see docs/deploy.md)"
 )
 
 
@@ -50,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the realtime server")
     serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
-    serve.add_argument("--backend", choices=["cpu", "scripted", "gpu"], help=_BACKEND_HELP)
+    serve.add_argument(
+        "--backend", choices=["cpu", "scripted", "gpu", "remote"], help=_BACKEND_HELP
+    )
     serve.add_argument("--profile", choices=["speech", "camera"], help="speech runs ASR")
     serve.add_argument("--config", metavar="FILE.toml", help="server config file")
     serve.add_argument("--api-key", help="require this key from clients")

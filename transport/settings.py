@@ -1,8 +1,10 @@
 """Server settings: defaults, the TOML config file, and command-line overrides.
 
-[server]   host, port, backend (cpu|scripted|gpu), profile (speech|camera), api_key,
+[server]   host, port, backend (cpu|scripted|gpu|remote), profile (speech|camera), api_key,
            allowed_origins, workers (worker processes; default: one per core, one for gpu)
 [backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
+[remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
+           checked here, before the server starts, when the backend is `remote`
 [limits]   any field of spec.limits.Limits
 [session]  the default session object, checked by the public session validator
 """
@@ -19,8 +21,9 @@ from spec.errors import InvalidSessionConfig
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 
-__all__ = ["ServerSettings", "default_workers", "load_settings"]
+__all__ = ["BACKEND_NAMES", "ServerSettings", "default_workers", "load_settings"]
 
+BACKEND_NAMES = ("cpu", "scripted", "gpu", "remote")
 _SERVER_KEYS = {"host", "port", "backend", "profile", "api_key", "allowed_origins", "workers"}
 
 
@@ -53,7 +56,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
     settings = ServerSettings()
     if path is not None:
         data = tomllib.loads(Path(path).read_text())
-        unknown = set(data) - {"server", "backend", "limits", "session"}
+        unknown = set(data) - {"server", "backend", "limits", "session", "remote"}
         if unknown:
             raise ValueError(f"unknown config table [{sorted(unknown)[0]}]")
         server = dict(data.get("server", {}))
@@ -66,10 +69,13 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
             session = validate_session(data.get("session", {}))
         except InvalidSessionConfig as exc:
             raise ValueError(f"invalid [session] ({exc.param}): {exc.message}") from None
+        backend_options = dict(data.get("backend", {}))
+        if "remote" in data:
+            backend_options["remote"] = data["remote"]
         settings = replace(
             settings,
             **server,
-            backend_options=dict(data.get("backend", {})),
+            backend_options=backend_options,
             limits=Limits.from_mapping(data.get("limits", {})),
             session_defaults=session,
         )
@@ -77,10 +83,15 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
     if "backend_options" in given:
         given["backend_options"] = {**settings.backend_options, **given["backend_options"]}
     settings = replace(settings, **given)
-    if settings.backend not in ("cpu", "scripted", "gpu"):
+    if settings.backend not in BACKEND_NAMES:
         raise ValueError(f"unknown backend `{settings.backend}`")
     if settings.profile not in ("speech", "camera"):
         raise ValueError(f"unknown profile `{settings.profile}`")
+    if settings.backend == "remote":
+        from backends.remote.config import parse_remote_config
+
+        # a RemoteConfigError is a ValueError naming the key: refused before binding
+        parse_remote_config(settings.backend_options.get("remote"), profile=settings.profile)
     workers = settings.workers
     if workers is not None and (type(workers) is not int or workers < 1):
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")

@@ -4,8 +4,8 @@ Per request: build the prompt under this stage's tokenizer and budget (`prompt.p
 B3), decode the raw frames only now (`frames.py`, B2), submit through the shared
 request path (`submission.py`, B18), and parse the action grammar while streaming
 (`actions.py`): speakable `VlmTextDelta`s as soon as the marker is known, then exactly
-one `VlmDecision`. Sampling follows upstream's JoyAI stage (temperature 0.8, top_p 0.9,
-top_k 40, repetition 1.1, presence 1.5) unless the caller sets its own.
+one `VlmDecision`. Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`,
+shared with the remote backend) unless the caller sets its own.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from backends.joyai.prompt import (
     BuiltPrompt,
     build_prompt,
 )
+from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -36,14 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JOYAI_SAMPLING", "JOYAI_SYSTEM_PROMPT", "VlmStage"]
 
-JOYAI_SAMPLING: Final = Sampling(
-    max_tokens=256,
-    temperature=0.8,
-    top_p=0.9,
-    top_k=40,
-    repetition_penalty=1.1,
-    presence_penalty=1.5,
-)
+JOYAI_SAMPLING: Final = Sampling(**JOYAI_SAMPLING_PARAMS)
 
 
 class VlmStage(EngineStage):

@@ -1,0 +1,353 @@
+"""The remote backend's parts on their own: config checks, the error boundary, the
+replica pool's balancing and health rules (hypothesis), the PCM stream resampler, and
+the retry rule of `RemoteStage.stream` (httpx.MockTransport: pure unit tests, no socket)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backends.base import (
+    Backend,
+    BackendTimeout,
+    BackendUnavailable,
+    InvalidPromptContext,
+    StageFailed,
+    VlmDecision,
+    VlmRequest,
+    VlmTextDelta,
+)
+from backends.remote.audio import PcmStream, wav_bytes
+from backends.remote.backend import create_backend
+from backends.remote.config import RemoteConfigError, parse_remote_config
+from backends.remote.errors import HttpStatusError, translate_failure
+from backends.remote.pool import ReplicaPool
+from spec.effects import PromptInput
+from transport.cli import build_parser
+from transport.settings import load_settings
+
+A, B = "http://a:8000", "http://b:8000"
+
+
+def table(**vlm: Any) -> dict[str, Any]:
+    return {
+        "asr": {"urls": [A], "model": "asr"},
+        "vlm": {"urls": [A, B], "model": "vlm", **vlm},
+        "tts": {"urls": B, "model": "tts", "voice": "vivian"},
+    }
+
+
+# --- configuration -------------------------------------------------------------------
+
+
+def test_config_parses_and_fills_defaults() -> None:
+    config = parse_remote_config(table(max_model_len=2048, max_tokens=48))
+    assert config.asr is not None and config.asr.urls == (A,)
+    assert config.vlm.budget_tokens == 2000 and config.vlm.timeout_s == 30.0
+    assert config.tts.urls == (B,) and config.tts.sample_rate_hz == 24_000
+    assert parse_remote_config(table(), profile="camera").asr is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"vlm": {"model": "m"}}, "`remote.vlm.urls` is required"),
+        ({"vlm": {"urls": [], "model": "m"}}, "`remote.vlm.urls` must be a non-empty list"),
+        ({"vlm": {"urls": ["ftp://x"], "model": "m"}}, "`remote.vlm.urls[0]` must be an http(s)"),
+        (
+            {"vlm": {"urls": [A, A + "/v1"], "model": "m"}},
+            "`remote.vlm.urls[1]` must be the server root",
+        ),
+        ({"vlm": {"urls": [A, A], "model": "m"}}, "lists a server twice"),
+        (
+            {"vlm": {"urls": [A], "model": "m", "timeout_s": 0}},
+            "`remote.vlm.timeout_s` must be greater",
+        ),
+        ({"vlm": {"urls": [A], "model": "m", "typo": 1}}, "unknown key `remote.vlm.typo`"),
+        (
+            {"tts": {"urls": [A], "model": "m", "sample_rate_hz": 100}},
+            "`remote.tts.sample_rate_hz`",
+        ),
+        ({"vlm": {"urls": [A], "model": "m", "max_tokens": 9000}}, "leaves no room for the prompt"),
+        (
+            {"asr": {"urls": [A], "model": "m", "api_key_env": "JOYDUPLEX_NO_SUCH_VAR"}},
+            "is not set",
+        ),
+        ({"extra": 1}, "unknown key `remote.extra`"),
+    ],
+)
+def test_config_errors_name_the_key(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(RemoteConfigError) as caught:
+        parse_remote_config({**table(), **change})
+    assert message in str(caught.value)
+
+
+def test_config_requires_asr_only_for_speech() -> None:
+    raw = table()
+    del raw["asr"]
+    with pytest.raises(RemoteConfigError, match=r"\[remote.asr\] is required"):
+        parse_remote_config(raw)
+    assert parse_remote_config(raw, profile="camera").asr is None
+    with pytest.raises(RemoteConfigError, match=r"needs a \[remote\] table"):
+        parse_remote_config(None)
+
+
+def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOYDUPLEX_TEST_VLM_KEY", "s3cret")
+    config = parse_remote_config(table(api_key_env="JOYDUPLEX_TEST_VLM_KEY"))
+    assert config.vlm.api_key == "s3cret"
+
+
+def test_server_settings_check_the_remote_table_before_start(tmp_path: Path) -> None:
+    path = tmp_path / "joyduplex.toml"
+    path.write_text('[server]\nbackend = "remote"\n[remote.vlm]\nurls = ["http://v:1"]\n')
+    with pytest.raises(ValueError, match=r"\[remote.tts\] is required"):
+        load_settings(path)
+    path.write_text(
+        '[server]\nbackend = "remote"\nprofile = "camera"\n[remote.vlm]\nurls = ["http://v:1"]\n'
+        '[remote.tts]\nurls = ["http://t:1"]\nmodel = "t"\n'
+    )
+    with pytest.raises(ValueError, match=r"`remote.vlm.model` is required"):
+        load_settings(path)
+    path.write_text(
+        '[server]\nbackend = "remote"\nprofile = "camera"\n'
+        '[remote.vlm]\nurls = ["http://v:1"]\nmodel = "m"\n'
+        '[remote.tts]\nurls = ["http://t:1"]\nmodel = "t"\n'
+    )
+    settings = load_settings(path)
+    assert (
+        settings.backend == "remote" and settings.backend_options["remote"]["vlm"]["model"] == "m"
+    )
+    with pytest.raises(ValueError, match=r"needs a \[remote\] table"):
+        load_settings(None, backend="remote")
+    assert build_parser().parse_args(["serve", "--backend", "remote"]).backend == "remote"
+
+
+def test_create_backend_refuses_a_bad_table() -> None:
+    with pytest.raises(BackendUnavailable, match="remote backend: unknown key"):
+        create_backend(remote={**table(), "nope": 1})
+    backend = create_backend(remote=table(), profile="camera")
+    assert backend.asr is None and backend.vad is None
+    assert backend.tts.output_sample_rate_hz == 24_000
+
+
+# --- the error boundary --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "stage", "kind", "eject", "retryable"),
+    [
+        (httpx.ConnectError("refused"), "vlm", BackendUnavailable, True, True),
+        (httpx.ConnectTimeout("slow"), "vlm", BackendUnavailable, True, True),
+        (httpx.RemoteProtocolError("peer closed"), "vlm", StageFailed, True, True),
+        (httpx.ReadError("reset"), "tts", StageFailed, True, True),
+        (httpx.ReadTimeout("quiet"), "vlm", BackendTimeout, False, False),
+        (httpx.PoolTimeout("busy"), "vlm", BackendTimeout, False, False),
+        (HttpStatusError(503, "loading"), "asr", StageFailed, True, True),
+        (HttpStatusError(500, "boom"), "vlm", StageFailed, True, True),
+        (HttpStatusError(429, "busy"), "vlm", BackendUnavailable, False, True),
+        (HttpStatusError(401, "key"), "vlm", BackendUnavailable, False, False),
+        (HttpStatusError(400, "too long"), "vlm", InvalidPromptContext, False, False),
+        (HttpStatusError(400, "bad audio"), "asr", StageFailed, False, False),
+        (HttpStatusError(404, "no model"), "tts", StageFailed, False, False),
+        (ValueError("not json"), "vlm", StageFailed, False, False),
+    ],
+)
+def test_translate_failure(
+    exc: Exception, stage: str, kind: type[Exception], eject: bool, retryable: bool
+) -> None:
+    failure = translate_failure(exc, stage=stage, replica=A)
+    assert type(failure.error) is kind
+    assert failure.error.stage == stage and A in failure.error.message
+    assert (failure.eject, failure.retryable) == (eject, retryable)
+
+
+def test_backend_errors_pass_unchanged() -> None:
+    error = InvalidPromptContext("frame", stage="vlm")
+    failure = translate_failure(error, stage="vlm", replica=A)
+    assert failure.error is error and not failure.eject and not failure.retryable
+
+
+# --- the pool ------------------------------------------------------------------------
+
+
+def test_least_outstanding_with_round_robin_ties() -> None:
+    pool = ReplicaPool("vlm", ["a", "b", "c"])
+    first, second, third = pool.acquire(), pool.acquire(), pool.acquire()
+    assert [r.url for r in (first, second, third)] == ["a", "b", "c"]
+    pool.release(second)
+    assert pool.acquire() is second  # the only one with fewer outstanding
+    pool.release(first)
+    pool.release(third)
+    assert pool.acquire().url == "c"  # the tie is broken after the last pick (b)
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("acquire"), st.sets(st.integers(0, 3), max_size=3)),
+        st.tuples(st.just("release"), st.integers(0, 50)),
+        st.tuples(st.just("eject"), st.integers(0, 3)),
+        st.tuples(st.just("readmit"), st.integers(0, 3)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 4), ops=_ops)
+def test_pool_never_picks_an_ejected_replica_and_readiness_never_sticks(
+    n: int, ops: list[tuple[str, Any]]
+) -> None:
+    pool = ReplicaPool("vlm", [f"r{i}" for i in range(n)])
+    backend = Backend(name="remote", vad=None, asr=None, vlm=None, tts=None)  # type: ignore[arg-type]
+    flips: list[bool] = []
+
+    def changed(up: bool, why: str) -> None:
+        flips.append(up)
+        if up:
+            backend.restore("vlm")
+        else:
+            backend.evict("vlm", why)
+
+    pool.on_change(changed)
+    held = []
+    for op, arg in ops:
+        if op == "acquire":
+            exclude = [pool.replicas[i] for i in arg if i < n]
+            candidates = [r for r in pool.replicas if r.healthy and r not in exclude]
+            loads = {r.index: r.outstanding for r in candidates}
+            if not candidates:
+                with pytest.raises(BackendUnavailable):
+                    pool.acquire(exclude)
+                continue
+            chosen = pool.acquire(exclude)
+            assert chosen.healthy and chosen not in exclude  # never an ejected replica
+            assert loads[chosen.index] == min(loads.values())  # least outstanding
+            held.append(chosen)
+        elif op == "release" and held:
+            pool.release(held.pop(arg % len(held)))
+        elif op == "eject" and arg < n:
+            pool.eject(pool.replicas[arg], "down")
+        elif op == "readmit" and arg < n:
+            pool.readmit(pool.replicas[arg])
+        # readiness follows the pool exactly: out of service iff no healthy replica
+        assert (not backend.dead) == pool.in_service
+        assert all(a != b for a, b in itertools.pairwise(flips))  # real flips only
+        assert sum(r.outstanding for r in pool.replicas) == len(held)
+    for replica in pool.replicas:
+        pool.readmit(replica)
+    assert pool.in_service and not backend.dead  # every replica back: ready again
+
+
+# --- audio ---------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rates=st.sampled_from([(24_000, 16_000), (24_000, 24_000), (24_000, 48_000), (22_050, 16_000)]),
+    cuts=st.lists(st.integers(0, 4000), max_size=12),
+)
+def test_pcm_stream_is_one_signal_whatever_the_chunking(
+    rates: tuple[int, int], cuts: list[int]
+) -> None:
+    source_hz, target_hz = rates
+    rng = np.random.default_rng(0)
+    pcm = (rng.standard_normal(3001) * 3000).astype("<i2").tobytes()
+    whole = PcmStream(source_hz, target_hz).feed(pcm)
+    stream = PcmStream(source_hz, target_hz)
+    bounds = sorted({0, len(pcm), *(c for c in cuts if c < len(pcm))})
+    pieces = [stream.feed(pcm[a:b]) for a, b in itertools.pairwise(bounds)]
+    assert b"".join(pieces) == whole
+    assert all(len(p) % 2 == 0 for p in pieces)
+    samples = len(whole) // 2
+    assert abs(samples - 3001 * target_hz / source_hz) <= 1
+
+
+def test_wav_bytes_is_a_16_bit_mono_wav() -> None:
+    data = wav_bytes(np.zeros(160, dtype=np.float32), 16_000)
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE" and len(data) == 44 + 320
+
+
+# --- retries on the wire (MockTransport) ---------------------------------------------
+
+
+class _Broken(httpx.AsyncByteStream):
+    """A body that delivers some bytes, then loses the connection."""
+
+    def __init__(self, first: bytes) -> None:
+        self.first = first
+
+    async def __aiter__(self) -> Any:
+        yield self.first
+        raise httpx.RemoteProtocolError("peer closed connection")
+
+
+def _sse(*pieces: str) -> bytes:
+    import json
+
+    events = [f"data: {json.dumps({'choices': [{'delta': {'content': p}}]})}\n\n" for p in pieces]
+    return ("".join(events) + "data: [DONE]\n\n").encode()
+
+
+def _generate(handler: Any) -> tuple[list[Any], Any]:
+    backend = create_backend(
+        remote=table(), profile="camera", transport=httpx.MockTransport(handler)
+    )
+
+    async def main() -> list[Any]:
+        async with backend.vlm:
+            request = VlmRequest("r1", PromptInput(system="s", transcript="hi"))
+            return [out async for out in backend.vlm.generate(request)]
+
+    return anyio.run(main), backend
+
+
+def test_5xx_before_the_first_byte_is_retried_on_the_other_replica() -> None:
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        if request.url.host == "a":
+            return httpx.Response(503, text="loading")
+        return httpx.Response(200, content=_sse("</response>", " Hi."))
+
+    out, backend = _generate(handler)
+    assert hosts == ["a", "b"]
+    assert out == [VlmTextDelta("Hi."), VlmDecision(action=out[-1].action, text="Hi.")]
+    assert [r.healthy for r in backend.vlm.pool.replicas] == [False, True]  # type: ignore[attr-defined]
+
+
+def test_connection_lost_after_the_first_piece_fails_once_without_retry() -> None:
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        first = _sse("</response>", " Hello there").removesuffix(b"data: [DONE]\n\n")
+        return httpx.Response(200, stream=_Broken(first))
+
+    with pytest.raises(StageFailed, match="lost the connection mid-response"):
+        _generate(handler)
+    assert hosts == ["a"]  # never retried: a piece had reached the caller
+
+
+def test_prompt_the_server_rejects_is_request_local() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "maximum context length"}})
+
+    with pytest.raises(InvalidPromptContext, match="maximum context length"):
+        _generate(handler)
+
+
+def test_undecodable_frame_is_refused_before_sending() -> None:
+    backend = create_backend(remote=table(), profile="camera")
+    request = VlmRequest("r1", PromptInput(system="s", transcript="hi", frames=(b"GIF89a",)))
+    with pytest.raises(InvalidPromptContext, match=r"frames\[0\]"):
+        backend.vlm.body(request)  # type: ignore[attr-defined]
