@@ -264,9 +264,12 @@ class SessionProtocol:
         return self.config.public(self.session_id, profile=self.profile, epoch=self._out.epoch)
 
     def _idle_timeout_ms(self) -> int:
-        seconds = self.config.idle_timeout_s
-        if seconds is None:
-            seconds = self.limits.idle_timeout_s
+        """The operator's `limits.idle_timeout_s` is a ceiling the session's own value can
+        only lower; 0 (or None) from the session means "the operator's"; 0 from both: none."""
+        ceiling = self.limits.idle_timeout_s
+        seconds = self.config.idle_timeout_s or ceiling
+        if ceiling:
+            seconds = min(seconds, ceiling)
         return int(seconds * 1000)
 
     def _on_session_update(self, event: ev.SessionUpdate, now_ms: int) -> None:

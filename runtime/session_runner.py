@@ -10,10 +10,16 @@ client events: the audio of an append is scored (batched across sessions) before
 client event is applied, so a commit never races its own audio's verdict. Backend aborts
 run shielded under a deadline. When the connection ends, the task group is cancelled and
 nothing outlives it.
+
+Crash boundary: an unexpected exception anywhere in one session (the protocol, an effect,
+the timer, the writer) is logged once with its cause and ends only that session, with an
+`error` event (`server_error`, `internal_error`) and close 1011; nothing of that session
+runs afterwards, so it can neither loop nor close with 1000 as if all were well.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -41,7 +47,7 @@ from spec.effects import (
     SubmitTts,
     SubmitVlm,
 )
-from spec.errors import CloseCode, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
 from spec.events import (
     Error,
     ErrorDetail,
@@ -63,6 +69,8 @@ from spec.stage_results import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectSendStream
 
@@ -79,6 +87,8 @@ __all__ = ["SessionRunner", "StageTimeouts"]
 log = logging.getLogger("joyduplex.runtime")
 
 ABORT_DEADLINE_S = 2.0
+#: after a crash, how long the writer may take to deliver the error and the 1011 close
+CRASH_FLUSH_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,7 @@ class SessionRunner:
         self._deadline_changed = anyio.Event()
         self._closing = False
         self._close_code = CloseCode.NORMAL
+        self.crashed: BaseException | None = None  # the cause, once the session crashed
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -138,11 +149,14 @@ class SessionRunner:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                self._pump()  # session.created
+                with self._boundary("start"):
+                    self._pump()  # session.created
                 tg.start_soon(self._writer)
                 tg.start_soon(self._timer)
                 await self._reader()
                 tg.cancel_scope.cancel()
+        except Exception as exc:  # a runtime task failed outside the boundaries below
+            self._crash(exc, "runtime")
         finally:
             self._tg = None
             for work in self._responses.values():
@@ -160,9 +174,13 @@ class SessionRunner:
 
     async def _abort_everything(self) -> None:
         """The connection ended: abort whatever the backend may still be running."""
-        if not self.protocol.closed:
-            self.protocol.receive(SessionClose(reason="disconnect"), self.clock.now_ms())
-        aborts = [o for o in self.protocol.next_outputs() if isinstance(o, Abort)]
+        try:
+            if not self.protocol.closed:
+                self.protocol.receive(SessionClose(reason="disconnect"), self.clock.now_ms())
+            aborts = [o for o in self.protocol.next_outputs() if isinstance(o, Abort)]
+        except Exception:  # a crashed protocol: its stage tasks were cancelled with the group
+            log.debug("session %s: no aborts from a crashed protocol", self.protocol.session_id)
+            aborts = []
         with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
             for abort in aborts:
                 await self._backend_abort(abort)
@@ -174,16 +192,24 @@ class SessionRunner:
             received = await self.channel.receive()
             if received is None:
                 return
+            if self.crashed is not None:
+                break
             if isinstance(received, ProtocolError):
                 self._send_error(received)
                 continue
             self.metrics.event_in(str(type(received).__struct_config__.tag))
-            try:
-                self.protocol.receive(received, self.clock.now_ms())
-            except RemoteProtocolError as exc:
-                self._send_error(exc)
-            self._pump()
-            await self._score_vad()
+            with self._boundary("receive"):
+                try:
+                    self.protocol.receive(received, self.clock.now_ms())
+                except RemoteProtocolError as exc:
+                    self._send_error(exc)
+                self._pump()
+            if self.crashed is None:
+                with self._boundary("vad"):
+                    await self._score_vad()
+        if self.crashed is not None:  # let the writer deliver the error and the 1011 close
+            with anyio.move_on_after(CRASH_FLUSH_S):
+                await anyio.sleep_forever()
 
     async def _writer(self) -> None:
         while True:
@@ -201,9 +227,12 @@ class SessionRunner:
                 return
 
     async def _timer(self) -> None:
-        while True:
+        while self.crashed is None:
             changed = self._deadline_changed = anyio.Event()
-            deadline = self.protocol.next_deadline()
+            with self._boundary("timer"):
+                deadline = self.protocol.next_deadline()
+            if self.crashed is not None:
+                return
             if deadline is None:
                 await changed.wait()
                 continue
@@ -212,8 +241,47 @@ class SessionRunner:
                 with anyio.move_on_after(delay):
                     await changed.wait()
                 continue
-            self.protocol.handle_timeout(self.clock.now_ms())
-            self._pump()
+            with self._boundary("timer"):
+                self.protocol.handle_timeout(self.clock.now_ms())
+                self._pump()
+            if self.crashed is not None:
+                return
+
+    # --- the crash boundary -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _boundary(self, where: str) -> Iterator[None]:
+        """Turn an unexpected exception of the session into its crash (see the module
+        docstring); cancellation passes through."""
+        try:
+            yield
+        except Exception as exc:
+            self._crash(exc, where)
+
+    def _crash(self, exc: BaseException, where: str) -> None:
+        """End this session with `error server_error` and close 1011; log the cause once."""
+        self._close_code = CloseCode.INTERNAL_ERROR
+        if self.crashed is not None:
+            return
+        self.crashed = exc
+        log.error(
+            "session %s crashed (%s): %s",
+            self.protocol.session_id,
+            where,
+            exc.__class__.__name__,
+            exc_info=exc,
+        )
+        self.metrics.session_crashed()
+        self._emit(
+            Error(
+                error=ErrorDetail(
+                    type="server_error",
+                    code=ErrorCode.INTERNAL_ERROR.value,
+                    message="internal error; the session was closed",
+                )
+            )
+        )
+        self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
 
     # --- outputs ----------------------------------------------------------------------
 
@@ -262,21 +330,12 @@ class SessionRunner:
                 work.tts_send.close()
 
     def _feed(self, result: StageResult) -> None:
-        try:
+        if self.crashed is not None:
+            return
+        with self._boundary(f"stage result {type(result).__name__}"):
+            # a LocalProtocolError (an impossible result) is a crash like any other
             self.protocol.backend_event(result, self.clock.now_ms())
-        except LocalProtocolError:
-            log.exception("session %s: impossible stage result", self.protocol.session_id)
-            self._emit(
-                Error(
-                    error=ErrorDetail(
-                        type="server_error",
-                        code=ErrorCode.INTERNAL_ERROR.value,
-                        message="internal error",
-                    )
-                )
-            )
-            self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
-        self._pump()
+            self._pump()
 
     # --- effects ----------------------------------------------------------------------
 

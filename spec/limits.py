@@ -16,12 +16,15 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MIB", "Limits"]
+__all__ = ["MAX_IDLE_TIMEOUT_S", "MIB", "Limits"]
 
 MIB = 1024 * 1024
+#: the largest idle timeout anyone may configure (one week): the operator here, a session
+#: in `session.update` (which can only lower the operator's, docs/session-semantics.md 7)
+MAX_IDLE_TIMEOUT_S = 7 * 86_400.0
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
-_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -42,9 +45,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: bytes of images kept in the model context
     max_context_image_bytes: _Positive = 4 * MIB
     #: a session with no client event for this long is closed
-    idle_timeout_s: _NonNegative = 300.0
+    idle_timeout_s: _Seconds = 300.0
     #: how long a detached session may be resumed
-    resume_grace_s: _NonNegative = 30.0
+    resume_grace_s: _Seconds = 30.0
     #: concurrent sessions per process
     max_sessions: _Positive = 64
     #: queued outbound events per session before audio deltas are dropped

@@ -636,9 +636,16 @@ class ReferenceSession:
         )
 
     def _idle_deadline(self) -> float | None:
-        """Section 7: session config, else limits; 0 disables the idle timeout."""
+        """Section 7: the session's value can only lower the operator's (limits); a session
+        value of 0 or none means the operator's; no timeout only when the operator has none."""
+        operator = self.limits.idle_timeout_s
         s = self.config.idle_timeout_s
-        seconds = s if s is not None else self.limits.idle_timeout_s
+        if s is None or s == 0:
+            seconds = operator
+        elif operator == 0:
+            seconds = s
+        else:
+            seconds = min(s, operator)
         if seconds == 0:
             return None
         return self.last_client_ms + seconds * 1000.0

@@ -9,6 +9,7 @@ from spec import events as ev
 from spec.effects import SubmitAsr
 from spec.errors import ErrorCode
 from spec.limits import Limits
+from spec.session_config import MAX_NESTING
 from tests.conformance.harness import Driver, jpeg, speech_pcm
 
 
@@ -112,3 +113,79 @@ def test_b25_max_sessions_is_enforced_with_resource_exhausted() -> None:
     slots.release("a")
     slots.admit("c")
     assert slots.in_use == 2
+
+
+# --- near-valid input is valid or a typed client error, never a crash (section 10) ---
+
+
+@pytest.mark.parametrize(
+    ("fmt", "rate"),
+    [
+        ("pcm16", 24_000),
+        ("pcm16", 8_000),
+        ("pcm16", 48_000),
+        ("pcm_f32le", 24_000),
+        ("g711_ulaw", 8_000),
+    ],
+)
+def test_b25_a_camera_only_append_is_valid_at_every_input_rate(fmt: str, rate: int) -> None:
+    """Reproduction: a frame-only append after `session.update` to 24 kHz input crashed the
+    resampler (`array of sample points is empty`)."""
+    d = Driver(config={"input_audio_format": fmt, "sample_rate_hz": rate})
+    assert d.append(frames=[jpeg()]) == []
+    stats = d.p.statistics()
+    assert (stats.buffer_frames, stats.buffer_audio_bytes) == (1, 0)
+    # and with an explicit override on the append itself
+    assert d.append(frames=[jpeg("blue")], format=fmt, sample_rate_hz=rate) == []
+
+
+@pytest.mark.parametrize("asked", [0.0, 301.0, 3_600.0, 604_800.0, None])
+def test_b25_the_operators_idle_timeout_is_a_ceiling_the_client_can_only_lower(
+    asked: float | None,
+) -> None:
+    """Reproduction: `idle_timeout_s: 0` (or a large value) lifted the operator's timeout."""
+    d = Driver(limits=Limits(idle_timeout_s=300))
+    d.send(ev.SessionUpdate(session=ev.SessionPatch(idle_timeout_s=asked)))
+    assert d.p.next_deadline() == d.now + 300_000
+    d.send(ev.SessionUpdate(session=ev.SessionPatch(idle_timeout_s=5)))  # lowering works
+    assert d.p.next_deadline() == d.now + 5_000
+
+
+def test_b25_a_client_idle_timeout_applies_when_the_operator_has_none() -> None:
+    d = Driver(limits=Limits(idle_timeout_s=0))
+    assert d.p.next_deadline() is None
+    d.send(ev.SessionUpdate(session=ev.SessionPatch(idle_timeout_s=0)))
+    assert d.p.next_deadline() is None
+    d.send(ev.SessionUpdate(session=ev.SessionPatch(idle_timeout_s=7)))
+    assert d.p.next_deadline() == d.now + 7_000
+
+
+@pytest.mark.parametrize(
+    "asked", [1e306, 1e9, float("inf"), float("nan"), -1.0, 604_801.0], ids=repr
+)
+def test_b25_a_non_finite_negative_or_huge_idle_timeout_is_refused(asked: float) -> None:
+    """Reproduction: `idle_timeout_s: 1e306` overflowed in the timer (a crash loop)."""
+    d = Driver()
+    err = d.refuse(ev.SessionUpdate(session=ev.SessionPatch(idle_timeout_s=asked), event_id="u"))
+    assert (err.code, err.param, err.event_id) == (
+        ErrorCode.BAD_EVENT,
+        "session.idle_timeout_s",
+        "u",
+    )
+    assert d.p.next_deadline() == d.now + 300_000  # unchanged
+
+
+def test_b25_free_form_session_objects_nest_at_most_max_nesting_deep() -> None:
+    deep: object = {}
+    for _ in range(MAX_NESTING):
+        deep = [deep]
+    d = Driver()
+    err = d.refuse(ev.SessionUpdate(session=ev.SessionPatch(extra_body={"x": deep})))
+    assert (err.code, err.param) == (ErrorCode.BAD_EVENT, "session.extra_body")
+    shallow: object = {}
+    for _ in range(MAX_NESTING - 2):
+        shallow = [shallow]
+    assert d.events(
+        "session.updated",
+        d.send(ev.SessionUpdate(session=ev.SessionPatch(extra_body={"x": shallow}))),
+    )
