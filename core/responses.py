@@ -131,7 +131,9 @@ class Responses:
                 commit.route_vlm()
                 if commit.item.state is ItemState.IN_PROGRESS:
                     commit.item.complete()
-        self.queue = [c for c in self.queue if c not in segments]
+        # by identity, in one pass: linear in the queue however many segments start
+        taken = {id(c) for c in segments}
+        self.queue = [c for c in self.queue if id(c) not in taken]
         config = self._config()
         response_id = self._out.next_id("resp")
         item_id = self._out.next_id("item")
