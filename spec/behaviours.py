@@ -629,6 +629,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_client_idle_timeout_applies_when_the_operator_has_none",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_non_finite_negative_or_huge_idle_timeout_is_refused",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_free_form_session_objects_nest_at_most_max_nesting_deep",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_audio_per_append_is_bounded_after_decoding",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_the_default_audio_per_append_bounds_a_14_mb_append",
         ),
     ),
 )

@@ -3,7 +3,8 @@ docs/architecture.md section 6; how a session enforces them: docs/session-semant
 section 10).
 
 Every limit that a client can hit is reported with a documented error code:
-`input_backpressure` for pending bytes and commits, `event_too_large` for frames,
+`input_backpressure` for pending bytes and commits, `event_too_large` for frames and for
+the audio of one append,
 `invalid_video_frames` for frames per append, `resource_exhausted` for sessions.
 """
 
@@ -36,6 +37,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_pending_commits: _Positive = 4
     #: largest client websocket frame
     max_event_bytes: _Positive = 15 * MIB
+    #: audio in one append, in milliseconds once converted to 16 kHz (checked before any
+    #: conversion: an inflated append cannot monopolize the loop or the shared VAD batch)
+    max_append_audio_ms: _Positive = 15_000
     #: camera frames in one append
     max_video_frames_per_append: _Positive = 2
     #: largest single camera frame, decoded

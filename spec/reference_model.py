@@ -801,6 +801,11 @@ class ReferenceSession:
             raise _reject(
                 ErrorCode.BAD_AUDIO, "audio is not a whole number of samples", "audio", eid
             )
+        # section 2.1: at most max_append_audio_ms of audio once at 16 kHz
+        if len(event.audio) // _SAMPLE_BYTES[fmt] * 16_000 // rate > (
+            self.limits.max_append_audio_ms * 16
+        ):
+            raise _reject(ErrorCode.EVENT_TOO_LARGE, "too much audio", "audio", eid)
         frames = list(event.video_frames)
         if len(frames) > self.limits.max_video_frames_per_append:
             raise _reject(ErrorCode.INVALID_VIDEO_FRAMES, "too many frames", "video_frames", eid)

@@ -189,3 +189,28 @@ def test_b25_free_form_session_objects_nest_at_most_max_nesting_deep() -> None:
         "session.updated",
         d.send(ev.SessionUpdate(session=ev.SessionPatch(extra_body={"x": shallow}))),
     )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "ok_bytes"),
+    [
+        ({}, 32_000),  # 16 kHz pcm16: the hot path
+        ({"sample_rate_hz": 48_000}, 96_000),
+        ({"format": "g711_ulaw"}, 8_000),
+        ({"format": "pcm_f32le", "sample_rate_hz": 24_000}, 96_000),
+    ],
+)
+def test_b25_audio_per_append_is_bounded_after_decoding(kwargs: dict, ok_bytes: int) -> None:
+    """Reproduction: a 14 kB compressed append inflating to 14 MB of audio cost 210 ms of
+    loop CPU and 2.4 s of the VAD batch every session shares."""
+    d = Driver(limits=Limits(max_append_audio_ms=1_000))
+    d.append(bytes(ok_bytes), **kwargs)  # exactly 1 s: accepted
+    assert d.p.statistics().buffer_audio_bytes > 0
+    err = d.refuse(ev.InputAudioBufferAppend(audio=bytes(ok_bytes * 2), event_id="big", **kwargs))
+    assert (err.code, err.param, err.event_id) == (ErrorCode.EVENT_TOO_LARGE, "audio", "big")
+
+
+def test_b25_the_default_audio_per_append_bounds_a_14_mb_append() -> None:
+    d = Driver()
+    err = d.refuse(ev.InputAudioBufferAppend(audio=bytes(14_000_000)))
+    assert err.code is ErrorCode.EVENT_TOO_LARGE
