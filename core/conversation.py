@@ -69,6 +69,23 @@ class Conversation:
         item.delete()
         del self._items[item.id]
 
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def oldest_over(self, max_items: int) -> list[Item]:
+        """The oldest completed items beyond `max_items` live ones (truncation, oldest
+        first; items in progress stay). Costs nothing while under the limit."""
+        excess = len(self._items) - max_items
+        oldest: list[Item] = []
+        if excess <= 0:
+            return oldest
+        for item in self._items.values():
+            if item.state is ItemState.COMPLETED:
+                oldest.append(item)
+                if len(oldest) == excess:
+                    break
+        return oldest
+
     def accepts_result(self, item: Item) -> bool:
         """Whether `item` is still the live version and waits for its transcript (I7, B5)."""
         return self._items.get(item.id) is item and item.state is ItemState.IN_PROGRESS

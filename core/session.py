@@ -67,6 +67,7 @@ from spec.stage_results import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from core.statemachines.item import Item
     from core.statemachines.response import Response
     from spec.effects import Effect
     from spec.errors import ProtocolError
@@ -190,6 +191,7 @@ class SessionProtocol:
                 exc.event_id = event.event_id
             raise
         self._last_activity_ms = now_ms
+        self._truncate()
 
     def backend_event(self, result: StageResult, now_ms: int) -> None:
         """Apply one stage result; results of a response that is no longer active (or of
@@ -204,6 +206,7 @@ class SessionProtocol:
             self._results[type(result)](result, now_ms)
         except InvalidTransition as exc:
             raise LocalProtocolError(str(exc)) from None
+        self._truncate()
 
     def next_outputs(self) -> list[ev.ServerEvent | Effect]:
         return self._out.drain()
@@ -406,7 +409,7 @@ class SessionProtocol:
     # --- items --------------------------------------------------------------------------
 
     def _on_item_create(self, event: ev.ConversationItemCreate, now_ms: int) -> None:
-        plan = check_item_create(event, self._items)
+        plan = check_item_create(event, self._items, max_parts=self.limits.max_content_parts)
         if plan.role == "user":
             self._pending.ensure_room(
                 self._pending.bytes + plan.reserved,
@@ -435,9 +438,18 @@ class SessionProtocol:
         self._turns.enqueue(commit)
 
     def _on_item_delete(self, event: ev.ConversationItemDelete, now_ms: int) -> None:
-        item = self._items.find(event.item_id, event.event_id)
+        self._delete(self._items.find(event.item_id, event.event_id))
+
+    def _delete(self, item: Item) -> None:
+        """The item leaves history and queues, its waiting commits with it (D9)."""
         self._items.delete(item)
         self._turns.withdraw(item)
+
+    def _truncate(self) -> None:
+        """Bounded state (section 10): beyond `max_items` live items, the oldest completed
+        ones are deleted as a client's delete would (`conversation.item.deleted`)."""
+        for item in self._items.oldest_over(self.limits.max_items):
+            self._delete(item)
 
     def _on_item_retrieve(self, event: ev.ConversationItemRetrieve, now_ms: int) -> None:
         item = self._items.find(event.item_id, event.event_id)

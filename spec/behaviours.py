@@ -631,6 +631,9 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_free_form_session_objects_nest_at_most_max_nesting_deep",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_audio_per_append_is_bounded_after_decoding",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_the_default_audio_per_append_bounds_a_14_mb_append",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_items_the_oldest_completed_items_are_deleted",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_items_still_in_progress_are_never_truncated",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_an_item_with_more_than_max_content_parts_is_refused",
         ),
     ),
 )

@@ -48,6 +48,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_context_images: _Positive = 8
     #: bytes of images kept in the model context
     max_context_image_bytes: _Positive = 4 * MIB
+    #: live conversation items of one session; beyond it the oldest completed items leave
+    #: the conversation (and history), oldest first, like OpenAI's `truncation: auto`
+    max_items: _Positive = 4_096
+    #: content parts of one `conversation.item.create`
+    max_content_parts: _Positive = 64
     #: a session with no client event for this long is closed
     idle_timeout_s: _Seconds = 300.0
     #: how long a detached session may be resumed

@@ -439,12 +439,26 @@ class ReferenceSession:
         self.now_ms = now_ms
         # only accepted events get here (section 7: rejected ones change nothing)
         self.last_client_ms = now_ms
+        self._truncate_history()
 
     def backend_event(self, result: StageResult, now_ms: int) -> None:
         """Apply a stage result; stale ones are dropped silently."""
         if self.closed:
             return
         self.now_ms = now_ms
+        self._on_backend_event(result)
+        self._truncate_history()
+
+    def _truncate_history(self) -> None:
+        """Section 10: after every event, while more than `max_items` items are live, the
+        oldest completed one is deleted, as a client's delete would (D9)."""
+        while len(self.items) > self.limits.max_items:
+            oldest = next((i for i in self.items.values() if i.status == "completed"), None)
+            if oldest is None:
+                return
+            self._delete_item(oldest)  # as if the client deleted it (D9)
+
+    def _on_backend_event(self, result: StageResult) -> None:
         if isinstance(result, VadScores):
             self._on_vad_scores(result)
             return
@@ -974,6 +988,8 @@ class ReferenceSession:
             raise _reject(ErrorCode.BAD_EVENT, "unknown role", "item.role", eid)
         if wire.id is not None and wire.id in self.items:
             raise _reject(ErrorCode.BAD_EVENT, "an item with this id exists", "item.id", eid)
+        if len(wire.content) > self.limits.max_content_parts:
+            raise _reject(ErrorCode.BAD_EVENT, "too many content parts", "item.content", eid)
         user = wire.role == "user"
         texts: list[str | None] = []
         frames: list[bytes] = []
@@ -1071,6 +1087,9 @@ class ReferenceSession:
         item = self.items.get(event.item_id)
         if item is None:
             raise _reject(ErrorCode.ITEM_NOT_FOUND, "no such item", "item_id", event.event_id)
+        self._delete_item(item)
+
+    def _delete_item(self, item: _Item) -> None:
         del self.items[item.id]
 
         def keep(s: _Segment) -> bool:

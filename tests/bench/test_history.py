@@ -19,7 +19,7 @@ SMALL, LARGE = 1_000, 10_000
 
 
 def _session_with_items(n: int) -> SessionProtocol:
-    limits = Limits(max_pending_input_bytes=1 << 30)
+    limits = Limits(max_pending_input_bytes=1 << 30, max_items=n + 16)
     p = SessionProtocol(session_id="bench", limits=limits)
     for i in range(n):
         part = ev.ContentPart(type="input_text", text=f"word{i}")

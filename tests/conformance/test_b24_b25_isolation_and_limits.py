@@ -6,11 +6,11 @@ import pytest
 
 from core.admission import SessionSlots
 from spec import events as ev
-from spec.effects import SubmitAsr
+from spec.effects import SubmitAsr, SubmitVlm
 from spec.errors import ErrorCode
 from spec.limits import Limits
 from spec.session_config import MAX_NESTING
-from tests.conformance.harness import Driver, jpeg, speech_pcm
+from tests.conformance.harness import Driver, item_create, jpeg, speech_pcm
 
 
 def test_b24_one_sessions_bad_input_and_backend_failure_do_not_affect_another() -> None:
@@ -214,3 +214,47 @@ def test_b25_the_default_audio_per_append_bounds_a_14_mb_append() -> None:
     d = Driver()
     err = d.refuse(ev.InputAudioBufferAppend(audio=bytes(14_000_000)))
     assert err.code is ErrorCode.EVENT_TOO_LARGE
+
+
+def _text_item(text: str, role: str = "system") -> ev.ClientEvent:
+    return item_create(ev.ContentPart(type="input_text", text=text), role=role)
+
+
+def test_b25_beyond_max_items_the_oldest_completed_items_are_deleted() -> None:
+    """Reproduction: per-session state was unbounded (591 MB in 10 s from one client)."""
+    d = Driver(limits=Limits(max_items=3))
+    for i in range(3):
+        d.send(_text_item(f"note {i}"))
+    first = [e.item.id for e in d.events("conversation.item.added")]
+    out = d.send(_text_item("note 3"))
+    assert [e.item_id for e in d.events("conversation.item.deleted", out)] == [first[0]]
+    assert len(d.p.statistics().items) == 3
+    err = d.refuse(ev.ConversationItemRetrieve(item_id=first[0]))
+    assert err.code is ErrorCode.ITEM_NOT_FOUND
+    d.send(_text_item("hello", role="user"))
+    d.send(ev.ResponseCreate())
+    history = [t.text for t in d.last(SubmitVlm).prompt.history]
+    assert history == ["note 2", "note 3"]  # the oldest left history too
+
+
+def test_b25_items_still_in_progress_are_never_truncated() -> None:
+    d = Driver(limits=Limits(max_items=2))
+    d.speech_turn()  # a user item awaiting its transcript: in progress
+    spoken = d.events("conversation.item.added")[0].item.id
+    d.send(_text_item("note a"))
+    d.send(_text_item("note b"))  # over the limit: the oldest *completed* item goes
+    items = d.p.statistics().items
+    assert (items[0][0], items[0][2]) == (spoken, "in_progress")
+    assert [s for _, _, s in items] == ["in_progress", "completed"]
+    d.transcribe("hello")  # now completed and the oldest: it goes next time
+    d.send(_text_item("note c"))
+    assert spoken not in [i for i, _, _ in d.p.statistics().items]
+
+
+def test_b25_an_item_with_more_than_max_content_parts_is_refused() -> None:
+    """Reproduction: one item with 400,000 content parts cost 110 MB from 43 kB."""
+    parts = [ev.ContentPart(type="input_text", text="x")] * 65
+    d = Driver()
+    err = d.refuse(item_create(*parts))
+    assert (err.code, err.param) == (ErrorCode.BAD_EVENT, "item.content")
+    assert d.events("conversation.item.added", d.send(item_create(*parts[:64])))
