@@ -477,6 +477,22 @@ class Responses:
             )
         return response
 
+    def forget_oldest(self, keep: int) -> None:
+        """Bounded state (docs/session-semantics.md section 10): beyond `keep` remembered
+        responses, the oldest that are neither active nor possibly playing are forgotten
+        (their assistant items stay, entering history with their own text)."""
+        excess = len(self.by_id) - keep
+        if excess <= 0:
+            return
+        gone: list[str] = []
+        for response_id, response in self.by_id.items():
+            if response is not self.active and not response.playback.may_be_playing:
+                gone.append(response_id)
+                if len(gone) == excess:
+                    break
+        for response_id in gone:
+            del self.by_id[response_id]
+
     def drain_deadline(self) -> int | None:
         """When the earliest response's audio has played out at the client's pace."""
         deadlines = (r.playback.drain_deadline() for r in self.by_id.values())

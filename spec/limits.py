@@ -51,6 +51,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: live conversation items of one session; beyond it the oldest completed items leave
     #: the conversation (and history), oldest first, like OpenAI's `truncation: auto`
     max_items: _Positive = 4_096
+    #: responses one session remembers (for cancel, playback acks, truncate and history);
+    #: beyond it the oldest finished ones whose audio cannot be playing are forgotten
+    max_responses: _Positive = 256
     #: content parts of one `conversation.item.create`
     max_content_parts: _Positive = 64
     #: a session with no client event for this long is closed

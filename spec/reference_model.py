@@ -457,6 +457,19 @@ class ReferenceSession:
             if oldest is None:
                 return
             self._delete_item(oldest)  # as if the client deleted it (D9)
+        # remembered responses: the oldest neither active nor possibly playing are forgotten
+        while len(self.responses) > self.limits.max_responses:
+            old = next(
+                (
+                    r
+                    for r in self.responses.values()
+                    if r is not self.active and not self._may_play(r)
+                ),
+                None,
+            )
+            if old is None:
+                return
+            del self.responses[old.id]
 
     def _on_backend_event(self, result: StageResult) -> None:
         if isinstance(result, VadScores):
@@ -1209,9 +1222,9 @@ class ReferenceSession:
         for item in self.items.values():
             if (item.id, item.version) in mine or item.status != "completed":
                 continue
-            if item.response_id is not None:
+            if item.response_id in self.responses:
                 text = self._assistant_text(self.responses[item.response_id])
-            else:
+            else:  # user and system items, and the item of a forgotten response
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
             if text:
                 history.append(HistoryTurn(item.role, text))

@@ -258,3 +258,29 @@ def test_b25_an_item_with_more_than_max_content_parts_is_refused() -> None:
     err = d.refuse(item_create(*parts))
     assert (err.code, err.param) == (ErrorCode.BAD_EVENT, "item.content")
     assert d.events("conversation.item.added", d.send(item_create(*parts[:64])))
+
+
+def test_b25_beyond_max_responses_the_oldest_finished_are_forgotten() -> None:
+    d = Driver(config={"output_modalities": ["text"]}, limits=Limits(max_responses=1))
+    for words in ("first question", "second question"):
+        d.speech_turn()
+        d.transcribe(words)
+        d.reply(f"answer to {words}")
+    first, second = (e.response.id for e in d.events("response.done"))
+    assert list(d.p._responses) == [second]
+    err = d.refuse(ev.ResponseCancel(response_id=first))
+    assert (err.code, err.param) == (ErrorCode.RESPONSE_NOT_ACTIVE, "response_id")
+    d.speech_turn()
+    d.transcribe("third")
+    history = [t.text for t in d.last(SubmitVlm).prompt.history]
+    assert "answer to first question" in history  # its item stays, with its own text
+
+
+def test_b25_a_response_whose_audio_may_still_play_is_remembered() -> None:
+    d = Driver(limits=Limits(max_responses=1))
+    d.full_turn()
+    d.full_turn(transcript="again")
+    first, second = (e.response.id for e in d.events("response.done"))
+    assert list(d.p._responses) == [first, second]  # the first may still be playing
+    d.send(ev.PlaybackAck(response_id=first, played_ms=500))  # played out
+    assert list(d.p._responses) == [second]
