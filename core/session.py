@@ -447,9 +447,11 @@ class SessionProtocol:
 
     def _truncate(self) -> None:
         """Bounded state (section 10): beyond `max_items` live items, the oldest completed
-        ones are deleted as a client's delete would (`conversation.item.deleted`); beyond
+        ones (beyond `max_history_bytes` of their texts, too) are deleted as a client's
+        delete would (`conversation.item.deleted`); beyond
         `max_responses`, the oldest finished responses are forgotten."""
-        for item in self._items.oldest_over(self.limits.max_items):
+        limits = self.limits
+        for item in self._items.oldest_over(limits.max_items, limits.max_history_bytes):
             self._delete(item)
         self._turns.forget_oldest(self.limits.max_responses)
 

@@ -634,6 +634,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_items_the_oldest_completed_items_are_deleted",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_items_still_in_progress_are_never_truncated",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_an_item_with_more_than_max_content_parts_is_refused",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_history_bytes_the_oldest_completed_items_are_deleted",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_responses_the_oldest_finished_are_forgotten",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
         ),

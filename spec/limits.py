@@ -54,6 +54,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: responses one session remembers (for cancel, playback acks, truncate and history);
     #: beyond it the oldest finished ones whose audio cannot be playing are forgotten
     max_responses: _Positive = 256
+    #: UTF-8 bytes of the texts and transcripts of a session's completed items; beyond
+    #: it the oldest completed items are deleted, like `max_items`
+    max_history_bytes: _Positive = 4 * MIB
     #: content parts of one `conversation.item.create`
     max_content_parts: _Positive = 64
     #: a session with no client event for this long is closed

@@ -450,9 +450,13 @@ class ReferenceSession:
         self._truncate_history()
 
     def _truncate_history(self) -> None:
-        """Section 10: after every event, while more than `max_items` items are live, the
-        oldest completed one is deleted, as a client's delete would (D9)."""
-        while len(self.items) > self.limits.max_items:
+        """Section 10: after every event, while more than `max_items` items are live or
+        their texts exceed `max_history_bytes`, the oldest completed one is deleted, as a
+        client's delete would (D9)."""
+        while (
+            len(self.items) > self.limits.max_items
+            or self._history_bytes() > self.limits.max_history_bytes
+        ):
             oldest = next((i for i in self.items.values() if i.status == "completed"), None)
             if oldest is None:
                 return
@@ -470,6 +474,14 @@ class ReferenceSession:
             if old is None:
                 return
             del self.responses[old.id]
+
+    def _history_bytes(self) -> int:
+        """Section 10: UTF-8 bytes of the texts and transcripts of the completed items."""
+        return sum(
+            len(" ".join(t for p in i.content for t in (p.text, p.transcript) if t).encode())
+            for i in self.items.values()
+            if i.status == "completed"
+        )
 
     def _on_backend_event(self, result: StageResult) -> None:
         if isinstance(result, VadScores):

@@ -284,3 +284,15 @@ def test_b25_a_response_whose_audio_may_still_play_is_remembered() -> None:
     assert list(d.p._responses) == [first, second]  # the first may still be playing
     d.send(ev.PlaybackAck(response_id=first, played_ms=500))  # played out
     assert list(d.p._responses) == [second]
+
+
+def test_b25_beyond_max_history_bytes_the_oldest_completed_items_are_deleted() -> None:
+    d = Driver(limits=Limits(max_history_bytes=10))
+    d.send(_text_item("0123456789"))  # exactly 10 bytes: kept
+    first = d.events("conversation.item.added")[-1].item.id
+    out = d.send(_text_item("abc"))
+    assert [e.item_id for e in d.events("conversation.item.deleted", out)] == [first]
+    assert len(d.p.statistics().items) == 1
+    out = d.send(_text_item("x" * 11))  # alone over the limit: it goes too, oldest first
+    assert len(d.events("conversation.item.deleted", out)) == 2
+    assert d.p.statistics().items == ()
