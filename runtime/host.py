@@ -260,6 +260,7 @@ class SessionHost:
             vad=self._vad,
             max_outbound_events=self.settings.limits.max_outbound_events,
             timeouts=self.settings.timeouts,
+            slow_consumer_s=self.settings.limits.slow_consumer_s,
         )
         self._runners[session_id] = runner
         self.publish()

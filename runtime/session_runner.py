@@ -89,6 +89,8 @@ log = logging.getLogger("joyduplex.runtime")
 ABORT_DEADLINE_S = 2.0
 #: after a crash, how long the writer may take to deliver the error and the 1011 close
 CRASH_FLUSH_S = 2.0
+#: how long closing the channel may take (a peer that stopped reading may never take it)
+CLOSE_DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class SessionRunner:
         vad: VadBatcher | None,
         max_outbound_events: int,
         timeouts: StageTimeouts | None = None,
+        slow_consumer_s: float = 0.0,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
@@ -131,6 +134,8 @@ class SessionRunner:
         self.vad = vad
         self.timeouts = timeouts or StageTimeouts()
         self.outbound = OutboundQueue(max_outbound_events)
+        self.slow_consumer_s = slow_consumer_s
+        self._full_since: float | None = None  # when the outbound queue last became full
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
@@ -163,8 +168,10 @@ class SessionRunner:
                 if work.tts_send is not None:
                     work.tts_send.close()
             await self._abort_everything()
-            with anyio.CancelScope(shield=True):
-                await self.channel.close(int(self._close_code), "")
+            # a peer that stopped reading may never take the close frame either: bounded
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
+                reason = "slow consumer" if self._close_code is CloseCode.POLICY_VIOLATION else ""
+                await self.channel.close(int(self._close_code), reason)
 
     async def shutdown(self, reason: str = "shutdown") -> None:
         """Close the session from the server side (graceful shutdown)."""
@@ -221,7 +228,11 @@ class SessionRunner:
                 self._tg.cancel_scope.cancel()
                 return
             try:
-                await self.channel.send(item)
+                with anyio.fail_after(self.slow_consumer_s or math.inf):
+                    await self.channel.send(item)
+            except TimeoutError:
+                self._slow_consumer(f"one event waited {self.slow_consumer_s:g} s to be sent")
+                return
             except Exception:  # the peer went away: the reader sees it and ends the session
                 log.debug("send failed; peer gone", exc_info=True)
                 return
@@ -298,12 +309,27 @@ class SessionRunner:
         try:
             self.outbound.put(event)
         except OutboundOverflow:
-            log.warning("session %s: client stopped reading; closing", self.protocol.session_id)
-            self._closing = True
-            self._close_code = CloseCode.POLICY_VIOLATION
-            if self._tg is not None:
-                self._tg.cancel_scope.cancel()
+            self._slow_consumer("too many control events are waiting")
         self.metrics.audio_deltas_dropped(self.outbound.dropped_audio_deltas - before)
+        if len(self.outbound) < self.outbound.max_events:
+            self._full_since = None
+        elif self._full_since is None:
+            self._full_since = anyio.current_time()
+        elif self.slow_consumer_s and (
+            anyio.current_time() - self._full_since > self.slow_consumer_s
+        ):
+            self._slow_consumer(f"its outbound queue stayed full {self.slow_consumer_s:g} s")
+
+    def _slow_consumer(self, why: str) -> None:
+        """The client stopped reading: close 1008 ("slow consumer") and free its slot."""
+        if self._close_code is CloseCode.POLICY_VIOLATION:
+            return
+        log.warning("session %s: slow consumer (%s); closing", self.protocol.session_id, why)
+        self._closing = True
+        self._close_code = CloseCode.POLICY_VIOLATION
+        self.metrics.slow_consumer()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
 
     def _pump(self) -> None:
         """Route everything the protocol produced: events out, effects to the backend."""

@@ -67,6 +67,16 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_sessions: _Positive = 64
     #: queued outbound events per session before audio deltas are dropped
     max_outbound_events: _Positive = 512
+    #: the largest HTTP request head (request line and headers) the server reads; a larger
+    #: one is answered 400 and the connection closed (uvicorn/h11)
+    max_header_bytes: _Positive = 16 * 1024
+    #: a connection whose first request head is not complete after this long is closed
+    #: (slowloris); 0 disables it
+    header_timeout_s: _Seconds = 10.0
+    #: a client that takes longer than this to accept one event (it stopped reading), or
+    #: whose outbound queue stays full this long, is closed with 1008 "slow consumer" and
+    #: its session slot freed; 0 disables it
+    slow_consumer_s: _Seconds = 10.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Limits:
