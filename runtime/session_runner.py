@@ -37,6 +37,7 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
 )
+from runtime.channel import ChannelClosed
 from runtime.outbound import OutboundOverflow, OutboundQueue
 from spec.effects import (
     Abort,
@@ -233,8 +234,14 @@ class SessionRunner:
             except TimeoutError:
                 self._slow_consumer(f"one event waited {self.slow_consumer_s:g} s to be sent")
                 return
-            except Exception:  # the peer went away: the reader sees it and ends the session
+            except ChannelClosed:  # the peer went away: the reader sees it and ends the session
                 log.debug("send failed; peer gone", exc_info=True)
+                return
+            except Exception as exc:  # encoding a server event failed: a bug of ours
+                self._crash(exc, "send")
+                self._closing = True
+                assert self._tg is not None
+                self._tg.cancel_scope.cancel()
                 return
 
     async def _timer(self) -> None:

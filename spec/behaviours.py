@@ -606,6 +606,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_crash_boundary.py::test_b24_an_exception_handling_a_stage_result_closes_with_1011",
             "tests/runtime/test_crash_boundary.py::test_b24_a_camera_only_append_at_24_khz_is_valid",
             "tests/runtime/test_crash_boundary.py::test_b24_an_idle_timeout_of_1e306_is_refused_and_the_session_lives_on",
+            "tests/runtime/test_crash_boundary.py::test_b24_a_server_event_that_cannot_be_sent_is_a_crash_not_a_hang",
         ),
     ),
     Behaviour(

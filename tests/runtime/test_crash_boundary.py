@@ -133,3 +133,23 @@ async def test_b24_an_idle_timeout_of_1e306_is_refused_and_the_session_lives_on(
         await client.until("session.heartbeat_ack")
     assert client.channel.close_code is None
     assert _crashes(caplog) == []
+
+
+async def test_b24_a_server_event_that_cannot_be_sent_is_a_crash_not_a_hang(
+    harness: Harness, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An encoding failure used to pass for a peer that went away: the writer ended
+    silently and the session hung with its slot held."""
+    client = await harness.connect()
+    real_send = client.channel.send
+
+    async def send(event: Any) -> None:
+        if event.__struct_config__.tag == "session.heartbeat_ack":
+            raise TypeError("cannot encode")
+        await real_send(event)
+
+    monkeypatch.setattr(client.channel, "send", send)
+    await client.send(ev.SessionHeartbeat())
+    assert await _closed(client) == 1011
+    await eventually("the session to end", lambda: harness.host.sessions == 0)
+    assert len(_crashes(caplog)) == 1
