@@ -55,6 +55,7 @@ __all__ = [
     "BackendUnavailable",
     "EngineDead",
     "HistoryTurn",
+    "InvalidImage",
     "InvalidPromptContext",
     "PromptContext",
     "PromptInput",
@@ -110,6 +111,13 @@ class InvalidPromptContext(BackendError):
     here: the `PromptInput` was validated once, where the core built it."""
 
     code = ErrorCode.INVALID_PROMPT_CONTEXT
+
+
+class InvalidImage(InvalidPromptContext):
+    """A frame the stage will not decode: not an image, or over its pixel limit (a
+    decompression bomb included). A request-local client error, like its parent."""
+
+    code = ErrorCode.INVALID_IMAGE
 
 
 class BackendTimeout(BackendError):

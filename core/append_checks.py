@@ -1,8 +1,9 @@
 """Validation and conversion of one `input_audio_buffer.append`, before anything changes.
 
 `check_append` either raises the client error the append deserves (B25: formats, sample
-rates, sample alignment, frame count, size and kind) or returns what the session needs to
-apply it: the audio as 16 kHz pcm16, the frames, and the manual speech verdict.
+rates, sample alignment, audio length, frame count, size and kind) or returns what the
+session needs to apply it: the audio as 16 kHz pcm16, the frames, and the manual speech
+verdict.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.audio import SAMPLE_WIDTH, is_loud, to_pcm16_16k
+from core.audio import BYTES_PER_MS_16K, SAMPLE_WIDTH, is_loud, to_pcm16_16k
 from spec.errors import ErrorCode, RemoteProtocolError
 from spec.events import AudioFormat
 from spec.session_config import INPUT_FORMATS, MAX_RATE_HZ, MIN_RATE_HZ
@@ -51,8 +52,9 @@ def check_append(
     skips the speech verdict when nobody needs it (capturing already, or server VAD).
 
     Raises:
-        RemoteProtocolError: `unsupported_audio_format`, `bad_audio`,
-            `invalid_video_frames` or `invalid_input_modality`.
+        RemoteProtocolError: `unsupported_audio_format`, `bad_audio`, `event_too_large`
+            (audio over `max_append_audio_ms`), `invalid_video_frames` or
+            `invalid_input_modality`.
     """
     eid = ev.event_id
     if (
@@ -65,6 +67,7 @@ def check_append(
         and fmt.rate_hz == 16_000
         and ev.audio
         and not len(ev.audio) % 2
+        and len(ev.audio) <= limits.max_append_audio_ms * BYTES_PER_MS_16K
     ):  # the hot path: plain 16 kHz pcm16 audio in the session format
         return AppendPlan(ev.audio, [], _speech(ev, ev.audio) if verdict else False)
     name, rate = fmt.name, fmt.rate_hz
@@ -99,6 +102,13 @@ def check_append(
         raise _refuse(
             ErrorCode.BAD_AUDIO,
             f"`audio` holds {len(ev.audio)} bytes, not a whole number of {name} samples",
+            "audio",
+            eid,
+        )
+    if len(ev.audio) // width * 16_000 // rate > limits.max_append_audio_ms * 16:
+        raise _refuse(
+            ErrorCode.EVENT_TOO_LARGE,
+            f"an append carries at most {limits.max_append_audio_ms} ms of audio",
             "audio",
             eid,
         )

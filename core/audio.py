@@ -43,10 +43,11 @@ _ALAW = _alaw_table()
 def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
     """Convert one chunk to 16 kHz mono pcm16 (linear interpolation between rates).
 
-    `len(audio)` must be a multiple of the format's sample width.
+    `len(audio)` must be a multiple of the format's sample width. No audio (a camera-only
+    append) converts to no audio at every rate.
     """
-    if fmt == "pcm16" and rate_hz == 16_000:
-        return audio  # the hot path: nothing to do
+    if not audio or (fmt == "pcm16" and rate_hz == 16_000):
+        return audio  # the hot path (or nothing to convert)
     if fmt == "pcm16":
         samples = np.frombuffer(audio, dtype="<i2").astype(np.float32)
     elif fmt == "pcm_f32le":

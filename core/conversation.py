@@ -23,12 +23,14 @@ __all__ = ["Conversation"]
 
 
 class Conversation:
-    __slots__ = ("_items", "_out", "_versions")
+    __slots__ = ("_items", "_out", "_versions", "history_bytes")
 
     def __init__(self, outbox: Outbox) -> None:
         self._out = outbox
         self._items: dict[str, Item] = {}  # live versions, in conversation order
         self._versions: dict[str, int] = {}
+        #: UTF-8 bytes of the texts of the live completed items (kept exact by the items)
+        self.history_bytes = 0
 
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._items
@@ -51,6 +53,7 @@ class Conversation:
             previous_item_id=previous,
             **kw,
         )
+        item.ledger = self
         self._items[item_id] = item
         return item
 
@@ -68,6 +71,29 @@ class Conversation:
     def delete(self, item: Item) -> None:
         item.delete()
         del self._items[item.id]
+        self.history_bytes -= item.history_bytes
+        item.ledger = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def oldest_over(self, max_items: int, max_bytes: int) -> list[Item]:
+        """The oldest completed items to delete so that at most `max_items` items and
+        `max_bytes` history bytes stay (truncation, oldest first; items in progress stay).
+        Costs nothing while under both limits."""
+        excess = len(self._items) - max_items
+        over = self.history_bytes - max_bytes
+        oldest: list[Item] = []
+        if excess <= 0 and over <= 0:
+            return oldest
+        for item in self._items.values():
+            if excess <= 0 and over <= 0:
+                break
+            if item.state is ItemState.COMPLETED:
+                oldest.append(item)
+                excess -= 1
+                over -= item.history_bytes
+        return oldest
 
     def accepts_result(self, item: Item) -> bool:
         """Whether `item` is still the live version and waits for its transcript (I7, B5)."""

@@ -69,8 +69,10 @@ def decode_image_url(url: str | None, param: str, eid: str | None) -> bytes:
     return data
 
 
-def check_item_create(event: ev.ConversationItemCreate, live_ids: Container[str]) -> ItemPlan:
-    """Validate `event` against the live item ids.
+def check_item_create(
+    event: ev.ConversationItemCreate, live_ids: Container[str], *, max_parts: int
+) -> ItemPlan:
+    """Validate `event` against the live item ids and the content-part limit.
 
     Raises:
         RemoteProtocolError: `bad_event`, `bad_audio` or `invalid_image`, with the field path
@@ -95,6 +97,13 @@ def check_item_create(event: ev.ConversationItemCreate, live_ids: Container[str]
     if item.id is not None and item.id in live_ids:
         raise _refuse(
             f"item `{item.id}` already exists; delete it first", ErrorCode.BAD_EVENT, "item.id", eid
+        )
+    if len(item.content) > max_parts:
+        raise _refuse(
+            f"an item holds at most {max_parts} content parts, got {len(item.content)}",
+            ErrorCode.BAD_EVENT,
+            "item.content",
+            eid,
         )
     texts: list[str | None] = []
     audio = b""

@@ -131,7 +131,9 @@ class Responses:
                 commit.route_vlm()
                 if commit.item.state is ItemState.IN_PROGRESS:
                     commit.item.complete()
-        self.queue = [c for c in self.queue if c not in segments]
+        # by identity, in one pass: linear in the queue however many segments start
+        taken = {id(c) for c in segments}
+        self.queue = [c for c in self.queue if id(c) not in taken]
         config = self._config()
         response_id = self._out.next_id("resp")
         item_id = self._out.next_id("item")
@@ -483,6 +485,22 @@ class Responses:
                 event_id=event_id,
             )
         return response
+
+    def forget_oldest(self, keep: int) -> None:
+        """Bounded state (docs/session-semantics.md section 10): beyond `keep` remembered
+        responses, the oldest that are neither active nor possibly playing are forgotten
+        (their assistant items stay, entering history with their own text)."""
+        excess = len(self.by_id) - keep
+        if excess <= 0:
+            return
+        gone: list[str] = []
+        for response_id, response in self.by_id.items():
+            if response is not self.active and not response.playback.may_be_playing:
+                gone.append(response_id)
+                if len(gone) == excess:
+                    break
+        for response_id in gone:
+            del self.by_id[response_id]
 
     def drain_deadline(self) -> int | None:
         """When the earliest response's audio has played out at the client's pace."""

@@ -67,6 +67,7 @@ from spec.stage_results import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from core.statemachines.item import Item
     from core.statemachines.response import Response
     from spec.effects import Effect
     from spec.errors import ProtocolError
@@ -193,6 +194,7 @@ class SessionProtocol:
                 exc.event_id = event.event_id
             raise
         self._last_activity_ms = now_ms
+        self._truncate()
 
     def backend_event(self, result: StageResult, now_ms: int) -> None:
         """Apply one stage result; results of a response that is no longer active (or of
@@ -207,6 +209,7 @@ class SessionProtocol:
             self._results[type(result)](result, now_ms)
         except InvalidTransition as exc:
             raise LocalProtocolError(str(exc)) from None
+        self._truncate()
 
     def next_outputs(self) -> list[ev.ServerEvent | Effect]:
         return self._out.drain()
@@ -267,9 +270,12 @@ class SessionProtocol:
         return self.config.public(self.session_id, profile=self.profile, epoch=self._out.epoch)
 
     def _idle_timeout_ms(self) -> int:
-        seconds = self.config.idle_timeout_s
-        if seconds is None:
-            seconds = self.limits.idle_timeout_s
+        """The operator's `limits.idle_timeout_s` is a ceiling the session's own value can
+        only lower; 0 (or None) from the session means "the operator's"; 0 from both: none."""
+        ceiling = self.limits.idle_timeout_s
+        seconds = self.config.idle_timeout_s or ceiling
+        if ceiling:
+            seconds = min(seconds, ceiling)
         return int(seconds * 1000)
 
     def _on_session_update(self, event: ev.SessionUpdate, now_ms: int) -> None:
@@ -406,7 +412,7 @@ class SessionProtocol:
     # --- items --------------------------------------------------------------------------
 
     def _on_item_create(self, event: ev.ConversationItemCreate, now_ms: int) -> None:
-        plan = check_item_create(event, self._items)
+        plan = check_item_create(event, self._items, max_parts=self.limits.max_content_parts)
         if plan.role == "user":
             self._pending.ensure_room(
                 self._pending.bytes + plan.reserved,
@@ -435,9 +441,22 @@ class SessionProtocol:
         self._turns.enqueue(commit)
 
     def _on_item_delete(self, event: ev.ConversationItemDelete, now_ms: int) -> None:
-        item = self._items.find(event.item_id, event.event_id)
+        self._delete(self._items.find(event.item_id, event.event_id))
+
+    def _delete(self, item: Item) -> None:
+        """The item leaves history and queues, its waiting commits with it (D9)."""
         self._items.delete(item)
         self._turns.withdraw(item)
+
+    def _truncate(self) -> None:
+        """Bounded state (section 10): beyond `max_items` live items, the oldest completed
+        ones (beyond `max_history_bytes` of their texts, too) are deleted as a client's
+        delete would (`conversation.item.deleted`); beyond
+        `max_responses`, the oldest finished responses are forgotten."""
+        limits = self.limits
+        for item in self._items.oldest_over(limits.max_items, limits.max_history_bytes):
+            self._delete(item)
+        self._turns.forget_oldest(self.limits.max_responses)
 
     def _on_item_retrieve(self, event: ev.ConversationItemRetrieve, now_ms: int) -> None:
         item = self._items.find(event.item_id, event.event_id)

@@ -282,6 +282,7 @@ class SessionHost:
             max_outbound_events=self.settings.limits.max_outbound_events,
             timeouts=self.settings.timeouts,
             timers=self.timers,
+            slow_consumer_s=self.settings.limits.slow_consumer_s,
         )
         self._runners[session_id] = runner
         self.publish()

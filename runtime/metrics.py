@@ -1,8 +1,9 @@
 """Server metrics in the Prometheus text format, through prometheus-client.
 
-sessions (active gauge, total counter, refused counter), events in/out by type, errors by
-code, audio deltas dropped for slow clients, time to first audio, stage latency, event-loop
-lag, worker processes, and `process_cpu_seconds_total`.
+sessions (active gauge, total counter, refused, crashed and slow-consumer counters),
+events in/out by type, errors by code, audio deltas dropped for slow clients, time to
+first audio, stage latency, event-loop lag, worker processes, and
+`process_cpu_seconds_total`.
 
 One process (`joyduplex serve --workers 1`, tests): the metrics live in a registry of
 their own, so several `Metrics` in one process never share a value.
@@ -84,6 +85,14 @@ class Metrics:
         self._sessions_refused = counter(
             "joyduplex_sessions_refused", "Sessions refused (limit, auth, not ready)."
         )
+        self._sessions_crashed = counter(
+            "joyduplex_sessions_crashed",
+            "Sessions ended by an unexpected server error (close 1011).",
+        )
+        self._slow_consumers = counter(
+            "joyduplex_slow_consumers",
+            "Sessions closed (1008) because their client stopped reading.",
+        )
         self._events_in = counter(
             "joyduplex_events_in", "Client events received, by type.", ("type",)
         )
@@ -139,6 +148,12 @@ class Metrics:
 
     def session_refused(self) -> None:
         self._sessions_refused.inc()
+
+    def session_crashed(self) -> None:
+        self._sessions_crashed.inc()
+
+    def slow_consumer(self) -> None:
+        self._slow_consumers.inc()
 
     # -- events -----------------------------------------------------------------------
 

@@ -10,12 +10,18 @@ one worker. Results go back through `backend_event`, which fences anything late.
 VAD runs in a task of its own, batched across sessions on the VAD tick: appends and
 heartbeats are applied while earlier audio waits for its verdict, every other client
 event only after those verdicts were applied, so a commit never races its own audio's
-verdict. Backend aborts run shielded under a deadline. When the
-connection ends, the task group is cancelled and nothing outlives it.
+verdict. Backend aborts run shielded under a deadline. When the connection ends, the task
+group is cancelled and nothing outlives it.
+
+Crash boundary: an unexpected exception anywhere in one session (the protocol, an effect,
+the timer, the writer) is logged once with its cause and ends only that session, with an
+`error` event (`server_error`, `internal_error`) and close 1011; nothing of that session
+runs afterwards, so it can neither loop nor close with 1000 as if all were well.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -33,6 +39,7 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
 )
+from runtime.channel import ChannelClosed
 from runtime.outbound import OutboundOverflow, OutboundQueue
 from runtime.timers import Timers
 from spec.effects import (
@@ -44,7 +51,7 @@ from spec.effects import (
     SubmitTts,
     SubmitVlm,
 )
-from spec.errors import CloseCode, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
 from spec.events import (
     Error,
     ErrorDetail,
@@ -68,6 +75,8 @@ from spec.stage_results import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectSendStream
 
@@ -90,6 +99,10 @@ MAX_VAD_BACKLOG = 25
 #: events applied without waiting for the verdict on earlier audio: more audio, and a
 #: liveness probe that changes nothing
 _UNORDERED = (InputAudioBufferAppend, SessionHeartbeat)
+#: after a crash, how long the writer may take to deliver the error and the 1011 close
+CRASH_FLUSH_S = 2.0
+#: how long closing the channel may take (a peer that stopped reading may never take it)
+CLOSE_DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,7 @@ class SessionRunner:
         max_outbound_events: int,
         timeouts: StageTimeouts | None = None,
         timers: Timers | None = None,
+        slow_consumer_s: float = 0.0,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
@@ -133,6 +147,8 @@ class SessionRunner:
         self.vad = vad
         self.timeouts = timeouts or StageTimeouts()
         self.outbound = OutboundQueue(max_outbound_events)
+        self.slow_consumer_s = slow_consumer_s
+        self._full_since: float | None = None  # when the outbound queue last became full
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
@@ -148,6 +164,7 @@ class SessionRunner:
         self._ended = False
         self._closing = False
         self._close_code = CloseCode.NORMAL
+        self.crashed: BaseException | None = None  # the cause, once the session crashed
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -159,12 +176,15 @@ class SessionRunner:
                 if self._timers is None or not self._timers.running:
                     self._timers = Timers()  # standalone (tests): a timer task of its own
                     tg.start_soon(self._timers.run)
-                self._pump()  # session.created
+                with self._boundary("start"):
+                    self._pump()  # session.created
                 tg.start_soon(self._writer)
                 if self.vad is not None:
                     tg.start_soon(self._vad_worker)
                 await self._reader()
                 tg.cancel_scope.cancel()
+        except Exception as exc:  # a runtime task failed outside the boundaries below
+            self._crash(exc, "runtime")
         finally:
             self._ended = True
             self._tg = None
@@ -172,8 +192,10 @@ class SessionRunner:
                 if work.tts_send is not None:
                     work.tts_send.close()
             await self._abort_everything()
-            with anyio.CancelScope(shield=True):
-                await self.channel.close(int(self._close_code), "")
+            # a peer that stopped reading may never take the close frame either: bounded
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
+                reason = "slow consumer" if self._close_code is CloseCode.POLICY_VIOLATION else ""
+                await self.channel.close(int(self._close_code), reason)
 
     async def shutdown(self, reason: str = "shutdown") -> None:
         """Close the session from the server side (graceful shutdown)."""
@@ -183,9 +205,13 @@ class SessionRunner:
 
     async def _abort_everything(self) -> None:
         """The connection ended: abort whatever the backend may still be running."""
-        if not self.protocol.closed:
-            self.protocol.receive(SessionClose(reason="disconnect"), self.clock.now_ms())
-        aborts = [o for o in self.protocol.next_outputs() if isinstance(o, Abort)]
+        try:
+            if not self.protocol.closed:
+                self.protocol.receive(SessionClose(reason="disconnect"), self.clock.now_ms())
+            aborts = [o for o in self.protocol.next_outputs() if isinstance(o, Abort)]
+        except Exception:  # a crashed protocol: its stage tasks were cancelled with the group
+            log.debug("session %s: no aborts from a crashed protocol", self.protocol.session_id)
+            aborts = []
         with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
             for abort in aborts:
                 await self._backend_abort(abort)
@@ -197,6 +223,8 @@ class SessionRunner:
             received = await self.channel.receive()
             if received is None:
                 return
+            if self.crashed is not None:
+                break
             if isinstance(received, ProtocolError):
                 self._send_error(received)
                 continue
@@ -204,11 +232,17 @@ class SessionRunner:
             backlog = self._vad_submitted - self._vad_applied
             if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG:
                 await self._vad_settled()  # a commit never races its own audio's verdict
-            try:
-                self.protocol.receive(received, self.clock.now_ms())
-            except RemoteProtocolError as exc:
-                self._send_error(exc)
-            self._pump()
+            if self.crashed is not None:
+                break
+            with self._boundary("receive"):
+                try:
+                    self.protocol.receive(received, self.clock.now_ms())
+                except RemoteProtocolError as exc:
+                    self._send_error(exc)
+                self._pump()
+        if self.crashed is not None:  # let the writer deliver the error and the 1011 close
+            with anyio.move_on_after(CRASH_FLUSH_S):
+                await anyio.sleep_forever()
 
     async def _writer(self) -> None:
         while True:
@@ -220,18 +254,29 @@ class SessionRunner:
                 self._tg.cancel_scope.cancel()
                 return
             try:
-                await self.channel.send(item)
-            except Exception:  # the peer went away: the reader sees it and ends the session
+                with anyio.fail_after(self.slow_consumer_s or math.inf):
+                    await self.channel.send(item)
+            except TimeoutError:
+                self._slow_consumer(f"one event waited {self.slow_consumer_s:g} s to be sent")
+                return
+            except ChannelClosed:  # the peer went away: the reader sees it and ends the session
                 log.debug("send failed; peer gone", exc_info=True)
+                return
+            except Exception as exc:  # encoding a server event failed: a bug of ours
+                self._crash(exc, "send")
+                self._closing = True
+                assert self._tg is not None
+                self._tg.cancel_scope.cancel()
                 return
 
     def timer_fired(self, at: float) -> None:
         """The process's timers: the deadline scheduled for `at` is due."""
-        if at != self._timer_at or self._ended:
+        if at != self._timer_at or self._ended or self.crashed is not None:
             return  # stale: rescheduled earlier meanwhile, or the session is over
         self._timer_at = None
-        self.protocol.handle_timeout(self.clock.now_ms())
-        self._pump()
+        with self._boundary("timer"):
+            self.protocol.handle_timeout(self.clock.now_ms())
+            self._pump()
 
     def _reschedule(self) -> None:
         """Schedule the protocol's next deadline if it is earlier than the one held (a
@@ -243,6 +288,42 @@ class SessionRunner:
         if self._timer_at is None or at < self._timer_at:
             self._timer_at = at
             self._timers.schedule(self, at)
+
+    # --- the crash boundary -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _boundary(self, where: str) -> Iterator[None]:
+        """Turn an unexpected exception of the session into its crash (see the module
+        docstring); cancellation passes through."""
+        try:
+            yield
+        except Exception as exc:
+            self._crash(exc, where)
+
+    def _crash(self, exc: BaseException, where: str) -> None:
+        """End this session with `error server_error` and close 1011; log the cause once."""
+        self._close_code = CloseCode.INTERNAL_ERROR
+        if self.crashed is not None:
+            return
+        self.crashed = exc
+        log.error(
+            "session %s crashed (%s): %s",
+            self.protocol.session_id,
+            where,
+            exc.__class__.__name__,
+            exc_info=exc,
+        )
+        self.metrics.session_crashed()
+        self._emit(
+            Error(
+                error=ErrorDetail(
+                    type="server_error",
+                    code=ErrorCode.INTERNAL_ERROR.value,
+                    message="internal error; the session was closed",
+                )
+            )
+        )
+        self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
 
     # --- outputs ----------------------------------------------------------------------
 
@@ -259,12 +340,27 @@ class SessionRunner:
         try:
             self.outbound.put(event)
         except OutboundOverflow:
-            log.warning("session %s: client stopped reading; closing", self.protocol.session_id)
-            self._closing = True
-            self._close_code = CloseCode.POLICY_VIOLATION
-            if self._tg is not None:
-                self._tg.cancel_scope.cancel()
+            self._slow_consumer("too many control events are waiting")
         self.metrics.audio_deltas_dropped(self.outbound.dropped_audio_deltas - before)
+        if len(self.outbound) < self.outbound.max_events:
+            self._full_since = None
+        elif self._full_since is None:
+            self._full_since = anyio.current_time()
+        elif self.slow_consumer_s and (
+            anyio.current_time() - self._full_since > self.slow_consumer_s
+        ):
+            self._slow_consumer(f"its outbound queue stayed full {self.slow_consumer_s:g} s")
+
+    def _slow_consumer(self, why: str) -> None:
+        """The client stopped reading: close 1008 ("slow consumer") and free its slot."""
+        if self._close_code is CloseCode.POLICY_VIOLATION:
+            return
+        log.warning("session %s: slow consumer (%s); closing", self.protocol.session_id, why)
+        self._closing = True
+        self._close_code = CloseCode.POLICY_VIOLATION
+        self.metrics.slow_consumer()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
 
     def _pump(self) -> None:
         """Route everything the protocol produced: events out, effects to the backend."""
@@ -291,21 +387,12 @@ class SessionRunner:
                 work.tts_send.close()
 
     def _feed(self, result: StageResult) -> None:
-        try:
+        if self.crashed is not None:
+            return
+        with self._boundary(f"stage result {type(result).__name__}"):
+            # a LocalProtocolError (an impossible result) is a crash like any other
             self.protocol.backend_event(result, self.clock.now_ms())
-        except LocalProtocolError:
-            log.exception("session %s: impossible stage result", self.protocol.session_id)
-            self._emit(
-                Error(
-                    error=ErrorDetail(
-                        type="server_error",
-                        code=ErrorCode.INTERNAL_ERROR.value,
-                        message="internal error",
-                    )
-                )
-            )
-            self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
-        self._pump()
+            self._pump()
 
     # --- effects ----------------------------------------------------------------------
 
@@ -448,16 +535,18 @@ class SessionRunner:
     async def _vad_worker(self) -> None:
         """Score this session's appended audio as it comes, in order, one VAD tick at a
         time: everything appended since the last tick goes into one batch slot."""
-        while True:
+        while self.crashed is None:
             if not self._vad_pending:
                 self._vad_wake = anyio.Event()
                 await self._vad_wake.wait()
                 continue
-            await self._score_vad()
+            with self._boundary("vad"):
+                await self._score_vad()
+        self._vad_progress.set()  # nobody waits for verdicts of a crashed session
 
     async def _vad_settled(self) -> None:
         """Wait until the verdict on every append applied so far was applied too."""
-        while self._vad_applied < self._vad_submitted:
+        while self._vad_applied < self._vad_submitted and self.crashed is None:
             await self._vad_progress.wait()
 
     async def _score_vad(self) -> None:

@@ -591,7 +591,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         title="Sessions are isolated from each other",
         summary=(
             "One session's bad input, rejected events and backend failures never change "
-            "another session's state or output."
+            "another session's state or output; an unexpected server error ends only its "
+            "own session, with `error server_error` and close 1011."
         ),
         sections=(_LIMITS,),
         rows=(RowRef("response", "fail"),),
@@ -599,6 +600,13 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         tests=(
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b24_one_sessions_bad_input_and_backend_failure_do_not_affect_another",
             "tests/transport/test_end_to_end.py::test_b24_garbage_and_a_failing_backend_do_not_disturb_other_sessions",
+            "tests/transport/test_end_to_end.py::test_b24_three_inputs_that_crashed_a_session_get_answers_and_the_session_lives_on",
+            "tests/runtime/test_crash_boundary.py::test_b24_an_exception_in_receive_ends_only_its_session_with_server_error_and_1011",
+            "tests/runtime/test_crash_boundary.py::test_b24_an_exception_in_the_timer_is_one_crash_not_a_loop",
+            "tests/runtime/test_crash_boundary.py::test_b24_an_exception_handling_a_stage_result_closes_with_1011",
+            "tests/runtime/test_crash_boundary.py::test_b24_a_camera_only_append_at_24_khz_is_valid",
+            "tests/runtime/test_crash_boundary.py::test_b24_an_idle_timeout_of_1e306_is_refused_and_the_session_lives_on",
+            "tests/runtime/test_crash_boundary.py::test_b24_a_server_event_that_cannot_be_sent_is_a_crash_not_a_hang",
         ),
     ),
     Behaviour(
@@ -617,6 +625,19 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_every_input_format_and_rate_is_converted_to_16k",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_idle_timeout_closes_the_session",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_max_sessions_is_enforced_with_resource_exhausted",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_camera_only_append_is_valid_at_every_input_rate",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_the_operators_idle_timeout_is_a_ceiling_the_client_can_only_lower",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_client_idle_timeout_applies_when_the_operator_has_none",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_non_finite_negative_or_huge_idle_timeout_is_refused",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_free_form_session_objects_nest_at_most_max_nesting_deep",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_audio_per_append_is_bounded_after_decoding",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_the_default_audio_per_append_bounds_a_14_mb_append",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_items_the_oldest_completed_items_are_deleted",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_items_still_in_progress_are_never_truncated",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_an_item_with_more_than_max_content_parts_is_refused",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_history_bytes_the_oldest_completed_items_are_deleted",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_responses_the_oldest_finished_are_forgotten",
+            "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
         ),
     ),
 )

@@ -3,7 +3,8 @@ docs/architecture.md section 6; how a session enforces them: docs/session-semant
 section 10).
 
 Every limit that a client can hit is reported with a documented error code:
-`input_backpressure` for pending bytes and commits, `event_too_large` for frames,
+`input_backpressure` for pending bytes and commits, `event_too_large` for frames and for
+the audio of one append,
 `invalid_video_frames` for frames per append, `resource_exhausted` for sessions.
 """
 
@@ -16,12 +17,16 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MIB", "Limits"]
+__all__ = ["MAX_IDLE_TIMEOUT_S", "MIB", "Limits"]
 
 MIB = 1024 * 1024
+#: the largest idle timeout anyone may configure (one week): the operator here, a session
+#: in `session.update` (which can only lower the operator's, docs/session-semantics.md 7)
+MAX_IDLE_TIMEOUT_S = 7 * 86_400.0
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
-_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+_Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]
+_Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=3_600_000)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -33,6 +38,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_pending_commits: _Positive = 4
     #: largest client websocket frame
     max_event_bytes: _Positive = 15 * MIB
+    #: audio in one append, in milliseconds once converted to 16 kHz (checked before any
+    #: conversion: an inflated append cannot monopolize the loop or the shared VAD batch)
+    max_append_audio_ms: _Positive = 15_000
     #: camera frames in one append
     max_video_frames_per_append: _Positive = 2
     #: largest single camera frame, decoded
@@ -41,19 +49,40 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_context_images: _Positive = 8
     #: bytes of images kept in the model context
     max_context_image_bytes: _Positive = 4 * MIB
+    #: live conversation items of one session; beyond it the oldest completed items leave
+    #: the conversation (and history), oldest first, like OpenAI's `truncation: auto`
+    max_items: _Positive = 4_096
+    #: responses one session remembers (for cancel, playback acks, truncate and history);
+    #: beyond it the oldest finished ones whose audio cannot be playing are forgotten
+    max_responses: _Positive = 256
+    #: UTF-8 bytes of the texts and transcripts of a session's completed items; beyond
+    #: it the oldest completed items are deleted, like `max_items`
+    max_history_bytes: _Positive = 4 * MIB
+    #: content parts of one `conversation.item.create`
+    max_content_parts: _Positive = 64
     #: a session with no client event for this long is closed
-    idle_timeout_s: _NonNegative = 300.0
+    idle_timeout_s: _Seconds = 300.0
     #: how long a detached session may be resumed
-    resume_grace_s: _NonNegative = 30.0
+    resume_grace_s: _Seconds = 30.0
     #: concurrent sessions per process
     max_sessions: _Positive = 64
     #: queued outbound events per session before audio deltas are dropped
     max_outbound_events: _Positive = 512
     #: new sessions are refused (resource_exhausted, close 1013) while the event loop wakes
     #: later than this for a second (four watcher periods in a row); 0 switches shedding off
-    shed_loop_lag_ms: _NonNegative = 50.0
+    shed_loop_lag_ms: _Milliseconds = 50.0
     #: ... or while one batched VAD call takes longer than this
-    shed_vad_batch_ms: _NonNegative = 80.0
+    shed_vad_batch_ms: _Milliseconds = 80.0
+    #: the largest HTTP request head (request line and headers) the server reads; a larger
+    #: one is answered 400 and the connection closed (uvicorn/h11)
+    max_header_bytes: _Positive = 16 * 1024
+    #: a connection whose first request head is not complete after this long is closed
+    #: (slowloris); 0 disables it
+    header_timeout_s: _Seconds = 10.0
+    #: a client that takes longer than this to accept one event (it stopped reading), or
+    #: whose outbound queue stays full this long, is closed with 1008 "slow consumer" and
+    #: its session slot freed; 0 disables it
+    slow_consumer_s: _Seconds = 10.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Limits:

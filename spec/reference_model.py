@@ -439,12 +439,51 @@ class ReferenceSession:
         self.now_ms = now_ms
         # only accepted events get here (section 7: rejected ones change nothing)
         self.last_client_ms = now_ms
+        self._truncate_history()
 
     def backend_event(self, result: StageResult, now_ms: int) -> None:
         """Apply a stage result; stale ones are dropped silently."""
         if self.closed:
             return
         self.now_ms = now_ms
+        self._on_backend_event(result)
+        self._truncate_history()
+
+    def _truncate_history(self) -> None:
+        """Section 10: after every event, while more than `max_items` items are live or
+        their texts exceed `max_history_bytes`, the oldest completed one is deleted, as a
+        client's delete would (D9)."""
+        while (
+            len(self.items) > self.limits.max_items
+            or self._history_bytes() > self.limits.max_history_bytes
+        ):
+            oldest = next((i for i in self.items.values() if i.status == "completed"), None)
+            if oldest is None:
+                return
+            self._delete_item(oldest)  # as if the client deleted it (D9)
+        # remembered responses: the oldest neither active nor possibly playing are forgotten
+        while len(self.responses) > self.limits.max_responses:
+            old = next(
+                (
+                    r
+                    for r in self.responses.values()
+                    if r is not self.active and not self._may_play(r)
+                ),
+                None,
+            )
+            if old is None:
+                return
+            del self.responses[old.id]
+
+    def _history_bytes(self) -> int:
+        """Section 10: UTF-8 bytes of the texts and transcripts of the completed items."""
+        return sum(
+            len(" ".join(t for p in i.content for t in (p.text, p.transcript) if t).encode())
+            for i in self.items.values()
+            if i.status == "completed"
+        )
+
+    def _on_backend_event(self, result: StageResult) -> None:
         if isinstance(result, VadScores):
             self._on_vad_scores(result)
             return
@@ -636,9 +675,16 @@ class ReferenceSession:
         )
 
     def _idle_deadline(self) -> float | None:
-        """Section 7: session config, else limits; 0 disables the idle timeout."""
+        """Section 7: the session's value can only lower the operator's (limits); a session
+        value of 0 or none means the operator's; no timeout only when the operator has none."""
+        operator = self.limits.idle_timeout_s
         s = self.config.idle_timeout_s
-        seconds = s if s is not None else self.limits.idle_timeout_s
+        if s is None or s == 0:
+            seconds = operator
+        elif operator == 0:
+            seconds = s
+        else:
+            seconds = min(s, operator)
         if seconds == 0:
             return None
         return self.last_client_ms + seconds * 1000.0
@@ -794,6 +840,11 @@ class ReferenceSession:
             raise _reject(
                 ErrorCode.BAD_AUDIO, "audio is not a whole number of samples", "audio", eid
             )
+        # section 2.1: at most max_append_audio_ms of audio once at 16 kHz
+        if len(event.audio) // _SAMPLE_BYTES[fmt] * 16_000 // rate > (
+            self.limits.max_append_audio_ms * 16
+        ):
+            raise _reject(ErrorCode.EVENT_TOO_LARGE, "too much audio", "audio", eid)
         frames = list(event.video_frames)
         if len(frames) > self.limits.max_video_frames_per_append:
             raise _reject(ErrorCode.INVALID_VIDEO_FRAMES, "too many frames", "video_frames", eid)
@@ -962,6 +1013,8 @@ class ReferenceSession:
             raise _reject(ErrorCode.BAD_EVENT, "unknown role", "item.role", eid)
         if wire.id is not None and wire.id in self.items:
             raise _reject(ErrorCode.BAD_EVENT, "an item with this id exists", "item.id", eid)
+        if len(wire.content) > self.limits.max_content_parts:
+            raise _reject(ErrorCode.BAD_EVENT, "too many content parts", "item.content", eid)
         user = wire.role == "user"
         texts: list[str | None] = []
         frames: list[bytes] = []
@@ -1059,6 +1112,9 @@ class ReferenceSession:
         item = self.items.get(event.item_id)
         if item is None:
             raise _reject(ErrorCode.ITEM_NOT_FOUND, "no such item", "item_id", event.event_id)
+        self._delete_item(item)
+
+    def _delete_item(self, item: _Item) -> None:
         del self.items[item.id]
 
         def keep(s: _Segment) -> bool:
@@ -1178,9 +1234,9 @@ class ReferenceSession:
         for item in self.items.values():
             if (item.id, item.version) in mine or item.status != "completed":
                 continue
-            if item.response_id is not None:
+            if item.response_id in self.responses:
                 text = self._assistant_text(self.responses[item.response_id])
-            else:
+            else:  # user and system items, and the item of a forgotten response
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
             if text:
                 history.append(HistoryTurn(item.role, text))

@@ -20,6 +20,7 @@ import msgspec
 
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
+from spec.limits import MAX_IDLE_TIMEOUT_S
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
     "INPUT_FORMATS",
+    "MAX_NESTING",
     "OUTPUT_FORMATS",
     "TURN_DETECTION_KEYS",
     "AudioFormatSpec",
@@ -80,6 +82,10 @@ TURN_DETECTION_KEYS = frozenset(
         "min_speech_duration_ms",
     }
 )
+#: how deeply the free-form objects of a session (`extra_body`, `turn_detection`,
+#: `input_audio_transcription`) may nest; `extra_body` is echoed in every session object
+MAX_NESTING = 16
+_FREE_FORM = ("extra_body", "turn_detection", "input_audio_transcription")
 _MS_KEYS = ("prefix_padding_ms", "silence_duration_ms", "min_speech_duration_ms")
 _BOOL_KEYS = ("create_response", "interrupt_response")
 
@@ -192,6 +198,49 @@ def _format(
     return AudioFormatSpec(canonical, rate)
 
 
+def _nesting(value: Any, limit: int) -> int:
+    """How deeply `value` nests lists and dicts (iterative: stops once past `limit`)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list | tuple):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def _check_free_form(patch: SessionPatch) -> None:
+    for key in _FREE_FORM:
+        value = getattr(patch, key)
+        if value is not msgspec.UNSET and _nesting(value, MAX_NESTING) > MAX_NESTING:
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                f"session.{key}",
+                f"`{key}` nests more than {MAX_NESTING} levels deep",
+            )
+
+
+def _idle_timeout(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_IDLE_TIMEOUT_S  # False for nan
+    ):
+        raise _refuse(
+            ErrorCode.BAD_EVENT,
+            "session.idle_timeout_s",
+            f"`idle_timeout_s` must be a number of seconds from 0 to {MAX_IDLE_TIMEOUT_S:g}",
+        )
+    return float(value)
+
+
 def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection | None:
     def bad(message: str, key: str | None = None) -> InvalidSessionConfig:
         where = f"{param}.{key}" if key else param
@@ -296,6 +345,11 @@ def validate_session(
         except msgspec.ValidationError as exc:
             message, _, path = str(exc).partition(" - at `$")
             raise _refuse(ErrorCode.BAD_EVENT, "session" + path.rstrip("`"), message) from None
+        except RecursionError:
+            raise _refuse(
+                ErrorCode.BAD_EVENT, "session", "the session object nests too deeply"
+            ) from None
+    _check_free_form(patch)
     unset = msgspec.UNSET
     audio_in = patch.audio.input if patch.audio is not unset else unset
     audio_out = patch.audio.output if patch.audio is not unset else unset
@@ -379,7 +433,7 @@ def validate_session(
             base.transcription_language,
         )
     if patch.idle_timeout_s is not unset:
-        changes["idle_timeout_s"] = patch.idle_timeout_s
+        changes["idle_timeout_s"] = _idle_timeout(patch.idle_timeout_s)
     if patch.extra_body is not unset:
         auto = patch.extra_body.get("auto_response", base.auto_response)
         if not isinstance(auto, bool):

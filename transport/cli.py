@@ -86,7 +86,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from transport.app import create_app
-    from transport.server import RealtimeServer, configure_logging
+    from transport.server import RealtimeServer, configure_logging, http_options
     from transport.settings import default_workers, load_settings
 
     configure_logging(args.log_level)
@@ -129,6 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
         "ws_per_message_deflate": False,
         "log_level": args.log_level,
         "timeout_graceful_shutdown": 10,
+        **http_options(settings.limits),
     }
     # uvicorn stops gracefully on SIGINT and SIGTERM, then raises the signal again: with
     # this handler both end the process quietly with status 0.

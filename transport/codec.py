@@ -4,7 +4,7 @@ The happy path decodes the client union directly. Failures are classified on the
 path only (a second, tiny `_Envelope` decode), into one typed `InvalidEvent`:
 
     frame over the size limit          -> event_too_large
-    not JSON                           -> invalid_json
+    not JSON, or nested too deeply     -> invalid_json
     JSON without a known `type`        -> unknown_event
     a known event with a bad field     -> bad_event (or invalid_video_frames), `param` = path
 """
@@ -73,6 +73,11 @@ def decode_client_event(data: bytes | str, *, max_bytes: int = _DEFAULT_MAX) -> 
         raise _classify(data, str(exc)) from None
     except msgspec.DecodeError as exc:
         raise InvalidEvent(str(exc), code=ErrorCode.INVALID_JSON) from None
+    except RecursionError:  # msgspec refuses nesting deeper than the interpreter's stack
+        raise InvalidEvent(_TOO_DEEP, code=ErrorCode.INVALID_JSON) from None
+
+
+_TOO_DEEP = "the JSON nests too deeply"
 
 
 def _classify(data: bytes | str, message: str) -> InvalidEvent:
@@ -80,6 +85,8 @@ def _classify(data: bytes | str, message: str) -> InvalidEvent:
         env = _ENVELOPE.decode(data)
     except msgspec.DecodeError:  # valid JSON, but not an object
         return InvalidEvent(message, code=ErrorCode.BAD_EVENT)
+    except RecursionError:
+        return InvalidEvent(_TOO_DEEP, code=ErrorCode.INVALID_JSON)
     event_id = env.event_id if isinstance(env.event_id, str) else None
     if env.type is None:
         return InvalidEvent(
@@ -108,8 +115,15 @@ def encode_server_event(event: ServerEventT) -> bytes:
 
 
 def decode_server_event(data: bytes | str) -> ServerEventT:
-    """Decode a server event (used by the Python client and tests)."""
-    return _SERVER_DECODER.decode(data)
+    """Decode a server event (used by the Python client and tests).
+
+    Raises:
+        msgspec.DecodeError: not a server event (nesting too deep included).
+    """
+    try:
+        return _SERVER_DECODER.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError(_TOO_DEEP) from None
 
 
 def encode_client_event(event: ClientEventT) -> bytes:

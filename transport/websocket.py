@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from runtime.channel import ChannelClosed
 from spec.errors import CloseCode, ErrorCode, InvalidEvent, ProtocolError, RemoteProtocolError
 from spec.session_config import validate_session
 from transport.codec import decode_client_event, encode_server_event, error_event
@@ -57,7 +58,11 @@ class WebSocketChannel:
             return exc
 
     async def send(self, event: ServerEvent) -> None:
-        await self.ws.send_text(encode_server_event(event).decode())  # type: ignore[arg-type]
+        text = encode_server_event(event).decode()  # type: ignore[arg-type]  # a failure: a bug
+        try:
+            await self.ws.send_text(text)
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:  # the peer went away
+            raise ChannelClosed from exc
 
     async def close(self, code: int, reason: str = "") -> None:
         if self.ws.application_state is WebSocketState.CONNECTED:

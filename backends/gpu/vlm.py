@@ -1,11 +1,12 @@
 """The decision stage: JoyAI-VL-Interaction (Qwen3-VL), prompt context -> action + text.
 
 Per request: build the prompt under this stage's tokenizer and budget (`prompt.py`,
-B3), decode the raw frames only now (`frames.py`, B2), submit through the shared
-request path (`submission.py`, B18), and parse the action grammar while streaming
-(`actions.py`): speakable `VlmTextDelta`s as soon as the marker is known, then exactly
-one `VlmDecision`. Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`,
-shared with the remote backend) unless the caller sets its own.
+B3), decode the raw frames only now, in a worker thread and within a pixel limit
+(`frames.py`, B2), submit through the shared request path (`submission.py`, B18), and
+parse the action grammar while streaming (`actions.py`): speakable `VlmTextDelta`s as
+soon as the marker is known, then exactly one `VlmDecision`. Sampling follows upstream's
+JoyAI stage (`backends.joyai.sampling`, shared with the remote backend) unless the caller
+sets its own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from backends.base import PromptContext, VlmDecision, VlmRequest, VlmTextDelta
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
-from backends.gpu.frames import decode_frames
+from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 from backends.joyai.actions import ActionStreamParser
@@ -53,6 +54,7 @@ class VlmStage(EngineStage):
         sampling: Sampling | None = None,
         image_tokens: int = DEFAULT_IMAGE_TOKENS,
         max_side: int = 448,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
         self.engine = engine
         self.placement = placement
@@ -60,6 +62,7 @@ class VlmStage(EngineStage):
         self.sampling = sampling or replace(JOYAI_SAMPLING, max_tokens=placement.max_tokens)
         self.image_tokens = image_tokens
         self.max_side = max_side
+        self.max_pixels = max_pixels
 
     @property
     def budget_tokens(self) -> int:
@@ -87,7 +90,9 @@ class VlmStage(EngineStage):
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
         built = self.build(request)
-        images = decode_frames(built.images, max_side=self.max_side)
+        images = await decode_frames_off_loop(
+            built.images, max_side=self.max_side, max_pixels=self.max_pixels
+        )
         prompt = EnginePrompt(built.text, images=images)
         sampling = replace(
             self.sampling, max_tokens=min(request.max_tokens, self.sampling.max_tokens)

@@ -14,7 +14,7 @@ transcript addressed to the old version finds a deleted object and is dropped (I
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from core.statemachines._rulebook import build, fire
 from spec.events import (
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
 
     from core.outbox import Outbox
 
-__all__ = ["Item"]
+__all__ = ["HistoryLedger", "Item"]
+
+
+class HistoryLedger(Protocol):
+    """Who keeps the total of completed history bytes (`core.conversation.Conversation`)."""
+
+    history_bytes: int
+
 
 _RULES = build(ITEM)
 
@@ -44,7 +51,9 @@ class Item:
 
     __slots__ = (
         "content",
+        "history_bytes",
         "id",
+        "ledger",
         "outbox",
         "previous_item_id",
         "response_id",
@@ -72,6 +81,9 @@ class Item:
         self.previous_item_id = previous_item_id
         self.response_id = response_id
         self.state = ItemState.IN_PROGRESS
+        #: UTF-8 bytes of `text()` while completed (0 before), kept in the ledger's total
+        self.history_bytes = 0
+        self.ledger: HistoryLedger | None = None
 
     def wire(self, *, completing: bool = False) -> ConversationItem:
         """The wire form; `completing`: as it will be once the chain under way completes it."""
@@ -134,6 +146,14 @@ class Item:
         self.outbox.emit(
             ConversationItemDone(item=self.wire(), previous_item_id=self.previous_item_id)
         )
+        self._measure()
+
+    def _measure(self) -> None:
+        """Keep the ledger's total of completed history bytes exact (section 10)."""
+        size = len(self.text().encode())
+        if self.ledger is not None:
+            self.ledger.history_bytes += size - self.history_bytes
+        self.history_bytes = size
 
     def emit_truncated(self, event: EventData) -> None:
         for part in self.content:
@@ -144,6 +164,7 @@ class Item:
                 item_id=self.id, content_index=0, audio_end_ms=event.kwargs["audio_end_ms"]
             )
         )
+        self._measure()
 
     def emit_deleted(self, event: EventData) -> None:
         self.outbox.emit(ConversationItemDeleted(item_id=self.id))

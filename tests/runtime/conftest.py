@@ -97,7 +97,12 @@ class Harness:
 async def harness() -> AsyncIterator[Harness]:
     script = Script()
     host = SessionHost(
-        HostSettings(backend="scripted", limits=Limits(max_outbound_events=32, max_sessions=8)),
+        # slow_consumer_s=0: some tests stop reading on purpose, for as long as a loaded
+        # machine takes (tests/runtime/test_slow_consumer.py sets its own)
+        HostSettings(
+            backend="scripted",
+            limits=Limits(max_outbound_events=32, max_sessions=8, slow_consumer_s=0),
+        ),
         backend=create_backend(script=script),
     )
     await host.start()

@@ -102,3 +102,65 @@ async def test_b10_a_cancelled_waiter_leaves_the_queue_and_passes_the_lead_on() 
 async def _scoped(scope: anyio.CancelScope, batcher: VadBatcher, vad: CountingVad) -> None:
     with scope:
         await batcher.score(vad.new_state(), frames(0.3))
+
+
+class SliceRecordingVad:
+    """Scores every frame as its own first sample; records each call's sequence lengths."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+
+    def new_state(self) -> Any:
+        return object()
+
+    async def score_sequences(self, states: Any, sequences: Any) -> list[Any]:
+        self.calls.append([len(s) for s in sequences])
+        return [s[:, 0].astype(np.float32) for s in sequences]
+
+
+async def test_a_sessions_backlog_is_scored_in_slices_so_it_never_delays_another() -> None:
+    """Reproduction: one session's 14 MB append put 2.4 s of frames in the batch every
+    session shares (their append-to-scored time went from 5 ms to 2.7 s)."""
+    vad = SliceRecordingVad()
+    batcher = VadBatcher(vad, slice_frames=48)  # type: ignore[arg-type]
+    backlog = np.repeat((np.arange(1_000, dtype=np.float32) / 1_000)[:, None], 512, axis=1)
+    results: dict[str, list[float]] = {}
+    order: list[str] = []
+
+    async def one(name: str, frames_: np.ndarray) -> None:
+        results[name] = await batcher.score(vad.new_state(), frames_)
+        order.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, "hog", backlog)
+        await anyio.sleep(0)
+        tg.start_soon(one, "light", frames(0.5))
+    assert vad.calls[0] == [48, 2]  # the light session is scored in the first batch
+    assert all(max(call) <= 48 for call in vad.calls)
+    assert order == ["light", "hog"]
+    assert results["light"] == [0.5, 0.5]
+    assert results["hog"] == pytest.approx(list(backlog[:, 0]))  # every frame, in order
+    assert (batcher.frames, batcher.queued) == (1_002, 0)
+
+
+async def test_a_session_joining_while_a_backlog_is_scored_waits_one_slice_at_most() -> None:
+    vad = SliceRecordingVad()
+    batcher = VadBatcher(vad, slice_frames=48)  # type: ignore[arg-type]
+    joined_at: list[int] = []
+
+    async def hog() -> None:
+        await batcher.score(vad.new_state(), frames(0.1, 480))
+
+    async def late() -> None:
+        while len(vad.calls) < 3:  # the backlog is being scored
+            await anyio.sleep(0.001)
+        joined_at.append(len(vad.calls))
+        await batcher.score(vad.new_state(), frames(0.9))
+        joined_at.append(len(vad.calls))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hog)
+        tg.start_soon(late)
+    start, end = joined_at
+    assert end - start <= 2  # scored in the next batch (or the one after, at the boundary)
+    assert len(vad.calls) == 10  # 480 frames in slices of 48

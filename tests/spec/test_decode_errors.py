@@ -117,3 +117,22 @@ def test_known_types_with_arbitrary_fields_yield_an_event_or_a_typed_error(
 @given(st.binary(max_size=256))
 def test_arbitrary_bytes_yield_an_event_or_a_typed_error(data: bytes) -> None:
     _only_typed(data)
+
+
+@pytest.mark.parametrize("depth", [1_200, 100_000])
+@pytest.mark.parametrize("event_type", ["session.heartbeat", "session.update", "response.explode"])
+def test_json_nested_too_deeply_is_invalid_json_not_a_recursion_error(
+    depth: int, event_type: str
+) -> None:
+    """Reproduction: a field nested ~1,200 deep let `RecursionError` escape."""
+    data = '{"type":"' + event_type + '","junk":' + "[" * depth + "]" * depth + "}"
+    assert _fail(data).code is ErrorCode.INVALID_JSON
+    nested = '{"type":"session.update","session":{"extra_body":{"a":' + "[" * depth
+    assert _fail(nested + "]" * depth + "}}}").code is ErrorCode.INVALID_JSON
+
+
+def test_a_server_frame_nested_too_deeply_is_a_decode_error() -> None:
+    import msgspec
+
+    with pytest.raises(msgspec.DecodeError):
+        codec.decode_server_event('{"type":"error","x":' + "[" * 5_000 + "]" * 5_000 + "}")

@@ -1001,8 +1001,10 @@ def test_playback_ack_finds_the_response_by_item_id() -> None:
     assert (exc.code, exc.param) == (ErrorCode.PLAYBACK_ITEM_NOT_FOUND, "response_id")
 
 
-def test_idle_timeout_zero_disables_it() -> None:
+def test_idle_timeout_zero_means_the_operators_and_zero_from_both_disables_it() -> None:
     s = Session(config=SessionConfig(idle_timeout_s=0.0))
+    assert s.p.next_deadline() == 300_000  # the operator's default: 0 cannot lift it
+    s = Session(config=SessionConfig(idle_timeout_s=0.0), limits=Limits(idle_timeout_s=0))
     assert s.p.next_deadline() is None
     s.p.handle_timeout(10**9)
     assert s.p.next_outputs() == [] and not s.p.closed

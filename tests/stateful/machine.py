@@ -74,12 +74,17 @@ from tests.stateful.observer import Observer, project
 
 __all__ = ["LIMITS", "VAD", "SessionMachine"]
 
-#: small limits so backpressure, the commit cap and the context cap are reachable
+#: small limits so backpressure, the commit cap, the context cap, the truncation of the
+#: oldest items (by count and by history bytes) and forgetting the oldest responses are
+#: reachable
 LIMITS = Limits(
     max_pending_input_bytes=64_000,
     max_pending_commits=2,
     max_video_frame_bytes=200,
     max_context_images=3,
+    max_items=5,
+    max_responses=2,
+    max_history_bytes=60,
     idle_timeout_s=8.0,
 )
 #: short VAD durations so a few score frames cross them

@@ -13,7 +13,7 @@ from backends.scripted.backend import create_backend
 from backends.scripted.script import Script
 from tests.load_shedding import without_shedding
 from transport.app import create_app
-from transport.server import RealtimeServer
+from transport.server import RealtimeServer, http_options
 from transport.settings import ServerSettings
 
 
@@ -40,6 +40,7 @@ def start_server(settings: ServerSettings | None = None, **kw: Any) -> tuple[Liv
         log_level="warning",
         lifespan="on",
         ws_max_size=settings.limits.max_event_bytes + 1024 * 1024,
+        **http_options(settings.limits),
     )
     server = RealtimeServer(config)  # in a thread: uvicorn installs no signal handlers
     thread = threading.Thread(target=server.run, daemon=True)

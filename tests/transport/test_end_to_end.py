@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 
 import httpx
@@ -40,6 +41,49 @@ async def _speech_and_camera_turns(url: str, turns: int = 2) -> list[str]:
             assert result.errors == []
             statuses.append(result.status)
     return statuses
+
+
+def test_b24_three_inputs_that_crashed_a_session_get_answers_and_the_session_lives_on(
+    live_server: LiveServer,
+) -> None:
+    """Reproductions from a hostile-client run: a camera-only append after `session.update`
+    to 24 kHz, a field nested 1,200 deep, and `idle_timeout_s: 1e306` each crashed the
+    session, which then closed with 1000. Now: valid, `invalid_json`, `bad_event`; the
+    session lives on."""
+    frame = base64.b64encode(JPEG).decode()
+
+    async def run() -> tuple[list[str], object]:
+        answers = []
+        async with websockets.connect(live_server.ws_url) as ws:
+            await ws.recv()  # session.created
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}}
+                        },
+                    }
+                )
+            )
+            answers.append(json.loads(await ws.recv())["type"])
+            for frame_json in (
+                json.dumps({"type": "input_audio_buffer.append", "video_frames": [frame]}),
+                '{"type":"session.heartbeat","junk":' + "[" * 1200 + "]" * 1200 + "}",
+                '{"type":"session.update","session":{"idle_timeout_s":1e306}}',
+            ):
+                await ws.send(frame_json)
+                await ws.send('{"type":"session.heartbeat"}')
+                while (reply := json.loads(await ws.recv()))["type"] != "session.heartbeat_ack":
+                    answers.append(
+                        reply["error"]["code"] if reply["type"] == "error" else reply["type"]
+                    )
+                answers.append("ack")
+            return answers, ws.close_code
+
+    answers, close_code = asyncio.run(asyncio.wait_for(run(), 30))
+    assert answers == ["session.updated", "ack", "invalid_json", "ack", "bad_event", "ack"]
+    assert close_code is None
 
 
 @pytest.mark.parametrize("sessions", [2, 8])
