@@ -21,7 +21,7 @@ from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
-from backends.joyai.actions import ActionStreamParser
+from backends.joyai.actions import stream_actions
 from backends.joyai.prompt import (
     DEFAULT_IMAGE_TOKENS,
     JOYAI_SYSTEM_PROMPT,
@@ -97,19 +97,12 @@ class VlmStage(EngineStage):
         sampling = replace(
             self.sampling, max_tokens=min(request.max_tokens, self.sampling.max_tokens)
         )
-        parser = ActionStreamParser()
         pieces = stream_request(
             self.engine, self.health, request.request_id, prompt, sampling, stage=self.name
         )
-        async with aclosing(pieces):
-            async for piece in pieces:
-                delta = parser.feed(piece)
-                if delta:
-                    yield VlmTextDelta(delta)
-        tail, decision = parser.finish()
-        if tail:
-            yield VlmTextDelta(tail)
-        yield decision
+        async with aclosing(stream_actions(pieces)) as outputs:
+            async for out in outputs:
+                yield out
 
 
 def _blank_jpeg() -> bytes:

@@ -35,9 +35,13 @@ may still follow on that line).
 
 from __future__ import annotations
 
-from typing import Final
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Final
 
-from backends.base import VlmAction, VlmDecision
+from backends.base import VlmAction, VlmDecision, VlmTextDelta
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
 
 __all__ = [
     "DELEGATION",
@@ -236,3 +240,21 @@ class ActionStreamParser:
         delta = spoken[len(self._emitted) :]
         self._emitted = spoken
         return delta
+
+
+async def stream_actions(
+    pieces: AsyncGenerator[str, None],
+) -> AsyncGenerator[VlmTextDelta | VlmDecision, None]:
+    """A streamed JoyAI reply as what a `Vlm` stage yields: the speakable deltas as soon as
+    the marker allows, then exactly one decision. `pieces` is closed when the reply ends
+    or its consumer stops (a barge-in): closing is how every engine is told to abort."""
+    parser = ActionStreamParser()
+    async with aclosing(pieces):
+        async for piece in pieces:
+            delta = parser.feed(piece)
+            if delta:
+                yield VlmTextDelta(delta)
+    tail, decision = parser.finish()
+    if tail:
+        yield VlmTextDelta(tail)
+    yield decision

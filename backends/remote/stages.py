@@ -23,7 +23,7 @@ VLM: `POST /v1/chat/completions` with `stream: true` (server-sent events). The p
     server's own length check (400) maps to `InvalidPromptContext`. The sampling is
     JoyAI's (`backends.joyai.sampling`); `skip_special_tokens: false` keeps the action
     markers (`</silence>`, `</response>`, `</delegation>`) in the text, and the shared
-    `ActionStreamParser` turns the stream into deltas and one decision.
+    `stream_actions` turns the stream into deltas and one decision.
 
 TTS: `POST /v1/audio/speech` as vLLM-Omni serves it for Qwen3-TTS: `{"model", "input",
     "voice", "response_format": "pcm", "stream": true}` (plus `language` when set) ->
@@ -53,7 +53,7 @@ from backends.base import (
     VlmRequest,
     VlmTextDelta,
 )
-from backends.joyai.actions import ActionStreamParser
+from backends.joyai.actions import stream_actions
 from backends.joyai.prompt import IMAGE_PLACEHOLDER, BuiltPrompt, build_prompt
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 from backends.remote.audio import PcmStream, wav_bytes
@@ -202,17 +202,10 @@ class RemoteVlm(RemoteStage):
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
         body = self.body(request)
-        parser = ActionStreamParser()
         pieces = self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
-        async with aclosing(pieces):
-            async for piece in pieces:
-                delta = parser.feed(piece)
-                if delta:
-                    yield VlmTextDelta(delta)
-        tail, decision = parser.finish()
-        if tail:
-            yield VlmTextDelta(tail)
-        yield decision
+        async with aclosing(stream_actions(pieces)) as outputs:
+            async for out in outputs:
+                yield out
 
 
 class RemoteTts(RemoteStage):
