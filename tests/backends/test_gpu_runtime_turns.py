@@ -188,7 +188,9 @@ async def _serve(backend: Backend, profile: str, run: Any) -> Any:
     channel, send, receive = memory_channel_pair()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: host.serve(channel, config=validate_session({})))
+            # a tiny random Qwen3-ASR cannot detect a language: force English, as a session can
+            english = {"audio": {"input": {"transcription": {"language": "en"}}}}
+            tg.start_soon(lambda: host.serve(channel, config=validate_session(english)))
             created = await receive.receive()
             assert isinstance(created, ev.SessionCreated)
             result = await run(_Client(send, receive))
