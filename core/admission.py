@@ -8,8 +8,8 @@ spreads connections between the workers, so a worker that is full refuses even w
 another still has room).
 
 `OverloadGate` sheds load at admission instead of sharing it: while the process is
-measurably overloaded (its event loop wakes late, or a VAD batch takes longer than the
-budget), new sessions are refused with `resource_exhausted` (close 1013) and the admitted
+measurably overloaded (its event loop wakes late, or audio waits too long for its VAD
+verdict), new sessions are refused with `resource_exhausted` (close 1013) and the admitted
 ones keep their latency. Hysteresis: the gate closes above the limit and opens again only
 below half of it, so it does not flap at the edge."""
 
@@ -61,7 +61,7 @@ def worker_share(max_sessions: int, workers: int) -> int:
 class OverloadGate:
     """Overload from measurements the runtime feeds in (sans-IO: no clock of its own).
 
-    `observe(loop_lag_ms, vad_batch_ms)` takes one measurement period; a signal counts as
+    `observe(loop_lag_ms, vad_wait_ms)` takes one measurement period; a signal counts as
     over its limit when it exceeds it in `periods` consecutive observations (one late
     wake-up from a garbage collection does not shed anyone)."""
 
@@ -75,17 +75,17 @@ class OverloadGate:
         self.closed = False
         self.reason = ""
 
-    def observe(self, loop_lag_ms: float, vad_batch_ms: float) -> None:
+    def observe(self, loop_lag_ms: float, vad_wait_ms: float) -> None:
         if self.loop_lag_limit_ms <= 0:  # shedding switched off
             return
-        over = loop_lag_ms > self.loop_lag_limit_ms or vad_batch_ms > self.vad_limit_ms
-        under = loop_lag_ms <= self.loop_lag_limit_ms / 2 and vad_batch_ms <= self.vad_limit_ms / 2
+        over = loop_lag_ms > self.loop_lag_limit_ms or vad_wait_ms > self.vad_limit_ms
+        under = loop_lag_ms <= self.loop_lag_limit_ms / 2 and vad_wait_ms <= self.vad_limit_ms / 2
         self._over = self._over + 1 if over else 0
         if self._over >= self.periods and not self.closed:
             self.closed = True
             self.reason = (
                 f"event loop {loop_lag_ms:.0f} ms late (limit {self.loop_lag_limit_ms:g} ms), "
-                f"VAD batch {vad_batch_ms:.0f} ms (limit {self.vad_limit_ms:g} ms)"
+                f"VAD verdicts {vad_wait_ms:.0f} ms late (limit {self.vad_limit_ms:g} ms)"
             )
         elif self.closed and under:
             self.closed = False

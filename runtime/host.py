@@ -100,7 +100,7 @@ class SessionHost:
         self.slots = SessionSlots(worker_share(settings.limits.max_sessions, self.workers))
         limits = settings.limits
         self.overload = OverloadGate(
-            loop_lag_limit_ms=limits.shed_loop_lag_ms, vad_limit_ms=limits.shed_vad_batch_ms
+            loop_lag_limit_ms=limits.shed_loop_lag_ms, vad_limit_ms=limits.shed_vad_wait_ms
         )
         self.backend = backend
         self._started = False
@@ -197,7 +197,7 @@ class SessionHost:
             lag_s = max(0.0, anyio.current_time() - before - period_s)
             self.metrics.loop_lag(lag_s)
             self.metrics.sample_cpu()
-            vad_s = self._vad.take_longest_batch_s() if self._vad is not None else 0.0
+            vad_s = self._vad.take_longest_wait_s() if self._vad is not None else 0.0
             shedding = self.overload.closed
             self.overload.observe(lag_s * 1000, vad_s * 1000)
             if self.overload.closed != shedding:

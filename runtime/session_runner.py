@@ -41,7 +41,7 @@ from backends.base import (
 )
 from runtime.channel import ChannelClosed
 from runtime.outbound import OutboundOverflow, OutboundQueue
-from runtime.timers import Timers
+from runtime.timers import TimerHandle, Timers
 from spec.effects import (
     Abort,
     CloseSession,
@@ -161,6 +161,7 @@ class SessionRunner:
         self._vad_progress = anyio.Event()
         self._timers = timers  # the process's; a private one when it is not running
         self._timer_at: float | None = None  # loop time of the deadline scheduled
+        self._timer: TimerHandle | None = None
         self._ended = False
         self._closing = False
         self._close_code = CloseCode.NORMAL
@@ -187,6 +188,8 @@ class SessionRunner:
             self._crash(exc, "runtime")
         finally:
             self._ended = True
+            if self._timer is not None:
+                self._timer.cancel()  # the heap must not keep this session alive
             self._tg = None
             for work in self._responses.values():
                 if work.tts_send is not None:
@@ -286,8 +289,10 @@ class SessionRunner:
             return
         at = anyio.current_time() + max(0, deadline - self.clock.now_ms()) / 1000
         if self._timer_at is None or at < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
             self._timer_at = at
-            self._timers.schedule(self, at)
+            self._timer = self._timers.schedule(self, at)
 
     # --- the crash boundary -------------------------------------------------------------
 

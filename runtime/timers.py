@@ -21,7 +21,7 @@ from typing import Protocol
 
 import anyio
 
-__all__ = ["TimerOwner", "Timers"]
+__all__ = ["TimerHandle", "TimerOwner", "Timers"]
 
 log = logging.getLogger("joyduplex.runtime")
 
@@ -32,9 +32,22 @@ class TimerOwner(Protocol):
         ...
 
 
+class TimerHandle:
+    """One scheduled deadline; `cancel()` drops the owner, so a stale entry left in the
+    heap until its time never keeps an ended session alive."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: TimerOwner) -> None:
+        self.owner: TimerOwner | None = owner
+
+    def cancel(self) -> None:
+        self.owner = None
+
+
 class Timers:
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, TimerOwner]] = []
+        self._heap: list[tuple[float, int, TimerHandle]] = []
         self._seq = itertools.count()
         self._wake = anyio.Event()
         self.running = False
@@ -43,12 +56,15 @@ class Timers:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def schedule(self, owner: TimerOwner, at: float) -> None:
-        """Call `owner.timer_fired(at)` once the loop clock reaches `at`."""
+    def schedule(self, owner: TimerOwner, at: float) -> TimerHandle:
+        """Call `owner.timer_fired(at)` once the loop clock reaches `at`, unless the
+        returned handle is cancelled first."""
         earliest = self._heap[0][0] if self._heap else None
-        heapq.heappush(self._heap, (at, next(self._seq), owner))
+        handle = TimerHandle(owner)
+        heapq.heappush(self._heap, (at, next(self._seq), handle))
         if earliest is None or at < earliest:
             self._wake.set()
+        return handle
 
     async def run(self) -> None:
         """Until cancelled: fire each deadline when it is due."""
@@ -59,7 +75,7 @@ class Timers:
                     await self._wake.wait()
                     self._wake = anyio.Event()
                     continue
-                at, _, owner = self._heap[0]
+                at, _, handle = self._heap[0]
                 delay = at - anyio.current_time()
                 if delay > 0:
                     with anyio.move_on_after(delay):
@@ -68,6 +84,9 @@ class Timers:
                         self._wake = anyio.Event()
                     continue
                 heapq.heappop(self._heap)
+                owner = handle.owner
+                if owner is None:
+                    continue  # cancelled
                 self.fired += 1
                 try:
                     owner.timer_fired(at)

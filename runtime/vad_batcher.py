@@ -48,13 +48,14 @@ SLICE_FRAMES = 48
 
 
 class _Slot:
-    __slots__ = ("done", "frames", "probabilities", "scored", "state", "wake")
+    __slots__ = ("done", "frames", "probabilities", "queued_at", "scored", "state", "wake")
 
     def __init__(self, state: VadState, frames: npt.NDArray[np.float32]) -> None:
         self.state = state
         self.frames = frames
         self.scored = 0  # frames scored so far, in order
         self.probabilities: list[float] = []
+        self.queued_at = anyio.current_time()
         self.done = False
         self.wake = anyio.Event()  # set when scored, or when this slot's owner should lead
 
@@ -71,16 +72,17 @@ class VadBatcher:
         self._leading = False
         self.batches = 0
         self.frames = 0
-        self.longest_batch_s = 0.0  # since `take_longest_batch_s` last read it
+        self.longest_wait_s = 0.0  # since `take_longest_wait_s` last read it
 
     @property
     def queued(self) -> int:
         """Sessions whose frames wait for the next tick."""
         return len(self._queue)
 
-    def take_longest_batch_s(self) -> float:
-        """The longest scoring call since the last read (the overload signal)."""
-        longest, self.longest_batch_s = self.longest_batch_s, 0.0
+    def take_longest_wait_s(self) -> float:
+        """The longest a session's audio waited for its verdict (queued to scored) since
+        the last read: the overload signal of the VAD."""
+        longest, self.longest_wait_s = self.longest_wait_s, 0.0
         return longest
 
     async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
@@ -126,7 +128,6 @@ class VadBatcher:
         if not batch:
             return
         slices = [s.frames[s.scored : s.scored + self.slice_frames] for s in batch]
-        started = anyio.current_time()
         try:
             scored = await self.vad.score_sequences([s.state for s in batch], slices)
         except Exception:  # a VAD failure must not stall the sessions waiting on it
@@ -134,7 +135,6 @@ class VadBatcher:
             log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
             scored = [np.zeros(len(f), dtype=np.float32) for f in slices]
         self.batches += 1
-        self.longest_batch_s = max(self.longest_batch_s, anyio.current_time() - started)
         for slot, part, probabilities in zip(batch, slices, scored, strict=True):
             self.frames += len(part)
             slot.scored += len(part)
@@ -142,3 +142,5 @@ class VadBatcher:
             if slot.scored >= len(slot.frames):
                 slot.done = True
                 slot.wake.set()
+                waited = anyio.current_time() - slot.queued_at
+                self.longest_wait_s = max(self.longest_wait_s, waited)

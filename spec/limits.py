@@ -71,8 +71,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: new sessions are refused (resource_exhausted, close 1013) while the event loop wakes
     #: later than this for a second (four watcher periods in a row); 0 switches shedding off
     shed_loop_lag_ms: _Milliseconds = 50.0
-    #: ... or while one batched VAD call takes longer than this
-    shed_vad_batch_ms: _Milliseconds = 80.0
+    #: ... or while audio waits longer than this for its VAD verdict (queued to scored)
+    shed_vad_wait_ms: _Milliseconds = 100.0
     #: the largest HTTP request head (request line and headers) the server reads; a larger
     #: one is answered 400 and the connection closed (uvicorn/h11)
     max_header_bytes: _Positive = 16 * 1024

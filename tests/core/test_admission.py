@@ -31,11 +31,11 @@ def test_overload_gate_closes_after_consecutive_periods_over_a_limit() -> None:
     assert not gate.closed and gate.refusal() is None
     gate.observe(1, 0)
     gate.observe(35, 0)
-    gate.observe(0, 45)  # the VAD batch over its budget counts as well
+    gate.observe(0, 45)  # audio waiting too long for its VAD verdict counts as well
     assert gate.closed
     refusal = gate.refusal()
     assert refusal is not None and refusal.code is ErrorCode.RESOURCE_EXHAUSTED
-    assert "overloaded" in refusal.message and "VAD batch 45 ms" in refusal.message
+    assert "overloaded" in refusal.message and "VAD verdicts 45 ms late" in refusal.message
 
 
 def test_overload_gate_opens_only_below_half_its_limits() -> None:
