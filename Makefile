@@ -70,7 +70,7 @@ $(GPU_VENV)/.installed: pyproject.toml Makefile
 # It also runs the remote backend against real `vllm serve` processes on loopback
 # (tests/backends/test_gpu_remote_vllm_cpu.py: two VLM replicas and the ASR).
 test-gpu-path: $(GPU_VENV)/.installed
-	VLLM_CPU_KVCACHE_SPACE=1 $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k gpu -m slow $(PYTEST_ARGS)
+	VLLM_CPU_KVCACHE_SPACE=1 $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider tests/backends -k "gpu or joyai" -m slow $(PYTEST_ARGS)
 
 bench: install-test
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,mean,rounds
