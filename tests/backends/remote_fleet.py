@@ -28,6 +28,7 @@ from email.parser import BytesParser
 from email.policy import default
 from typing import Any
 
+import anyio
 import numpy as np
 import uvicorn
 from starlette.applications import Starlette
@@ -267,3 +268,24 @@ def turn_overhead(backend: Any, commit_at: float, first_audio_at: float) -> Turn
         vlm_s=sentence_at - vlm.sent,
         tts_s=tts.first_item - tts.sent,
     )
+
+
+async def measure_turns(
+    client: Any, backend: Any, audio: bytes, frame: bytes, turns: int = 5
+) -> list[TurnOverhead]:
+    """`turns` spoken turns with a frame on one session (a `tests.runtime.conftest.Client`),
+    each split into the servers' own time and what the session tier adds."""
+    from spec import events as ev
+
+    measured = []
+    for _ in range(turns):
+        for stage in backend.stages():
+            stage.timings.clear()
+        await client.send(ev.InputAudioBufferAppend(audio=audio, video_frames=[frame]))
+        await client.send(ev.InputAudioBufferCommit(create_response=True))
+        committed = anyio.current_time()
+        events = await client.until("response.output_audio.delta")
+        first_audio = anyio.current_time()
+        await client.until("response.done", events)
+        measured.append(turn_overhead(backend, committed, first_audio))
+    return measured

@@ -58,8 +58,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("PIL")
 
 from runtime.host import HostSettings, SessionHost
-from spec import events as ev
-from tests.backends.remote_fleet import FakeReplica, free_port, turn_overhead
+from tests.backends.remote_fleet import FakeReplica, free_port, measure_turns
 from tests.backends.test_remote_turns import Client, serve_one
 from tests.served_process import serve
 from transport.client import DuplexClient
@@ -361,20 +360,8 @@ def test_server_overhead_against_vllm(fleet: dict[str, Any]) -> None:
         try:
 
             async def session(client: Client) -> None:
-                for _ in range(5):
-                    for stage in backend.stages():
-                        stage.timings.clear()  # type: ignore[attr-defined]
-                    await client.send(
-                        ev.InputAudioBufferAppend(
-                            audio=_speech_like(), video_frames=[_jpeg((9, 99, 9))]
-                        )
-                    )
-                    await client.send(ev.InputAudioBufferCommit(create_response=True))
-                    committed = anyio.current_time()
-                    events = await client.until("response.output_audio.delta")
-                    first_audio = anyio.current_time()
-                    await client.until("response.done", events)
-                    turns.append(turn_overhead(backend, committed, first_audio))
+                frame = _jpeg((9, 99, 9))
+                turns.extend(await measure_turns(client, backend, _speech_like(), frame))
 
             await serve_one(host, session)
         finally:

@@ -23,7 +23,7 @@ from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from spec.session_config import validate_session
-from tests.backends.remote_fleet import FakeReplica, TurnOverhead, speech_pcm, turn_overhead
+from tests.backends.remote_fleet import FakeReplica, TurnOverhead, measure_turns, speech_pcm
 
 PIL = pytest.importorskip("PIL")
 
@@ -369,18 +369,7 @@ def test_server_overhead_of_a_remote_turn(fleet: dict[str, FakeReplica]) -> None
         assert backend is not None
 
         async def session(client: Client) -> None:
-            for _ in range(5):
-                for stage in backend.stages():
-                    stage.timings.clear()  # type: ignore[attr-defined]
-                await client.send(
-                    ev.InputAudioBufferAppend(audio=_speech_like(), video_frames=[_jpeg()])
-                )
-                await client.send(ev.InputAudioBufferCommit(create_response=True))
-                committed = anyio.current_time()
-                events = await client.until("response.output_audio.delta")
-                first_audio = anyio.current_time()
-                await client.until("response.done", events)
-                turns.append(turn_overhead(backend, committed, first_audio))
+            turns.extend(await measure_turns(client, backend, _speech_like(), _jpeg()))
 
         await serve_one(host, session)
 

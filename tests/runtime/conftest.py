@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -93,17 +94,12 @@ class Harness:
         return client
 
 
-@pytest.fixture
-async def harness() -> AsyncIterator[Harness]:
+@contextlib.asynccontextmanager
+async def hosted(limits: Limits) -> AsyncIterator[Harness]:
+    """A started host on the scripted backend, its sessions in one task group."""
     script = Script()
     host = SessionHost(
-        # slow_consumer_s=0: some tests stop reading on purpose, for as long as a loaded
-        # machine takes (tests/runtime/test_slow_consumer.py sets its own)
-        HostSettings(
-            backend="scripted",
-            limits=Limits(max_outbound_events=32, max_sessions=8, slow_consumer_s=0),
-        ),
-        backend=create_backend(script=script),
+        HostSettings(backend="scripted", limits=limits), backend=create_backend(script=script)
     )
     await host.start()
     async with anyio.create_task_group() as tg:
@@ -113,3 +109,11 @@ async def harness() -> AsyncIterator[Harness]:
             await client.close()
         tg.cancel_scope.cancel()
     await host.stop()
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    # slow_consumer_s=0: some tests stop reading on purpose, for as long as a loaded
+    # machine takes (tests/runtime/test_slow_consumer.py sets its own)
+    async with hosted(Limits(max_outbound_events=32, max_sessions=8, slow_consumer_s=0)) as h:
+        yield h

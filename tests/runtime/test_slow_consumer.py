@@ -9,31 +9,18 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from backends.scripted.backend import create_backend
-from backends.scripted.script import Script
-from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from spec.limits import Limits
-from tests.runtime.conftest import Harness, eventually
+from tests.runtime.conftest import Harness, eventually, hosted
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 async def strict() -> AsyncIterator[Harness]:
-    script = Script()
     limits = Limits(max_outbound_events=8, max_sessions=2, slow_consumer_s=0.3, idle_timeout_s=1)
-    host = SessionHost(
-        HostSettings(backend="scripted", limits=limits), backend=create_backend(script=script)
-    )
-    await host.start()
-    async with anyio.create_task_group() as tg:
-        h = Harness(script, host, tg)
+    async with hosted(limits) as h:
         yield h
-        for client in h.clients:
-            await client.close()
-        tg.cancel_scope.cancel()
-    await host.stop()
 
 
 async def test_a_client_that_never_reads_is_closed_1008_and_its_slot_freed(
