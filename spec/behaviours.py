@@ -283,6 +283,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_stop_without_create_response_retains_the_utterance",
             "tests/backends/test_cpu_vad.py::test_b10_sequences_of_unequal_length_score_as_each_session_alone",
             "tests/backends/test_scripted_backend.py::test_b10_vad_batcher_scores_concurrent_sessions_frames_in_one_call",
+            "tests/runtime/test_vad_batcher.py::test_b10_sessions_queued_within_one_tick_are_scored_in_one_call",
+            "tests/runtime/test_vad_batcher.py::test_b10_a_cancelled_leader_still_answers_everyone_who_joined",
+            "tests/runtime/test_vad_batcher.py::test_b10_a_cancelled_waiter_leaves_the_queue_and_passes_the_lead_on",
+            "tests/runtime/test_session_runner.py::test_b10_appends_and_heartbeats_do_not_wait_for_the_vad_but_a_commit_does",
         ),
     ),
     Behaviour(
@@ -638,6 +642,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_history_bytes_the_oldest_completed_items_are_deleted",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_beyond_max_responses_the_oldest_finished_are_forgotten",
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
+            "tests/runtime/test_timers.py::test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout",
+            "tests/transport/test_end_to_end.py::test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted",
         ),
     ),
 )

@@ -52,7 +52,7 @@ async def test_deadlines_fire_in_order_and_an_earlier_one_wakes_the_timer() -> N
     assert len(timers) == 1 and not timers.running
 
 
-def test_a_hosted_session_uses_the_process_timers_for_its_idle_timeout() -> None:
+def test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout() -> None:
     live, stop = start_server()
     timers = live.app.state.host.timers
     try:

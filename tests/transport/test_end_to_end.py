@@ -398,7 +398,7 @@ def test_b18_a_dead_engine_fails_readiness_and_new_sessions_get_resource_exhaust
         stop()
 
 
-def test_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted() -> None:
+def test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted() -> None:
     """Overload is shed at admission, not shared: while the host measures overload, a new
     session gets resource_exhausted and close 1013; the session admitted before keeps
     working; when the load is back under the limits, sessions are admitted again."""
