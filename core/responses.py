@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.prompt_input import build_prompt, heard_text, played_prefix
+from core.prompt_input import (
+    build_prompt,
+    heard_text,
+    played_prefix,
+    record_shown,
+    record_silence,
+)
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
 from spec import events as ev
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     from core.pending_input import PendingInput
     from core.statemachines.commit import Commit
     from core.statemachines.item import Item
+    from core.turn_log import TurnLog
     from spec.session_config import SessionConfig
     from spec.stage_results import (
         AsrTranscript,
@@ -55,7 +62,17 @@ __all__ = ["Responses"]
 
 
 class Responses:
-    __slots__ = ("_config", "_items", "_out", "_pending", "active", "by_id", "profile", "queue")
+    __slots__ = (
+        "_config",
+        "_items",
+        "_out",
+        "_pending",
+        "active",
+        "by_id",
+        "log",
+        "profile",
+        "queue",
+    )
 
     def __init__(
         self,
@@ -65,6 +82,7 @@ class Responses:
         *,
         config: Callable[[], SessionConfig],
         profile: str,
+        log: TurnLog,
     ) -> None:
         self._out = outbox
         self._items = items
@@ -74,6 +92,7 @@ class Responses:
         self.queue: list[Commit] = []  # retained, deferred and adopted, oldest first
         self.active: Response | None = None
         self.by_id: dict[str, Response] = {}
+        self.log = log  # times, frames and silences of the turns, for history (B29)
 
     # --- commits ------------------------------------------------------------------------
 
@@ -84,6 +103,7 @@ class Responses:
     def accept(self, commit: Commit, *, wants_response: bool) -> None:
         """A commit with content: it waits (no response asked, or one is active) or starts
         a response together with everything queued (B14, B16)."""
+        self.log.stamp(commit.item)
         if not wants_response:
             commit.retain()
         elif self.active is not None:
@@ -94,12 +114,14 @@ class Responses:
         self.enqueue(commit)
 
     def enqueue(self, commit: Commit) -> None:
+        self.log.stamp(commit.item)
         self.queue.append(commit)
         if not self._needs_asr(commit) and commit.item.state is ItemState.IN_PROGRESS:
             commit.item.complete()
 
     def withdraw(self, item: Item) -> None:
         """The item was deleted: its waiting commits go, with their reservations."""
+        self.log.forget(item)
         for commit in [c for c in self.queue if c.item is item]:
             commit.withdraw()
             self._pending.release(commit)
@@ -175,7 +197,9 @@ class Responses:
             items=self._items,
             responses=self.by_id,
             segments=response.segments,
+            log=self.log,
         )
+        record_shown(self.log, response.segments, prompt)
         request_id = response.new_request(VLM)
         for commit in response.segments:
             self._pending.release(commit)
@@ -221,8 +245,7 @@ class Responses:
         )
         if "audio" not in response.modalities:
             if not rest:
-                response.listen()
-                self._couple()
+                self._listen(response)
                 return
             self._show_text(response, rest)
             self._maybe_complete(response)
@@ -230,10 +253,15 @@ class Responses:
         if rest:
             self._submit_tts(response, rest)
         if response.tts_seq == 0:
-            response.listen()
-            self._couple()
+            self._listen(response)
             return
         self._maybe_complete(response)
+
+    def _listen(self, response: Response) -> None:
+        """The response ends in silence, which history keeps (B29)."""
+        record_silence(self.log, response.segments)
+        response.listen()
+        self._couple()
 
     def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:
         item = self._items.add(response.item_id, "assistant", [part], response_id=response.id)

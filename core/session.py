@@ -42,6 +42,7 @@ from core.responses import Responses
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.turn_detector import TurnDetector
+from core.turn_log import TurnLog
 from spec import events as ev
 from spec.effects import CloseSession, ScoreVad
 from spec.errors import (
@@ -120,8 +121,19 @@ class SessionProtocol:
         self._detector = TurnDetector(self._out)
         self._pending = PendingInput(self.limits.max_pending_input_bytes)
         self._items = Conversation(self._out)
+        # the session clock of history (B29) starts with the session
+        self._log = TurnLog(
+            now_ms,
+            max_frames=self.limits.max_context_images,
+            max_bytes=self.limits.max_context_image_bytes,
+        )
         self._turns = Responses(
-            self._out, self._items, self._pending, config=self._current_config, profile=profile
+            self._out,
+            self._items,
+            self._pending,
+            config=self._current_config,
+            profile=profile,
+            log=self._log,
         )
         self._audio_bytes = 0  # 16 kHz pcm16 received: the session audio clock
         self._last_activity_ms = now_ms
@@ -185,6 +197,7 @@ class SessionProtocol:
         if self._closed:
             return
         handler = self._handlers[type(event)]
+        self._log.clock_ms = now_ms  # when a turn taken now was observed
         try:
             handler(event, now_ms)
         except InvalidTransition as exc:
@@ -205,6 +218,7 @@ class SessionProtocol:
         """
         if self._closed:
             return
+        self._log.clock_ms = now_ms
         try:
             self._results[type(result)](result, now_ms)
         except InvalidTransition as exc:

@@ -81,6 +81,9 @@ class PromptInput:
     history_times_s: tuple[float | None, ...] = ()
     #: per history turn, the frames it showed (parallel to `history`; empty: none kept)
     history_frames: tuple[tuple[bytes, ...], ...] = ()
+    #: some earlier turn of this session carried words (a query) to the model, even one
+    #: that has left `history` since; JoyAI stays silent until the first one (B30)
+    asked_before: bool = False
 
 
 @dataclass(frozen=True, slots=True)

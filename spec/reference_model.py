@@ -266,6 +266,10 @@ class _Item:
     response_id: str | None = None
     #: index of the audio part waiting for its transcript (speech profile), if any
     awaiting_index: int | None = None
+    #: a user turn (a commit with content or a created user item; a quiet commit is not)
+    tick: bool = False
+    #: a response over this turn ended by listening (its last live segment)
+    silent: bool = False
 
 
 @dataclass
@@ -983,6 +987,7 @@ class ReferenceSession:
         )
         if not asr:
             self._emit(ConversationItemDone(item=self._wire_item(item), previous_item_id=prev))
+        item.tick = True
         segment = _Segment(
             item_id=item_id,
             version=version,
@@ -1093,6 +1098,7 @@ class ReferenceSession:
         if not awaiting:
             self._emit(ConversationItemDone(item=self._wire_item(item), previous_item_id=prev))
         if user:
+            item.tick = True
             self.unanswered.append(
                 _Segment(
                     item_id=item_id,
@@ -1238,8 +1244,13 @@ class ReferenceSession:
                 text = self._assistant_text(self.responses[item.response_id])
             else:  # user and system items, and the item of a forgotten response
                 text = " ".join(t for p in item.content for t in (p.text, p.transcript) if t)
-            if text:
+            # AMBIGUITY (docs/session-semantics.md, decision D30): history is in tick form:
+            # every user turn enters it, camera-only ones with an empty text, and a turn
+            # answered with silence is followed by an empty assistant turn.
+            if text or item.tick:
                 history.append(HistoryTurn(item.role, text))
+            if item.silent:
+                history.append(HistoryTurn("assistant", ""))
         # AMBIGUITY (docs/session-semantics.md, decision D13): a segment whose item was deleted
         # meanwhile contributes neither text nor frames; an item's texts keep their content order,
         # its ASR transcript in the place of its audio part.
@@ -1374,6 +1385,11 @@ class ReferenceSession:
         # AMBIGUITY (docs/session-semantics.md, decision D16): a listen decision ends with
         # rate_limits.updated like every response.done.
         resp.decision = "listen"
+        live = [s for s in resp.segments if self._live(s.item_id, s.version) is not None]
+        if live:
+            silent = self._live(live[-1].item_id, live[-1].version)
+            assert silent is not None
+            silent.silent = True
         self._emit(ResponseListen(response_id=resp.id, reason="listen"))
         self._emit_done(resp, "completed", "listen")
         self._end(resp)

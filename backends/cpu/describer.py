@@ -23,9 +23,12 @@ A reply streams as word-sized `VlmTextDelta`s followed by exactly one `VlmDecisi
 
 It ignores the prompt's text: neither the system prompt nor the session's `instructions`
 change what it says (it reads only the transcript and history for the keywords above, and
-the frames). The real model's prompt (JoyAI's trained system prompt, the session's
-instructions, history in tick format) is assembled by `backends.joyai.prompt` for the gpu
-backend and the remote one; the CPU stand-in cannot show how that prompt steers answers.
+the frames). Nor does it read the tick form of history (B29): times, earlier turns'
+frames and silent ticks are there for the real model; and it does not apply JoyAI's
+serving rules (silence before the first question, repeat suppression, B30). The real
+model's prompt (JoyAI's trained system prompt, the session's instructions, history in
+tick format) is assembled by `backends.joyai.prompt` for the gpu backend and the remote
+one; the CPU stand-in cannot show how that prompt steers answers.
 """
 
 from __future__ import annotations
@@ -156,7 +159,10 @@ def compose_reply(
     if latest is None:
         return VlmDecision(VlmAction.LISTEN)
 
-    last_user = next((t.text for t in reversed(context.history) if t.role == "user"), None)
+    # the last question: camera-only ticks are user turns without words (B29)
+    last_user = next(
+        (t.text for t in reversed(context.history) if t.role == "user" and t.text.strip()), None
+    )
     colour_question = last_user is not None and topic_of(last_user) is Topic.COLOUR
     if previous is not None:
         earlier_colour: str | None = previous.dominant
