@@ -4,9 +4,11 @@ Per request: build the prompt under this stage's tokenizer and budget (`prompt.p
 B3), decode the raw frames only now, in a worker thread and within a pixel limit
 (`frames.py`, B2), submit through the shared request path (`submission.py`, B18), and
 parse the action grammar while streaming (`actions.py`): speakable `VlmTextDelta`s as
-soon as the marker is known, then exactly one `VlmDecision`. Sampling follows upstream's
-JoyAI stage (`backends.joyai.sampling`, shared with the remote backend) unless the caller
-sets its own.
+soon as the marker is known, then exactly one `VlmDecision`. JoyAI's serving rules
+(`backends.joyai.policy`, B30) apply around it: silence before the first question
+without running the model, and an exact repeat of the last answer decided `listen`.
+Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`, shared with the
+remote backend) unless the caller sets its own.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from backends.base import PromptContext, VlmDecision, VlmRequest, VlmTextDelta
+from backends.base import PromptContext, VlmAction, VlmDecision, VlmRequest, VlmTextDelta
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 from backends.joyai.actions import stream_actions
+from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.joyai.prompt import (
     DEFAULT_IMAGE_TOKENS,
     JOYAI_SYSTEM_PROMPT,
@@ -89,6 +92,9 @@ class VlmStage(EngineStage):
         )
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+        if silent_before_first_question(request.context):  # JoyAI's rule, B30
+            yield VlmDecision(VlmAction.LISTEN)
+            return
         built = self.build(request)
         images = await decode_frames_off_loop(
             built.images, max_side=self.max_side, max_pixels=self.max_pixels
@@ -100,7 +106,8 @@ class VlmStage(EngineStage):
         pieces = stream_request(
             self.engine, self.health, request.request_id, prompt, sampling, stage=self.name
         )
-        async with aclosing(stream_actions(pieces)) as outputs:
+        decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
+        async with aclosing(decided) as outputs:
             async for out in outputs:
                 yield out
 

@@ -49,11 +49,13 @@ from backends.base import (
     Transcript,
     TtsChunk,
     TtsRequest,
+    VlmAction,
     VlmDecision,
     VlmRequest,
     VlmTextDelta,
 )
 from backends.joyai.actions import stream_actions
+from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.joyai.prompt import IMAGE_PLACEHOLDER, BuiltPrompt, build_prompt
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 from backends.remote.audio import PcmStream, wav_bytes
@@ -201,9 +203,13 @@ class RemoteVlm(RemoteStage):
         }
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+        if silent_before_first_question(request.context):  # JoyAI's rule, B30
+            yield VlmDecision(VlmAction.LISTEN)
+            return
         body = self.body(request)
         pieces = self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
-        async with aclosing(stream_actions(pieces)) as outputs:
+        decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
+        async with aclosing(decided) as outputs:
             async for out in outputs:
                 yield out
 

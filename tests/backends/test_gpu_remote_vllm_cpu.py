@@ -58,6 +58,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("PIL")
 
 from runtime.host import HostSettings, SessionHost
+from spec import events as ev
 from tests.backends.remote_fleet import FakeReplica, free_port, measure_turns
 from tests.backends.test_remote_turns import Client, serve_one
 from tests.served_process import serve
@@ -310,6 +311,9 @@ def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
     async def main() -> Any:
         async with DuplexClient.connect(served_long.ws_url) as client:
             await client.wait_for("session.created")
+            # a typed question first: JoyAI's stages answer nothing before one (B30)
+            text = ev.ContentPart(type="input_text", text="What colour is this?")
+            await client.send(ev.ConversationItemCreate(item=ev.ConversationItem(content=[text])))
             await client.append_audio(b"", frames=[_jpeg((20, 20, 200))])
             await client.commit(create_response=True)
             created = await client.wait_for("response.created", timeout=TURN_S)

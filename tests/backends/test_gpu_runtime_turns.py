@@ -280,6 +280,9 @@ def test_b2_speech_profile_spoken_turn_with_a_frame_then_camera_turn(
 
 def test_camera_profile_builds_no_asr_and_answers_frames(placement: str) -> None:
     async def run(client: _Client) -> list[Any]:
+        # a typed question first: JoyAI's stages answer nothing before one (B30)
+        text = ev.ContentPart(type="input_text", text="What colour is this?")
+        await client.send(ev.ConversationItemCreate(item=ev.ConversationItem(content=[text])))
         return await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg((30, 40, 220))]))
 
     backend = create_backend(placement=placement, profile="camera")

@@ -79,6 +79,13 @@ def remote_table(fleet: dict[str, FakeReplica], **vlm: Any) -> dict[str, Any]:
     }
 
 
+#: a typed question that a camera-only turn takes along: JoyAI's stages answer nothing
+#: before the first question (B30), and these tests are about the stage plumbing
+QUESTION = ev.ConversationItemCreate(
+    item=ev.ConversationItem(content=[ev.ContentPart(type="input_text", text="What is here?")])
+)
+
+
 class Client:
     def __init__(self, send: Any, receive: Any) -> None:
         self.send = send.send
@@ -194,6 +201,7 @@ def test_barge_in_closes_the_vlm_stream(fleet: dict[str, FakeReplica]) -> None:
 
     async def run(host: SessionHost) -> Any:
         async def session(client: Client) -> list[Any]:
+            await client.send(QUESTION)
             await client.send(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
             await client.send(ev.InputAudioBufferCommit(create_response=True))
             events = await client.until("response.created")
@@ -226,6 +234,7 @@ def test_replica_killed_mid_stream_fails_one_response_then_the_other_serves(
         assert backend is not None
 
         async def session(client: Client) -> tuple[list[Any], list[Any], list[Any]]:
+            await client.send(QUESTION)
             failed = await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
             assert host.ready  # one replica left: still in service
             served = await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
@@ -261,6 +270,7 @@ def test_refused_connection_is_retried_on_the_other_replica_before_any_byte(
         fleet["vlm0"].stop()  # refuses connections; in rotation until a request finds out
 
         async def session(client: Client) -> list[Any]:
+            await client.send(QUESTION)
             return await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
 
         events = await serve_one(host, session)
@@ -291,6 +301,7 @@ def test_stage_without_healthy_replica_takes_the_backend_out_of_service_and_back
         fleet["tts"].status = 503
 
         async def session(client: Client) -> list[Any]:
+            await client.send(QUESTION)
             return await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
 
         events = await serve_one(host, session)
