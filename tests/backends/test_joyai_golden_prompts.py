@@ -202,19 +202,13 @@ def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(build_all(tmp_path_factory.mktemp("tiny"))["vlm"])
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_golden_vlm_prompt_through_the_gpu_stage_tokenizer_path(name: str, tiny_vlm: str) -> None:
-    """The same traces through `VlmStage.build` with a real Qwen3-VL tokenizer (the tiny
-    checkpoint `make test-gpu-path` uses): the text is unchanged, one frame per
-    placeholder, and the prompt measured by that tokenizer fits the stage budget."""
-    import io
-
+def _through_the_stage(
+    context: PromptContext, text: str, frames: tuple[bytes, ...], tiny_vlm: str
+) -> None:
+    """`VlmStage.build` with a real Qwen3-VL tokenizer (the tiny checkpoint `make
+    test-gpu-path` uses): the text is unchanged, one frame per placeholder, and the
+    prompt measured by that tokenizer fits the stage budget."""
     import anyio
-    from PIL import Image
 
     from backends.base import VlmRequest
     from backends.gpu.engine_api import Sampling
@@ -222,16 +216,6 @@ def test_golden_vlm_prompt_through_the_gpu_stage_tokenizer_path(name: str, tiny_
     from backends.gpu.placement import default_placement
     from backends.gpu.vlm import VlmStage
 
-    out = io.BytesIO()
-    Image.new("RGB", (64, 64), (200, 30, 30)).save(out, format="JPEG")
-    jpeg = out.getvalue()
-    context, text, frames = GOLDEN[name]
-    swap = dict.fromkeys((F0, F1, F2, F3), jpeg)
-    real = replace(
-        context,
-        frames=tuple(swap[f] for f in context.frames),
-        history_frames=tuple(tuple(swap[f] for f in fs) for fs in context.history_frames),
-    )
     placement = replace(
         default_placement(1).vlm, model=tiny_vlm, max_model_len=8192, dtype="float32"
     )
@@ -239,9 +223,244 @@ def test_golden_vlm_prompt_through_the_gpu_stage_tokenizer_path(name: str, tiny_
 
     async def build() -> None:
         async with stage:
-            built = stage.build(VlmRequest("golden", real, max_tokens=4))
+            built = stage.build(VlmRequest("golden", context, max_tokens=4))
             assert built.text == text
             assert len(built.images) == len(frames) == built.text.count(IMG)
             assert built.prompt_tokens <= stage.budget_tokens
 
     anyio.run(build)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_golden_vlm_prompt_through_the_gpu_stage_tokenizer_path(name: str, tiny_vlm: str) -> None:
+    """The hand-built traces through the stage's real tokenizer path (frames swapped
+    for a real JPEG)."""
+    context, text, frames = GOLDEN[name]
+    jpeg = _jpeg_of((200, 30, 30))
+    swap = dict.fromkeys((F0, F1, F2, F3), jpeg)
+    real = replace(
+        context,
+        frames=tuple(swap[f] for f in context.frames),
+        history_frames=tuple(tuple(swap[f] for f in fs) for fs in context.history_frames),
+    )
+    _through_the_stage(real, text, frames, tiny_vlm)
+
+
+# --- full session traces, driven through the core -------------------------------------
+#
+# One session, as a client drives it, through `core.session.SessionProtocol` (the
+# conformance `Driver`); each VLM request the core submits is rendered by the JoyAI stage.
+# The model's answers are scripted, except where JoyAI's serving rules decide (B30).
+# Times are on the session clock (the commit's event time), frames are real JPEGs so the
+# slow variant below can send them through the real processor.
+
+
+def _jpeg_of(rgb: tuple[int, int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (32, 32), rgb).save(out, format="JPEG")
+    return out.getvalue()
+
+
+T0, T1, T2, T3, T4, T5, T6 = (_jpeg_of((30 * i, 200 - 20 * i, 90)) for i in range(7))
+
+
+def _session_trace() -> dict[str, PromptContext]:
+    """The prompt contexts of one session's VLM requests, by moment."""
+    from backends.joyai.policy import silent_before_first_question
+    from spec import events as ev
+    from spec.effects import SubmitVlm
+    from tests.conformance.harness import Driver, speech_pcm
+
+    d = Driver()
+    contexts: dict[str, PromptContext] = {}
+
+    def commit_at(ms: int, *, audio: bytes = b"", frame: bytes) -> None:
+        d.send(ev.InputAudioBufferAppend(audio=audio, video_frames=[frame]), advance=ms - d.now)
+        d.send(ev.InputAudioBufferCommit(create_response=True), advance=0)
+
+    def played(ms: int) -> None:
+        """The client played the whole reply and says so (else a later barge-in would
+        clear it too, B19)."""
+        d.speak(ms=ms)
+        d.send(ev.PlaybackAck(response_id=d.last(SubmitVlm).response_id, played_ms=ms))
+
+    def model(name: str, text: str = "", action: str = "speak") -> PromptContext:
+        context = d.last(SubmitVlm).prompt
+        contexts[name] = context
+        if silent_before_first_question(context) or action == "listen":
+            d.reply("", action="listen")
+        else:
+            d.reply(text, action=action)
+        return context
+
+    commit_at(1_000, frame=T0)  # the camera is on; nobody asked anything yet
+    model("before_question", "I see a table.")  # never asked: silence
+    commit_at(3_000, audio=speech_pcm(300), frame=T1)
+    d.transcribe("What is on the table?")
+    model("trace_question", "A red cup.")
+    played(1_000)
+    commit_at(4_000, frame=T2)
+    model("trace_camera", action="listen")
+    commit_at(5_000, frame=T3)
+    model("trace_silence", "The cup is next to a plate. ")
+    d.speak(ms=1_000, done=False)
+    d.send(ev.PlaybackAck(response_id=d.last(SubmitVlm).response_id, played_ms=400))
+    d.send(ev.ResponseCancel())  # the user talks over the reply
+    commit_at(6_500, audio=speech_pcm(300), frame=T4)
+    d.transcribe("Wait, what colour is the plate?")
+    model("trace_barge_in", "White.")
+    played(500)
+    commit_at(8_000, audio=speech_pcm(300), frame=T5)
+    d.transcribe("What year was this book printed?")
+    model("trace_delegate", "Let me look that up.", action="delegate")
+    played(1_000)
+    commit_at(9_000, frame=T6)
+    model("trace_delegated", action="listen")
+    return contexts
+
+
+_SESSION_START = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
+# the camera tick before any question: answered `</silence>` without the model, and kept
+# in history like every tick (the reference server's forced silence before the first
+# query appends the same `</silence>` answer)
+_TICK_0 = (
+    f"<|im_start|>user\n<1.0 seconds>{IMG}<|im_end|>\n<|im_start|>assistant\n</silence><|im_end|>\n"
+)
+_ASKED = (
+    f"<|im_start|>user\n{HEADER}\nWhat is on the table?<3.0 seconds>{IMG}<|im_end|>\n"
+    "<|im_start|>assistant\n</response> A red cup.<|im_end|>\n"
+)
+_TICK_4 = (
+    f"<|im_start|>user\n<4.0 seconds>{IMG}<|im_end|>\n<|im_start|>assistant\n</silence><|im_end|>\n"
+)
+_CUT = (
+    f"<|im_start|>user\n<5.0 seconds>{IMG}<|im_end|>\n"
+    "<|im_start|>assistant\n</response> The cup is<|im_end|>\n"
+)
+_PLATE = (
+    f"<|im_start|>user\n{HEADER}\nWait, what colour is the plate?<6.5 seconds>{IMG}<|im_end|>\n"
+    "<|im_start|>assistant\n</response> White.<|im_end|>\n"
+)
+_BOOK = (
+    f"<|im_start|>user\n{HEADER}\nWhat year was this book printed?<8.0 seconds>{IMG}<|im_end|>\n"
+    "<|im_start|>assistant\n</response> Let me look that up.<|im_end|>\n"
+)
+_GENERATE = "<|im_start|>assistant\n"
+
+TRACE_GOLDEN: dict[str, tuple[str, tuple[bytes, ...]]] = {
+    # a spoken question with a frame: the earlier silent tick, then the header, the
+    # question, the tick's time marker and its frame in one user message (the reference
+    # server's user message of the tick the query arrives on)
+    "trace_question": (
+        _SESSION_START
+        + _TICK_0
+        + f"<|im_start|>user\n{HEADER}\nWhat is on the table?<3.0 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1),
+    ),
+    # a camera-only tick after it: the question stays on its own tick and its answer
+    # follows it as `</response> ...`; the new tick is a time marker and a frame only
+    # (the reference keeps every tick of the chunk, the header only where the query came)
+    "trace_camera": (
+        _SESSION_START
+        + _TICK_0
+        + _ASKED
+        + f"<|im_start|>user\n<4.0 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1, T2),
+    ),
+    # a silence: the tick the model stayed silent on stays in history as `</silence>` (the
+    # reference appends the normalized answer of every tick, silent ones included)
+    "trace_silence": (
+        _SESSION_START
+        + _TICK_0
+        + _ASKED
+        + _TICK_4
+        + f"<|im_start|>user\n<5.0 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1, T2, T3),
+    ),
+    # a barge-in: the reply that was cut stays as the prefix the user heard (400 of 1000
+    # ms: "The cup is"), still in the model's `</response>` form; the interrupting
+    # question opens its own tick with the header (the reference records what was
+    # actually output on each tick)
+    "trace_barge_in": (
+        _SESSION_START
+        + _TICK_0
+        + _ASKED
+        + _TICK_4
+        + _CUT
+        + f"<|im_start|>user\n{HEADER}\nWait, what colour is the plate?"
+        + f"<6.5 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1, T2, T3, T4),
+    ),
+    # a delegated question: its tick carries the header; the model's answer in history is
+    # the spoken note only, as `</response> note` (the delegated question went to the
+    # background solver, never to speech, so the reference's normalized answer keeps the
+    # first line's note)
+    "trace_delegate": (
+        _SESSION_START
+        + _TICK_0
+        + _ASKED
+        + _TICK_4
+        + _CUT
+        + _PLATE
+        + f"<|im_start|>user\n{HEADER}\nWhat year was this book printed?"
+        + f"<8.0 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1, T2, T3, T4, T5),
+    ),
+    "trace_delegated": (
+        _SESSION_START
+        + _TICK_0
+        + _ASKED
+        + _TICK_4
+        + _CUT
+        + _PLATE
+        + _BOOK
+        + f"<|im_start|>user\n<9.0 seconds>{IMG}<|im_end|>\n"
+        + _GENERATE,
+        (T0, T1, T2, T3, T4, T5, T6),
+    ),
+}
+
+
+def test_b30_the_first_camera_tick_of_a_session_is_never_sent_to_the_model() -> None:
+    """Mirrors the reference server's forced silence before the first query: the tick
+    is answered `</silence>` by the serving code, and the session records that silence."""
+    from backends.joyai.policy import silent_before_first_question
+
+    context = _session_trace()["before_question"]
+    assert context.history == () and context.transcript is None and context.time_s == 1.0
+    assert silent_before_first_question(context)
+
+
+@pytest.mark.parametrize("name", sorted(TRACE_GOLDEN))
+def test_b29_golden_session_trace_prompt(name: str) -> None:
+    context = _session_trace()[name]
+    text, frames = TRACE_GOLDEN[name]
+    rendered, images = _render(context)
+    assert rendered == text
+    assert images == frames and rendered.count(IMG) == len(frames)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", sorted(TRACE_GOLDEN))
+def test_b29_golden_session_trace_through_the_gpu_stage_tokenizer_path(
+    name: str, tiny_vlm: str
+) -> None:
+    """The session traces, as the core built them, through the stage's real tokenizer."""
+    text, frames = TRACE_GOLDEN[name]
+    _through_the_stage(_session_trace()[name], text, frames, tiny_vlm)
