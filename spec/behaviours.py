@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B25 as data.
+"""The behaviour catalogue: B1..B25 and B29, B30 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -95,6 +95,7 @@ _CANCEL = "3.3 Cancel, clear and barge-in (B11)"
 _FAILURE = "3.4 Stage failure (B17, B18)"
 _FENCING = "3.5 Fencing (B11)"
 _HISTORY = "4. Transcripts and history"
+_TICKS = "4.1 History in tick form (B29, B30)"
 _VAD = "5. Server VAD (B10)"
 _PLAYBACK = "6. Playback (B19)"
 _SESSION = "7. Session"
@@ -644,6 +645,56 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
             "tests/runtime/test_timers.py::test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout",
             "tests/transport/test_end_to_end.py::test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted",
+        ),
+    ),
+    Behaviour(
+        id="B29",
+        title="History is a sequence of observation ticks with times, frames and silences",
+        summary=(
+            "Every earlier user turn (camera-only ones too) reaches the VLM with its time on "
+            "the session clock and, for the newest turns, its frames (at most "
+            "max_context_images and max_context_image_bytes for the whole session); every "
+            "reply as it was heard; every turn the model answered with silence as an empty "
+            "assistant turn. The JoyAI stage renders them in the weights' tick format."
+        ),
+        sections=(_TICKS, _HISTORY, _PIPELINE),
+        rows=(RowRef("response", "listen"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_camera_only_tick_answered_with_silence_is_history_with_time_and_frame",
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_spoken_question_and_its_reply_are_history_then_camera_ticks_follow",
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_barge_in_keeps_the_heard_prefix_as_the_reply",
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_history_frames_are_bounded_by_the_context_image_limits",
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_deleted_turn_takes_its_time_frames_and_silence_out_of_history",
+            "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_quiet_commit_is_no_turn_and_a_typed_item_is_one",
+            "tests/backends/test_joyai_golden_prompts.py::test_b29_golden_session_trace_prompt",
+            "tests/backends/test_joyai_golden_prompts.py::test_b29_golden_session_trace_through_the_gpu_stage_tokenizer_path",
+        ),
+    ),
+    Behaviour(
+        id="B30",
+        title="JoyAI stays silent before the first question and never repeats itself",
+        summary=(
+            "A turn without words while the session has never been asked anything (and set "
+            "no instructions of its own) is decided `listen` without running the model; an "
+            "answer identical (whitespace normalised) to the last spoken one, on a turn "
+            "without a new question, is decided `listen` and never partly spoken. Both are "
+            "JoyAI's serving rules, applied by the gpu and the remote VLM stage."
+        ),
+        sections=(_TICKS, _PIPELINE),
+        rows=(RowRef("response", "listen"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b29_b30_tick_history.py::test_b30_the_session_remembers_that_it_was_asked_before",
+            "tests/backends/test_joyai_policy.py::test_b30_a_camera_tick_before_any_question_is_silent_without_running_the_model",
+            "tests/backends/test_joyai_policy.py::test_b30_a_question_an_earlier_one_or_the_sessions_instructions_lift_the_silence",
+            "tests/backends/test_joyai_policy.py::test_b30_an_exact_repeat_of_the_last_answer_is_a_listen_and_never_spoken",
+            "tests/backends/test_joyai_policy.py::test_b30_an_answer_that_only_starts_like_the_last_one_streams_in_full",
+            "tests/backends/test_joyai_policy.py::test_b30_a_repeated_question_is_answered_again",
+            "tests/backends/test_joyai_policy.py::test_b30_the_previous_answer_is_the_last_one_spoken_past_silent_ticks",
+            "tests/backends/test_joyai_policy.py::test_b30_a_different_answer_releases_held_deltas_in_order",
+            "tests/backends/test_joyai_policy.py::test_b30_the_remote_stage_applies_both_rules",
+            "tests/backends/test_joyai_golden_prompts.py::test_b30_the_first_camera_tick_of_a_session_is_never_sent_to_the_model",
         ),
     ),
 )

@@ -426,6 +426,9 @@ class ReferenceSession:
         self.unanswered: list[_Segment] = []
         self.responses: dict[str, _Response] = {}  # creation order
         self.active: _Response | None = None
+        # AMBIGUITY (docs/session-semantics.md, decision D31): the session was asked something
+        # once a VLM request carried a transcript, and stays so.
+        self.asked = False
         self._emit(
             SessionCreated(
                 session=self.config.public(self.session_id, profile=self.profile, epoch=0)
@@ -1276,9 +1279,11 @@ class ReferenceSession:
                     history=tuple(history),
                     transcript=" ".join(texts) or None,
                     frames=frames,
+                    asked_before=self.asked,
                 ),
             )
         )
+        self.asked = self.asked or bool(texts)
 
     def _cut_text(self, resp: _Response, cut: float | None) -> str:
         """The transcript of a response's audio up to `cut` ms (all when None)."""

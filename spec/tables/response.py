@@ -44,7 +44,13 @@ RESPONSE = Table(
             guard="generation_finished",
             effect="emit_done",
         ),
-        T("listen", S.GENERATING, S.LISTENED, effect="emit_listen"),
+        T(
+            "listen",
+            S.GENERATING,
+            S.LISTENED,
+            effect="emit_listen",
+            behaviours=("B29", "B30"),  # a silence is history; JoyAI's rules decide listen
+        ),
         T("cancel", ACTIVE_RESPONSE_STATES, S.CANCELLED, effect="emit_done", behaviours=("B11",)),
         T(
             "fail",

@@ -64,9 +64,16 @@ def _decisions() -> list[str]:
     return re.findall(r"^### (D\d+) ", section, re.M)
 
 
+#: decision numbers handed out to work on other branches (not written here yet): the
+#: only gaps allowed; a number may stay here after its decision lands
+RESERVED = frozenset({"D26", "D27", "D28", "D29"})
+
+
 def test_decisions_are_numbered_in_order_with_question_decision_and_why() -> None:
     decisions = _decisions()
-    assert decisions == [f"D{n}" for n in range(1, len(decisions) + 1)]
+    numbered = sorted({*decisions, *RESERVED}, key=lambda d: int(d[1:]))
+    assert decisions == sorted(set(decisions), key=lambda d: int(d[1:]))  # in order, once
+    assert numbered == [f"D{n}" for n in range(1, len(numbered) + 1)]
     section = SEMANTICS.read_text().split("## 11. Decisions", 1)[1]
     for entry in re.split(r"^### ", section, flags=re.M)[1:]:
         for part in ("- Question: ", "- Decision: ", "- Why: "):

@@ -76,7 +76,16 @@ def project(o: Any) -> tuple[Any, ...]:
             out.append(("start_ms", o.start_ms))
         if isinstance(o, SubmitVlm):
             prompt = o.prompt
-            out.append(("prompt", prompt.system, prompt.history, prompt.transcript, prompt.frames))
+            out.append(
+                (
+                    "prompt",
+                    prompt.system,
+                    prompt.history,
+                    prompt.transcript,
+                    prompt.frames,
+                    prompt.asked_before,
+                )
+            )
         if isinstance(o, SubmitTts):
             out.append(("tts", o.seq, o.text, o.sample_rate_hz, o.voice))
         return tuple(out)
