@@ -45,9 +45,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_video_frames_per_append: _Positive = 2
     #: largest single camera frame, decoded
     max_video_frame_bytes: _Positive = 4_000_000
-    #: images kept in the model context
+    #: images kept in the model context: by a capturing input buffer, and of earlier turns
+    #: for history (the newest, for the whole session, B29)
     max_context_images: _Positive = 8
-    #: bytes of images kept in the model context
+    #: bytes of the images of earlier turns kept for history (B29)
     max_context_image_bytes: _Positive = 4 * MIB
     #: live conversation items of one session; beyond it the oldest completed items leave
     #: the conversation (and history), oldest first, like OpenAI's `truncation: auto`
