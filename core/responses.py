@@ -259,8 +259,8 @@ class Responses:
 
     def _listen(self, response: Response) -> None:
         """The response ends in silence, which history keeps (B29)."""
-        record_silence(self.log, response.segments)
         response.listen()
+        record_silence(self.log, response.segments)
         self._couple()
 
     def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:

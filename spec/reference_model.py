@@ -270,6 +270,8 @@ class _Item:
     tick: bool = False
     #: a response over this turn ended by listening (its last live segment)
     silent: bool = False
+    #: when the turn was taken, in seconds since the session started (ticks only)
+    time_s: float | None = None
 
 
 @dataclass
@@ -408,6 +410,12 @@ class ReferenceSession:
         self.limits = limits if limits is not None else Limits()
         self.profile = profile
         self.now_ms = now_ms
+        self.started_ms = now_ms
+        #: the time of the event being applied (a turn taken now is stamped with it)
+        self.event_ms = now_ms
+        #: frames of earlier turns kept for history, one (item id, version, frame) each,
+        #: oldest first (section 4.1)
+        self.kept_frames: list[tuple[str, int, bytes]] = []
         self.epoch = 0
         self.closed = False
         self._outbox: list[Output] = []
@@ -442,7 +450,12 @@ class ReferenceSession:
         is refused. Ignored once the session is closed."""
         if self.closed:
             return
-        self._dispatch(event)
+        before, self.event_ms = self.event_ms, now_ms
+        try:
+            self._dispatch(event)
+        except BaseException:
+            self.event_ms = before  # a rejected event changes nothing
+            raise
         self.now_ms = now_ms
         # only accepted events get here (section 7: rejected ones change nothing)
         self.last_client_ms = now_ms
@@ -452,7 +465,7 @@ class ReferenceSession:
         """Apply a stage result; stale ones are dropped silently."""
         if self.closed:
             return
-        self.now_ms = now_ms
+        self.now_ms = self.event_ms = now_ms
         self._on_backend_event(result)
         self._truncate_history()
 
@@ -708,6 +721,25 @@ class ReferenceSession:
             status=item.status,
             content=[msgspec_copy(p) for p in item.content],
         )
+
+    def _tick(self, item: _Item) -> None:
+        # a user turn is stamped with the time of the event that took it, from the
+        # session's start (decision D30, noted where history is built)
+        item.tick = True
+        item.time_s = (self.event_ms - self.started_ms) / 1000
+
+    def _keep_frames(self, segments: list[_Segment]) -> None:
+        """Section 4.1: the frames a VLM request showed, newest kept within the limits."""
+        for s in segments:
+            if self._live(s.item_id, s.version) is not None:
+                self.kept_frames.extend((s.item_id, s.version, f) for f in s.frames)
+        while len(self.kept_frames) > self.limits.max_context_images or (
+            sum(len(f) for _, _, f in self.kept_frames) > self.limits.max_context_image_bytes
+        ):
+            del self.kept_frames[0]
+
+    def _frames_of(self, item: _Item) -> tuple[bytes, ...]:
+        return tuple(f for i, v, f in self.kept_frames if (i, v) == (item.id, item.version))
 
     def _live(self, item_id: str, version: int) -> _Item | None:
         item = self.items.get(item_id)
@@ -990,7 +1022,7 @@ class ReferenceSession:
         )
         if not asr:
             self._emit(ConversationItemDone(item=self._wire_item(item), previous_item_id=prev))
-        item.tick = True
+        self._tick(item)
         segment = _Segment(
             item_id=item_id,
             version=version,
@@ -1101,7 +1133,7 @@ class ReferenceSession:
         if not awaiting:
             self._emit(ConversationItemDone(item=self._wire_item(item), previous_item_id=prev))
         if user:
-            item.tick = True
+            self._tick(item)
             self.unanswered.append(
                 _Segment(
                     item_id=item_id,
@@ -1125,6 +1157,7 @@ class ReferenceSession:
 
     def _delete_item(self, item: _Item) -> None:
         del self.items[item.id]
+        self.kept_frames = [k for k in self.kept_frames if (k[0], k[1]) != (item.id, item.version)]
 
         def keep(s: _Segment) -> bool:
             return not (s.item_id == item.id and s.version == item.version)
@@ -1240,6 +1273,8 @@ class ReferenceSession:
         req = self._open(resp, VLM)
         mine = {(s.item_id, s.version) for s in resp.segments}
         history: list[HistoryTurn] = []
+        times: list[float | None] = []
+        shown: list[tuple[bytes, ...]] = []
         for item in self.items.values():
             if (item.id, item.version) in mine or item.status != "completed":
                 continue
@@ -1252,8 +1287,12 @@ class ReferenceSession:
             # answered with silence is followed by an empty assistant turn.
             if text or item.tick:
                 history.append(HistoryTurn(item.role, text))
+                times.append(item.time_s)
+                shown.append(self._frames_of(item) if item.tick else ())
             if item.silent:
                 history.append(HistoryTurn("assistant", ""))
+                times.append(None)
+                shown.append(())
         # AMBIGUITY (docs/session-semantics.md, decision D13): a segment whose item was deleted
         # meanwhile contributes neither text nor frames; an item's texts keep their content order,
         # its ASR transcript in the place of its audio part.
@@ -1279,10 +1318,14 @@ class ReferenceSession:
                     history=tuple(history),
                     transcript=" ".join(texts) or None,
                     frames=frames,
+                    time_s=self.items[live[-1].item_id].time_s if live else None,
+                    history_times_s=tuple(times),
+                    history_frames=tuple(shown),
                     asked_before=self.asked,
                 ),
             )
         )
+        self._keep_frames(resp.segments)
         self.asked = self.asked or bool(texts)
 
     def _cut_text(self, resp: _Response, cut: float | None) -> str:

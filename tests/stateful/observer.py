@@ -83,6 +83,9 @@ def project(o: Any) -> tuple[Any, ...]:
                     prompt.history,
                     prompt.transcript,
                     prompt.frames,
+                    prompt.time_s,
+                    prompt.history_times_s,
+                    prompt.history_frames,
                     prompt.asked_before,
                 )
             )
