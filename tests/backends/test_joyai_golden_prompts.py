@@ -11,9 +11,12 @@ The layouts mirror the references that run these weights:
 - vLLM-Omni's `asr_to_joyai` stage processor (the same single-tick layout) and its
   Qwen3-ASR stage, which leaves the language to the model.
 
-They run in the default suite through the pure-Python renderer (`render_chatml`); the
-slow test at the end sends the same traces through the VLM stage's real tokenizer path
-(tiny Qwen3-VL checkpoint, as `make test-gpu-path` does) and skips cleanly without torch.
+Two kinds of trace: hand-built prompt contexts (one per moment), and one whole session
+driven through the core (`SessionProtocol`, B29), whose VLM requests are rendered as the
+stage renders them; that session also shows JoyAI's silence before the first question
+(B30). They run in the default suite through the pure-Python renderer (`render_chatml`);
+the slow tests send both through the VLM stage's real tokenizer path (tiny Qwen3-VL
+checkpoint, as `make test-gpu-path` does) and skip cleanly without torch.
 """
 
 from __future__ import annotations
