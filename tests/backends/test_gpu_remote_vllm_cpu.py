@@ -367,7 +367,11 @@ def test_server_overhead_against_vllm(fleet: dict[str, Any]) -> None:
                 frame = _jpeg((9, 99, 9))
                 turns.extend(await measure_turns(client, backend, _speech_like(), frame))
 
-            await serve_one(host, session)
+            # as the served sessions above: a tiny random Qwen3-ASR cannot detect a
+            # language, and a turn without words is never answered by JoyAI's stages
+            # before the first question (B30)
+            english = {"audio": {"input": {"transcription": {"language": "en"}}}}
+            await serve_one(host, session, english)
         finally:
             await host.stop()
 

@@ -107,10 +107,11 @@ class Client:
         return await self.until("response.done")
 
 
-async def serve_one(host: SessionHost, run: Any) -> Any:
+async def serve_one(host: SessionHost, run: Any, config: dict[str, Any] | None = None) -> Any:
     channel, send, receive = memory_channel_pair()
+    session = validate_session(config or {})
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: host.serve(channel, config=validate_session({})))
+        tg.start_soon(lambda: host.serve(channel, config=session))
         created = await receive.receive()
         assert isinstance(created, ev.SessionCreated)
         result = await run(Client(send, receive))
