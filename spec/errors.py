@@ -116,7 +116,9 @@ class CloseCode(enum.IntEnum):
     NORMAL = 1000
     #: server shutdown
     GOING_AWAY = 1001
-    #: policy violation: bad credentials or a refused origin
+    #: policy violation: a slow consumer (a refused key or origin is answered with HTTP
+    #: 401 / 403 before the upgrade, or this close before the accept where the server
+    #: cannot answer with HTTP: it then sends 403)
     POLICY_VIOLATION = 1008
     #: a frame larger than the configured maximum
     MESSAGE_TOO_BIG = 1009

@@ -1,26 +1,28 @@
 """The `/v1/realtime` websocket endpoint (alias `/v1/duplex`) and its channel adapter.
 
-Order of a connection: check the origin and the credentials, accept (with the `realtime`
-subprotocol when the client offers it, as browsers do), refuse with an `error` event and
-a close code when the host cannot take the session (1008 auth/origin, 1013 overloaded or
-not ready), else hand the connection to the host until the session ends.
-
-Credentials are accepted as `Authorization: Bearer <key>`, as the browser subprotocol
-`openai-insecure-api-key.<key>`, or as `?token=<key>`.
+Order of a connection: check the origin and the credentials before the upgrade
+(`transport/access_policy.py`) and answer a refusal with an HTTP response, 403
+`origin_not_allowed` or 401 `unauthorized`, whose JSON body is the wire's `error` object
+(where the server lacks the ASGI denial-response extension: a close before the accept,
+which the server answers 403). Then accept (with the `realtime` subprotocol when the
+client offers it, as browsers do), refuse with an `error` event and close 1013 when the
+host cannot take the session (overloaded or not ready: clients read the event), else
+hand the connection to the host until the session ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 from typing import TYPE_CHECKING
 
+from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from runtime.channel import ChannelClosed
-from spec.errors import CloseCode, ErrorCode, InvalidEvent, ProtocolError, RemoteProtocolError
+from spec.errors import CloseCode, InvalidEvent, ProtocolError
 from spec.session_config import validate_session
+from transport.access_policy import Refusal, handshake_refusal
 from transport.codec import decode_client_event, encode_server_event, error_event
 
 if TYPE_CHECKING:
@@ -32,7 +34,8 @@ __all__ = ["WebSocketChannel", "realtime_endpoint"]
 
 log = logging.getLogger("joyduplex.transport")
 
-_KEY_PROTOCOL = "openai-insecure-api-key."
+#: the ASGI extension that lets an application answer a websocket request with HTTP
+_DENIAL_RESPONSE = "websocket.http.response"
 
 
 class WebSocketChannel:
@@ -70,22 +73,23 @@ class WebSocketChannel:
                 await self.ws.close(code, reason[:120])
 
 
-def _offered_key(websocket: WebSocket) -> str | None:
-    auth = websocket.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    protocols: list[str] = websocket.scope.get("subprotocols", [])
-    for protocol in protocols:
-        if protocol.startswith(_KEY_PROTOCOL):
-            return protocol[len(_KEY_PROTOCOL) :]
-    return websocket.query_params.get("token")
-
-
-def _authorized(websocket: WebSocket, settings: ServerSettings) -> bool:
-    if not settings.api_key:
-        return True
-    offered = _offered_key(websocket) or ""
-    return hmac.compare_digest(offered.encode(), settings.api_key.encode())
+async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
+    """Answer the upgrade request with `refusal` as HTTP, never upgrading it."""
+    client = websocket.client
+    log.info(
+        "refused a session before the upgrade from %s: %d %s",
+        f"{client.host}:{client.port}" if client else "?",
+        refusal.status,
+        refusal.code.value,
+    )
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):  # the peer left
+        if _DENIAL_RESPONSE in websocket.scope.get("extensions", {}):
+            response = JSONResponse(
+                refusal.body(), status_code=refusal.status, headers=refusal.headers()
+            )
+            await websocket.send_denial_response(response)
+        else:  # a close before the accept: the server answers 403 without a body
+            await websocket.close(int(CloseCode.POLICY_VIOLATION), refusal.message)
 
 
 async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> None:
@@ -100,21 +104,19 @@ async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> 
 async def realtime_endpoint(websocket: WebSocket) -> None:
     host: SessionHost = websocket.app.state.host
     settings: ServerSettings = websocket.app.state.settings
-    offered = websocket.scope.get("subprotocols", [])
+    offered: list[str] = websocket.scope.get("subprotocols", [])
+    denial = handshake_refusal(
+        api_key=settings.api_key,
+        allowed_origins=settings.allowed_origins,
+        headers=websocket.headers,
+        subprotocols=offered,
+        query=websocket.query_params,
+    )
+    if denial is not None:
+        host.metrics.session_refused()
+        await _deny(websocket, denial)
+        return
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
-    origin = websocket.headers.get("origin")
-    if settings.allowed_origins and origin is not None and origin not in settings.allowed_origins:
-        host.metrics.session_refused()
-        exc = RemoteProtocolError(
-            f"origin `{origin}` is not allowed", code=ErrorCode.ORIGIN_NOT_ALLOWED
-        )
-        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
-        return
-    if not _authorized(websocket, settings):
-        host.metrics.session_refused()
-        exc = RemoteProtocolError("missing or wrong API key", code=ErrorCode.UNAUTHORIZED)
-        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
-        return
     refusal = host.refusal()
     if refusal is not None:
         host.metrics.session_refused()
