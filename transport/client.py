@@ -16,6 +16,8 @@ lost. Decoded events wait in one queue, consumed by `events()`, `wait_for` and
 
 Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
 `ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
+A handshake the server answers with HTTP instead of the upgrade (401 `unauthorized`, 403
+`origin_not_allowed`, ...) raises `HandshakeRefused`, a `ConnectionLost` naming the code.
 Client event ids are `evt_<n>`, n from 1 per connection, from one allocator
 (`core.statemachines.client_outbox.EventIds`) shared with the client state machines in
 lifecycle mode, so no two events of a connection share an id; senders return the id
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import msgspec
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from core.client import ClientProtocol
 from core.statemachines.client_outbox import EventIds
@@ -67,6 +69,7 @@ from spec.events import (
 )
 from spec.tables.client_constants import PLAYBACK_RATE_HZ
 from transport.codec import decode_server_event, encode_client_event
+from transport.log_redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -79,6 +82,7 @@ __all__ = [
     "ConnectionLost",
     "DuplexClient",
     "DuplexClientError",
+    "HandshakeRefused",
     "ResponseResult",
     "ServerError",
 ]
@@ -112,6 +116,35 @@ class ConnectionLost(DuplexClientError):
         super().__init__(message)
         self.code = code
         self.reason = reason
+
+
+class HandshakeRefused(ConnectionLost):
+    """The server answered the websocket handshake with an HTTP status instead of the
+    upgrade. `status` is that status; `error_code` the wire code of its JSON body
+    (`unauthorized` for 401, `origin_not_allowed` for 403) when it has one; `detail` the
+    whole `error` object."""
+
+    def __init__(self, url: str, status: int, body: bytes) -> None:
+        detail = _error_body(body)
+        self.status = status
+        self.detail = detail
+        self.error_code = detail.code if detail is not None else None
+        why = f"{detail.code}: {detail.message}" if detail is not None else "no reason given"
+        super().__init__(
+            f"the server at {redact(url)} refused the connection (HTTP {status}, {why})"
+        )
+
+
+def _error_body(body: bytes) -> ErrorDetail | None:
+    """The `error` object of a refusal's JSON body, if it carries one."""
+    try:
+        return msgspec.json.decode(body, type=_RefusalBody).error
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+class _RefusalBody(msgspec.Struct):
+    error: ErrorDetail
 
 
 @dataclass(slots=True)
@@ -221,8 +254,9 @@ class DuplexClient:
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
         Raises:
-            ConnectionLost: the connection could not be opened (refused, rejected
-                handshake such as 401, timeout).
+            HandshakeRefused: the server answered the handshake with an HTTP status (401
+                `unauthorized`: a missing or wrong `token`; 403 `origin_not_allowed`).
+            ConnectionLost: the connection could not be opened (refused, timeout).
         """
         extra = dict(headers or {})
         if token is not None:
@@ -234,8 +268,11 @@ class DuplexClient:
                 max_size=MAX_FRAME_BYTES,
                 open_timeout=open_timeout,
             )
-        except (OSError, TimeoutError, WebSocketException) as exc:  # refused, 401, bad URI
-            raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
+        except InvalidStatus as exc:  # an HTTP answer instead of the upgrade
+            response = exc.response
+            raise HandshakeRefused(url, response.status_code, bytes(response.body or b"")) from exc
+        except (OSError, TimeoutError, WebSocketException) as exc:  # refused, bad URI
+            raise ConnectionLost(f"cannot connect to {redact(url)}: {redact(str(exc))}") from exc
         client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
         try:
             async with client:

@@ -78,6 +78,17 @@ function bytesFromBase64(text) {
   return bytes;
 }
 
+const REFUSED_MESSAGE =
+  "the server refused the connection: it needs an API key (open this page as /#key=<key>) " +
+  "or does not allow this page's origin (allowed_origins), or it is not reachable";
+
+/** The websocket subprotocols to offer: `realtime`, and the API key from the page's
+ * fragment (`#key=...`: never sent to a server in a URL, so never in a log). */
+function offeredProtocols() {
+  const key = new URLSearchParams(location.hash.slice(1)).get("key");
+  return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
+}
+
 function notice(level, code, message) {
   metrics.notices.push({ level, code, message });
   const element = document.createElement("div");
@@ -155,12 +166,22 @@ class Call {
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
 
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`);
-    this.socket.onopen = () => this.run(this.protocol.connected(now()));
+    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`, offeredProtocols());
+    let opened = false;
+    this.socket.onopen = () => {
+      opened = true;
+      this.run(this.protocol.connected(now()));
+    };
     this.socket.onmessage = (event) => this.onServerText(event.data);
-    this.socket.onclose = (event) =>
-      this.run(this.protocol.disconnected(now(), `socket_closed:${event.code}`));
-    this.socket.onerror = () => notice("error", "socket_error", "the connection failed");
+    this.socket.onclose = (event) => {
+      // The server checks the key and the page's origin before the upgrade and answers a
+      // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
+      if (!opened) notice("error", "connection_refused", REFUSED_MESSAGE);
+      this.run(this.protocol.disconnected(now(), opened ? `socket_closed:${event.code}` : "connection_refused"));
+    };
+    this.socket.onerror = () => {
+      if (opened) notice("error", "socket_error", "the connection failed");
+    };
     this.render();
   }
 
