@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B25 as data.
+"""The behaviour catalogue: B1..B26 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -55,6 +55,8 @@ SESSION_INVARIANTS: Final[dict[str, str]] = {
     "I7": "a transcript is only written to the item version that produced it",
     "I8": "played_ms <= generated_ms for every response",
     "I9": "nothing is emitted after session.closed",
+    "I10": "a connection refused for its key or origin never reaches a session: it is "
+    "answered with HTTP 401 or 403 and never upgraded",
 }
 
 
@@ -103,6 +105,7 @@ _CLIENT_PLAYBACK = "9.2 Client playback (B21)"
 _MODES = "9.3 Modes and camera (B22)"
 _WATCHDOG = "9.4 Turn watchdog (B23)"
 _LIMITS = "10. Isolation and limits (B24, B25)"
+_EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -644,6 +647,40 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
             "tests/runtime/test_timers.py::test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout",
             "tests/transport/test_end_to_end.py::test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted",
+        ),
+    ),
+    Behaviour(
+        id="B26",
+        title="Exposure: credentials and origins are checked before the upgrade and never logged",
+        summary=(
+            "A missing or wrong API key is answered HTTP 401 `unauthorized`, a refused browser "
+            "origin HTTP 403 `origin_not_allowed` (by default only no Origin, the server's own "
+            "and loopback origins pass), before any websocket upgrade or session; keys never "
+            "appear in a log; `protect_probes` puts /readyz and /metrics behind the key."
+        ),
+        sections=(_EXPOSURE, _LIMITS),
+        rows=(),
+        invariants=("I10",),
+        tests=(
+            "tests/conformance/test_b26_exposure.py::test_b26_a_missing_or_wrong_key_is_401_unauthorized_and_any_of_the_three_carriers_works",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_refusal_body_is_the_error_object_of_the_wire",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_default_policy_allows_no_origin_the_own_origin_and_loopback",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_default_policy_refuses_every_other_origin_with_403",
+            "tests/conformance/test_b26_exposure.py::test_b26_a_star_allows_any_origin_and_a_list_exactly_its_own",
+            "tests/conformance/test_b26_exposure.py::test_b26_protected_probes_need_the_bearer_key",
+            "tests/conformance/test_b26_exposure.py::test_b26_a_logged_line_never_holds_the_key",
+            "tests/transport/test_exposure.py::test_b26_a_wrong_or_missing_key_gets_http_401_before_any_upgrade",
+            "tests/transport/test_exposure.py::test_b26_the_right_key_by_header_subprotocol_or_query_is_upgraded",
+            "tests/transport/test_exposure.py::test_b26_a_foreign_origin_gets_403_under_the_default_policy",
+            "tests/transport/test_exposure.py::test_b26_loopback_and_own_origins_are_accepted_by_default",
+            "tests/transport/test_exposure.py::test_b26_the_own_origin_is_the_host_header_whatever_the_name",
+            "tests/transport/test_exposure.py::test_b26_a_star_allows_any_origin",
+            "tests/transport/test_exposure.py::test_b26_a_configured_list_allows_exactly_its_origins",
+            "tests/transport/test_exposure.py::test_b26_protected_probes_answer_401_without_the_key_and_200_with_it",
+            "tests/transport/test_exposure.py::test_b26_probes_are_open_by_default_even_with_a_key",
+            "tests/transport/test_exposure.py::test_b26_the_python_client_raises_handshake_refused_naming_the_code",
+            "tests/transport/test_exposure.py::test_b26_without_the_denial_extension_the_refusal_is_a_close_before_the_accept",
+            "tests/transport/test_exposure_served.py::test_b26_the_log_of_a_served_process_never_holds_the_key",
         ),
     ),
 )
