@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,8 +15,10 @@ import websockets
 
 from tests.transport.conftest import LiveServer, start_server
 from transport.app import create_app
+from transport.cli import main
 from transport.client import DuplexClient, HandshakeRefused
-from transport.settings import ServerSettings
+from transport.client_cli import run_client, write_wav_mono
+from transport.settings import ServerSettings, load_settings
 
 KEY = "k-3f9a"
 
@@ -239,3 +242,43 @@ def test_b26_without_the_denial_extension_the_refusal_is_a_close_before_the_acce
     asyncio.run(app.router(scope, receive, send))  # the router: no lifespan needed
     assert [m["type"] for m in sent] == ["websocket.close"]
     assert sent[0]["code"] == 1008
+
+
+def test_b26_joyduplex_client_names_a_refused_key_and_what_to_do(
+    keyed_server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wav = tmp_path / "in.wav"
+    write_wav_mono(wav, b"\0\0" * 1600, 16_000)
+    status = asyncio.run(run_client(keyed_server.ws_url, wav, None, tmp_path / "out.wav", "no"))
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "HTTP 401, unauthorized" in err
+    assert "--token" in err
+
+
+def test_b26_the_bench_counts_refusals_by_code_and_says_what_to_do(
+    keyed_server: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", keyed_server.ws_url, "--sessions", "2", "--duration", "0.2", "--quiet"]
+    assert main([*argv, "--api-key", "wrong"]) == 1
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["sessions"]["connect_failed_by_reason"] == {"http_401_unauthorized": 2}
+    assert "refused the API key" in captured.err
+    assert "wrong" not in report["command"]  # the key is masked in the report
+
+
+def test_b26_protect_probes_needs_an_api_key_and_origins_must_be_origins(tmp_path: Path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text("[server]\nprotect_probes = true\n")
+    with pytest.raises(ValueError, match="protect_probes needs an api_key"):
+        load_settings(config)
+    assert load_settings(config, api_key="k").protect_probes is True
+    assert load_settings(api_key="k", protect_probes=True).protect_probes is True
+    assert load_settings().protect_probes is False  # off by default
+    for bad in ('"http://a.example"', '["localhost:3000"]', '["http://a.example/path"]'):
+        config.write_text(f"[server]\nallowed_origins = {bad}\n")
+        with pytest.raises(ValueError, match="allowed_origins"):
+            load_settings(config)
+    config.write_text('[server]\nallowed_origins = ["*", "https://app.example:8443"]\n')
+    assert load_settings(config).allowed_origins == ("*", "https://app.example:8443")
