@@ -684,6 +684,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_exposure.py::test_b26_the_bench_counts_refusals_by_code_and_says_what_to_do",
             "tests/transport/test_exposure.py::test_b26_protect_probes_needs_an_api_key_and_origins_must_be_origins",
             "tests/transport/test_exposure_served.py::test_b26_the_log_of_a_served_process_never_holds_the_key",
+            "tests/web/test_browser_exposure.py::test_b26_the_web_ui_names_a_refused_connection_and_connects_with_the_fragment_key",
         ),
     ),
 )
