@@ -227,6 +227,12 @@ class SessionProtocol:
             ),
         )
 
+    def next_event_id(self) -> str:
+        """A server event id for an event the runtime sends on its own (the connection
+        events of a resume: `session.resumed`, `session.replaced`), from the same counter,
+        so no two events of the session share an id."""
+        return self._out.next_id("event")
+
     def next_deadline(self) -> int | None:
         if self._closed:
             return None
@@ -291,7 +297,8 @@ class SessionProtocol:
         self._out.emit(ev.SessionHeartbeatAck())
 
     def _on_noop(self, event: ev.ClientEvent, now_ms: int) -> None:
-        """Transport-level events (resume, journal acks): nothing to do here."""
+        """Connection-level events: the runtime answers `session.resume` (only as the first
+        event of a resume connection) and applies `session.event_ack` to its journal."""
 
     def _on_close(self, event: ev.SessionClose, now_ms: int) -> None:
         self._close(event.reason)

@@ -14,6 +14,13 @@ and closes: it cannot outlive the block, and a bug in it surfaces there instead 
 lost. Decoded events wait in one queue, consumed by `events()`, `wait_for` and
 `collect_response` (use one consumer at a time); `history` keeps every event received.
 
+Resume (docs/session-semantics.md D27): on a resumable session (`/v1/duplex`, or
+`/v1/realtime?resumable=1`) the client tracks `resume_state` (session id, current resume
+token, last `server_event_seq` received); `DuplexClient.connect(url, resume=state)` opens
+a resume-only connection (`?resume=1`), sends `session.resume` and returns once
+`session.resumed` arrived; the replayed events then arrive like any others. `drop()`
+abandons the socket without a close frame (tests); `ack_events()` trims the journal.
+
 Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
 `ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
 A handshake the server answers with HTTP instead of the upgrade (401 `unauthorized`, 403
@@ -62,8 +69,11 @@ from spec.events import (
     ServerEventT,
     SessionClose,
     SessionCreated,
+    SessionEventAck,
     SessionObject,
     SessionPatch,
+    SessionResume,
+    SessionResumed,
     SessionUpdate,
     SessionUpdated,
 )
@@ -84,6 +94,7 @@ __all__ = [
     "DuplexClientError",
     "HandshakeRefused",
     "ResponseResult",
+    "ResumeState",
     "ServerError",
 ]
 
@@ -174,6 +185,16 @@ class ResponseResult:
         return len(self.audio) / 2 / sample_rate_hz * 1000
 
 
+@dataclass(slots=True)
+class ResumeState:
+    """What resuming a session takes: its id, its current token, and the last event
+    received (`server_event_seq`, 0 before any)."""
+
+    session_id: str
+    resume_token: str
+    last_server_event_seq: int = 0
+
+
 _CLOSED = object()  # queue sentinel: the reader ended
 
 
@@ -200,6 +221,8 @@ class DuplexClient:
         self._task_group: TaskGroup | None = None
         self._reader_scope: anyio.CancelScope | None = None
         self._reader_done: anyio.Event | None = None
+        #: set once the server named a resume token (a resumable session); kept current
+        self.resume_state: ResumeState | None = None
 
     async def __aenter__(self) -> Self:
         """Start the reader in a task group owned by this block."""
@@ -245,6 +268,7 @@ class DuplexClient:
         headers: Mapping[str, str] | None = None,
         open_timeout: float = 10.0,
         mode: str | None = None,
+        resume: ResumeState | None = None,
     ) -> AsyncIterator[Self]:
         """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
 
@@ -253,11 +277,18 @@ class DuplexClient:
         `session.update`, tracks push-to-talk holds and pending commits by event id, plays
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
+        With `resume` it opens no session: it resumes that one (`?resume=1`, then
+        `session.resume`) and returns after `session.resumed`.
+
         Raises:
             HandshakeRefused: the server answered the handshake with an HTTP status (401
                 `unauthorized`: a missing or wrong `token`; 403 `origin_not_allowed`).
             ConnectionLost: the connection could not be opened (refused, timeout).
+            ServerError: the resume was refused (`unknown_session`,
+                `invalid_resume_token`, ...).
         """
+        if resume is not None:
+            url += ("&" if "?" in url else "?") + "resume=1"
         extra = dict(headers or {})
         if token is not None:
             extra["Authorization"] = f"Bearer {token}"
@@ -276,6 +307,8 @@ class DuplexClient:
         client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
         try:
             async with client:
+                if resume is not None:
+                    await client._resume(resume)
                 if client.lifecycle is not None:
                     await client._run(client.lifecycle.connected(_now_ms()))
                 yield client
@@ -289,6 +322,36 @@ class DuplexClient:
         if self._reader_scope is not None and self._reader_done is not None:
             self._reader_scope.cancel()
             await self._reader_done.wait()
+
+    async def drop(self) -> None:
+        """Abandon the connection without a close frame, as a network failure does."""
+        transport = self._ws.transport
+        transport.abort()
+        if self._reader_done is not None:
+            await self._reader_done.wait()
+
+    async def _resume(self, state: ResumeState) -> None:
+        self.resume_state = ResumeState(
+            state.session_id, state.resume_token, state.last_server_event_seq
+        )
+        event_id = self.next_event_id()
+        await self.send(
+            SessionResume(
+                event_id=event_id,
+                session_id=state.session_id,
+                resume_token=state.resume_token,
+                last_received_server_event_seq=state.last_server_event_seq,
+            )
+        )
+        await self._wait(lambda e: isinstance(e, SessionResumed), "session.resumed", 10.0, event_id)
+
+    async def ack_events(self, seq: int | None = None) -> None:
+        """Confirm every event up to `seq` (default: the last received): the server may
+        forget them (`session.event_ack`)."""
+        state = self.resume_state
+        if seq is None:
+            seq = state.last_server_event_seq if state is not None else 0
+        await self.send(SessionEventAck(event_id=self.next_event_id(), server_event_seq=seq))
 
     # --- sending ------------------------------------------------------------------------
 
@@ -570,6 +633,7 @@ class DuplexClient:
                     continue
                 if isinstance(event, SessionCreated | SessionUpdated):
                     self.session = event.session
+                self._track_resume(event)
                 self.history.append(event)
                 self._queue.put_nowait((event, at))
             self._closed = ConnectionLost(
@@ -585,6 +649,16 @@ class DuplexClient:
             if self._closed is None:
                 self._closed = ConnectionLost("the client closed the connection")
             self._queue.put_nowait(_CLOSED)
+
+    def _track_resume(self, event: ServerEventT) -> None:
+        if isinstance(event, SessionCreated) and event.resume_token is not None:
+            self.resume_state = ResumeState(event.session.id, event.resume_token)
+        elif isinstance(event, SessionResumed) and self.resume_state is not None:
+            self.resume_state.resume_token = event.resume_token
+        seq = event.server_event_seq
+        if seq is not None and self.resume_state is not None:
+            state = self.resume_state
+            state.last_server_event_seq = max(state.last_server_event_seq, seq)
 
     # --- the client state machines (opt-in) ---------------------------------------------
 

@@ -8,6 +8,12 @@ which the server answers 403). Then accept (with the `realtime` subprotocol when
 client offers it, as browsers do), refuse with an `error` event and close 1013 when the
 host cannot take the session (overloaded or not ready: clients read the event), else
 hand the connection to the host until the session ends.
+
+Resume (docs/session-semantics.md D27): sessions of `/v1/duplex`, and of `/v1/realtime`
+when the client asks with `?resumable=1`, survive a dropped connection for the grace
+period; a connection opened with `?resume=1` creates no session: its first event must be
+`session.resume`, and it carries the resumed session (or is refused with the typed error
+and close 1008).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from runtime.channel import ChannelClosed
-from spec.errors import CloseCode, InvalidEvent, ProtocolError
+from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, ResumeRefused
+from spec.events import SessionResume
 from spec.session_config import validate_session
 from transport.access_policy import Refusal, handshake_refusal
 from transport.codec import decode_client_event, encode_server_event, error_event
@@ -101,6 +108,40 @@ async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> 
         pass
 
 
+_YES = ("1", "true", "on", "yes")
+
+
+def _resumable(websocket: WebSocket) -> bool:
+    """D27: the duplex endpoint's sessions are resumable; a GA client opts in."""
+    if websocket.url.path.rstrip("/").endswith("/v1/duplex"):
+        return True
+    return websocket.query_params.get("resumable", "").lower() in _YES
+
+
+def _resume_only(websocket: WebSocket) -> bool:
+    return websocket.query_params.get("resume", "").lower() in _YES
+
+
+async def _serve_resume(websocket: WebSocket, host: SessionHost, max_bytes: int) -> None:
+    """A resume-only connection: its first event must be `session.resume`; then it
+    carries that session until the session leaves it."""
+    channel = WebSocketChannel(websocket, max_bytes)
+    first = await channel.receive()
+    if first is None:
+        return
+    try:
+        if not isinstance(first, SessionResume):
+            raise ResumeExpected(
+                "a resume connection (`?resume=1`) must begin with session.resume",
+                param="type",
+                event_id=getattr(first, "event_id", None),
+            )
+        await host.resume(channel, first)
+    except ResumeRefused as exc:
+        exc.event_id = exc.event_id or first.event_id
+        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
+
+
 async def realtime_endpoint(websocket: WebSocket) -> None:
     host: SessionHost = websocket.app.state.host
     settings: ServerSettings = websocket.app.state.settings
@@ -117,6 +158,9 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
         await _deny(websocket, denial)
         return
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
+    if _resume_only(websocket):
+        await _serve_resume(websocket, host, settings.limits.max_event_bytes)
+        return
     refusal = host.refusal()
     if refusal is not None:
         host.metrics.session_refused()
@@ -128,7 +172,7 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
         config = validate_session({"model": model}, config)
     channel = WebSocketChannel(websocket, settings.limits.max_event_bytes)
     try:
-        await host.serve(channel, config=config)
+        await host.serve(channel, config=config, resumable=_resumable(websocket))
     except Exception:
         log.exception("session crashed")
         await channel.close(int(CloseCode.INTERNAL_ERROR), "internal error")
