@@ -60,6 +60,10 @@ class ResumeJournal(Generic[P]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def kept(self) -> list[P]:
+        """The kept events, oldest first."""
+        return [e.payload for e in self._entries]
+
     @property
     def first_seq(self) -> int:
         """The seq of the oldest kept event (last_seq + 1 when none is kept)."""

@@ -235,6 +235,10 @@ class SessionHost:
             with anyio.CancelScope(shield=True):
                 await self.backend.__aexit__(None, None, None)
 
+    def session(self, session_id: str) -> SessionRunner | None:
+        """The live session of that id in this process, if any (tests, diagnostics)."""
+        return self._runners.get(session_id)
+
     def new_session_id(self) -> str:
         return f"sess_{self._prefix}{next(self._ids):04d}"
 

@@ -288,19 +288,23 @@ class SessionRunner:
         self._conn_scope = None
         if self._next is not None:  # replaced while attached: tell the old connection
             await self._replaced(conn)
-        elif not self._may_detach():
-            return None
+            conn.ended.set()
+        elif not self._may_detach(conn):
+            return None  # the session ends; `run` closes this connection
         else:
+            conn.ended.set()  # its peer is gone
             await self._detach()
             if self._next is None:
                 return None
-        conn.ended.set()
         self._next, following = None, self._next
         return following
 
-    def _may_detach(self) -> bool:
+    def _may_detach(self, conn: Attached) -> bool:
+        """A resumable session outlives a connection that failed or went away without
+        saying goodbye; a close frame with 1000 (normal closure) ends it (D28)."""
         return (
-            self.attachment is not None
+            conn.channel.peer_close_code != CloseCode.NORMAL
+            and self.attachment is not None
             and not self._closing
             and self.crashed is None
             and not self.protocol.closed

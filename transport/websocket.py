@@ -51,13 +51,18 @@ class WebSocketChannel:
     def __init__(self, websocket: WebSocket, max_bytes: int) -> None:
         self.ws = websocket
         self.max_bytes = max_bytes
+        self.peer_close_code: int | None = None
 
     async def receive(self) -> ClientEvent | ProtocolError | None:
         try:
             message = await self.ws.receive()
-        except (WebSocketDisconnect, RuntimeError):
+        except WebSocketDisconnect as exc:
+            self.peer_close_code = exc.code
+            return None
+        except RuntimeError:
             return None
         if message["type"] == "websocket.disconnect":
+            self.peer_close_code = message.get("code")
             return None
         data = message.get("text")
         if data is None:
