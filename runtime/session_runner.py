@@ -292,7 +292,7 @@ class SessionRunner:
         elif not self._may_detach(conn):
             return None  # the session ends; `run` closes this connection
         else:
-            conn.ended.set()  # its peer is gone
+            await self._release(conn)  # its peer is gone
             await self._detach()
             if self._next is None:
                 return None
@@ -309,6 +309,18 @@ class SessionRunner:
             and self.crashed is None
             and not self.protocol.closed
         )
+
+    @staticmethod
+    async def _release(conn: Attached) -> None:
+        """Close our end of a connection whose peer has gone (nothing can be delivered;
+        this only frees it), then let whoever serves it go."""
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(CLOSE_DEADLINE_S),
+            contextlib.suppress(ChannelClosed, OSError),
+        ):
+            await conn.channel.close(int(CloseCode.GOING_AWAY), "connection lost")
+        conn.ended.set()
 
     async def _detach(self) -> None:
         """The peer went away: keep the session for `grace_s`, waiting for `attach()`."""

@@ -81,7 +81,8 @@ class WebSocketChannel:
 
     async def close(self, code: int, reason: str = "") -> None:
         if self.ws.application_state is WebSocketState.CONNECTED:
-            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            # a peer that is gone already (a dropped resumable session's connection)
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
                 await self.ws.close(code, reason[:120])
 
 
