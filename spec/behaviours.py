@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B26 as data.
+"""The behaviour catalogue: B1..B27 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -105,6 +105,9 @@ _CLIENT_PLAYBACK = "9.2 Client playback (B21)"
 _MODES = "9.3 Modes and camera (B22)"
 _WATCHDOG = "9.4 Turn watchdog (B23)"
 _LIMITS = "10. Isolation and limits (B24, B25)"
+_RESUME = "7.1 Resume (B27)"
+_D27 = "D27 Which sessions are resumable (7.1)"
+_D28 = "D28 What detaches a session, and what follows a resync (7.1)"
 _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 
 
@@ -685,6 +688,43 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_exposure.py::test_b26_protect_probes_needs_an_api_key_and_origins_must_be_origins",
             "tests/transport/test_exposure_served.py::test_b26_the_log_of_a_served_process_never_holds_the_key",
             "tests/web/test_browser_exposure.py::test_b26_the_web_ui_names_a_refused_connection_and_connects_with_the_fragment_key",
+        ),
+    ),
+    Behaviour(
+        id="B27",
+        title="A dropped connection resumes with nothing lost",
+        summary=(
+            "A resumable session (`/v1/duplex`, or `/v1/realtime?resumable=1`) whose "
+            "connection fails is detached, not ended: its reply goes on into a bounded "
+            "journal of numbered events, and `session.resume` with the current token on a "
+            "new connection gets `session.resumed`, every event after the client's cursor "
+            "once and in order, then live events; a wrong or used token, an unknown session "
+            "and an impossible replay are typed answers; the grace period frees the slot."
+        ),
+        sections=(_RESUME, _D27, _D28, _SESSION),
+        rows=(
+            RowRef("attachment", "detach"),
+            RowRef("attachment", "resume"),
+            RowRef("attachment", "replace"),
+            RowRef("attachment", "expire"),
+        ),
+        invariants=("ATTACH-1", "ATTACH-2", "ATTACH-3"),
+        tests=(
+            "tests/conformance/test_b27_resume.py::test_b27_a_replay_after_k_is_every_journaled_event_above_k_in_order",
+            "tests/conformance/test_b27_resume.py::test_b27_an_ack_trims_the_journal_and_a_cursor_behind_it_is_a_gap",
+            "tests/conformance/test_b27_resume.py::test_b27_the_byte_and_age_bounds_drop_the_oldest_and_an_early_cursor_overflows",
+            "tests/conformance/test_b27_resume.py::test_b27_every_resume_rotates_the_token_and_a_used_token_is_refused",
+            "tests/conformance/test_b27_resume.py::test_b27_an_expired_or_closed_session_cannot_be_resumed",
+            "tests/runtime/test_resume_runner.py::test_b27_a_detached_session_finishes_its_reply_into_the_journal",
+            "tests/runtime/test_resume_runner.py::test_b27_an_event_ack_trims_the_journal",
+            "tests/runtime/test_resume_runner.py::test_b27_shutdown_ends_a_detached_session_and_frees_its_slot",
+            "tests/transport/test_resume.py::test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_nothing_twice",
+            "tests/transport/test_resume.py::test_b27_a_wrong_a_rotated_or_an_unknown_resume_is_refused_with_its_code",
+            "tests/transport/test_resume.py::test_b27_a_resume_while_the_old_socket_is_attached_replaces_it",
+            "tests/transport/test_resume.py::test_b27_a_resume_from_before_an_overflowed_journal_gets_resync_required",
+            "tests/transport/test_resume.py::test_b27_without_a_resume_the_grace_expires_and_the_slot_is_freed",
+            "tests/transport/test_resume.py::test_b27_a_ga_client_that_did_not_opt_in_sees_no_resume_fields",
+            "tests/transport/test_resume.py::test_b27_a_normal_close_ends_a_resumable_session_at_once",
         ),
     ),
 )

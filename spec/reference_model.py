@@ -751,7 +751,13 @@ class ReferenceSession:
             self._emit(SessionHeartbeatAck())
         elif isinstance(event, SessionClose):
             self._close(event.reason)
-        elif isinstance(event, SessionResume | SessionEventAck):
+        elif isinstance(event, SessionResume):
+            # AMBIGUITY (docs/session-semantics.md, decision D27): resume belongs to the
+            # connection (the runtime's journal and attachment); the session is unchanged
+            pass
+        elif isinstance(event, SessionEventAck):
+            # AMBIGUITY (docs/session-semantics.md, decision D28): an ack trims the
+            # runtime's journal only; it refreshes the idle deadline like any event
             pass
         else:
             raise _reject(ErrorCode.UNKNOWN_EVENT, "unknown event", "type", eid)
