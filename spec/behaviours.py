@@ -718,6 +718,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_resume_runner.py::test_b27_a_detached_session_finishes_its_reply_into_the_journal",
             "tests/runtime/test_resume_runner.py::test_b27_an_event_ack_trims_the_journal",
             "tests/runtime/test_resume_runner.py::test_b27_shutdown_ends_a_detached_session_and_frees_its_slot",
+            "tests/runtime/test_resume_runner.py::test_b27_a_resume_that_lands_on_another_worker_is_unknown_session_saying_so",
             "tests/transport/test_resume.py::test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_nothing_twice",
             "tests/transport/test_resume.py::test_b27_a_wrong_a_rotated_or_an_unknown_resume_is_refused_with_its_code",
             "tests/transport/test_resume.py::test_b27_a_resume_while_the_old_socket_is_attached_replaces_it",

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from runtime.channel import memory_channel_pair
+from runtime.host import HostSettings, SessionHost
 from spec import events as ev
+from spec.errors import ErrorCode, UnknownSession
 from spec.limits import Limits
 from spec.session_config import validate_session
 from spec.tables import AttachmentState
@@ -93,3 +95,22 @@ async def test_b27_shutdown_ends_a_detached_session_and_frees_its_slot() -> None
         await eventually("the slot freed", lambda: h.host.sessions == 0)
         assert runner.attachment.state is AttachmentState.CLOSED
         assert isinstance(runner.journal.kept()[-1], ev.SessionClosed)
+
+
+class _TwoWorkers:
+    """The part of a `WorkerBoard` a host reads when it is built: the worker count."""
+
+    size = 2
+
+
+async def test_b27_a_resume_that_lands_on_another_worker_is_unknown_session_saying_so() -> None:
+    host = SessionHost(HostSettings(backend="scripted"), board=_TwoWorkers(), worker=1)  # type: ignore[arg-type]
+    channel, send, receive = memory_channel_pair()
+    with pytest.raises(UnknownSession) as info:
+        await host.resume(channel, ev.SessionResume(session_id="sess_elsewhere", resume_token="t"))
+    await channel.close(1000)
+    await send.aclose()
+    await receive.aclose()
+    assert info.value.code is ErrorCode.UNKNOWN_SESSION
+    assert "worker 1 of 2" in info.value.message
+    assert host.metrics.value("joyduplex_session_resume_total", event="refused") == 1
