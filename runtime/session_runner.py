@@ -10,13 +10,13 @@ one worker. Results go back through `backend_event`, which fences anything late.
 VAD runs in a task of its own, batched across sessions on the VAD tick: appends and
 heartbeats are applied while earlier audio waits for its verdict, every other client
 event only after those verdicts were applied, so a commit never races its own audio's
-verdict. Backend aborts run shielded under a deadline. When the connection ends, the task
-group is cancelled and nothing outlives it.
+verdict. Backend aborts run shielded under a deadline. When the session ends (with its
+connection, unless it is resumable), the task group is cancelled and nothing outlives it.
 
 Resume (docs/session-semantics.md D27, D28): a resumable session numbers every event it
 emits (`server_event_seq`) and keeps it in its `ResumeJournal` (bounded by encoded bytes
-and age, trimmed by `session.event_ack`). A connection that drops without a close
-detaches the session instead of ending it: the task group, its stage requests included,
+and age, trimmed by `session.event_ack`). A connection that fails, or closes with any code
+but 1000, detaches the session instead of ending it: the task group, its stage requests included,
 keeps running, new events go only to the journal, and the session waits `resume_grace_s`
 for `attach()` (the host's `resume`, from another connection's task). A reattached
 connection gets `session.resumed`, the journaled events the client missed, then live
