@@ -153,6 +153,8 @@ def origin_allowed(origin: str | None, host_header: str | None, allowed: Sequenc
         return False
     if allowed:
         return any(_origin_parts(entry) == parts for entry in allowed)
+    # AMBIGUITY (docs/session-semantics.md, decision D26): with no list, a browser page
+    # may connect from the server's own origin or from loopback, and from nowhere else
     return _is_loopback(parts[1]) or _same_host(parts, host_header)
 
 
