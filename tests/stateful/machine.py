@@ -188,7 +188,7 @@ class SessionMachine(RuleBasedStateMachine):
         profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
         vad=st.booleans(),
         auto=st.booleans(),
-        delegation=st.booleans(),
+        delegation=st.sampled_from([True, True, True, False]),
     )
     def start(self, profile: str, vad: bool, auto: bool, delegation: bool) -> None:
         config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
@@ -469,7 +469,7 @@ class SessionMachine(RuleBasedStateMachine):
         data=st.data(),
         action=st.sampled_from(["speak", "speak", "listen", "delegate", "delegate"]),
         text=st.sampled_from(["", "Sure.", "Here it is. Done"]),
-        question=st.sampled_from(["", "How far is the moon?", "  "]),
+        question=st.sampled_from(["", "How far is the moon?", "How far is the moon?", "  "]),
     )
     def vlm_decision(self, data: st.DataObject, action: str, text: str, question: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
@@ -478,11 +478,21 @@ class SessionMachine(RuleBasedStateMachine):
             answered=req,
         )
 
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), text=st.sampled_from(["", "Let me check."]))
+    def vlm_delegates(self, data: st.DataObject, text: str) -> None:
+        """A delegation with a question (3.6): its own rule, so answers get explored."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text=text, question="What is that?"
+        )
+        self.backend(decision, answered=req)
+
     @precondition(lambda self: bool(self.obs.delegations))
     @rule(
         data=st.data(),
         text=st.sampled_from(["About 384,000 km. It varies", "Yes.", "", "Far! "]),
-        fail=st.booleans(),
+        fail=st.sampled_from([False, False, True]),
     )
     def delegation_result(self, data: st.DataObject, text: str, fail: bool) -> None:
         req = data.draw(st.sampled_from(sorted(self.obs.delegations)))
@@ -492,6 +502,24 @@ class SessionMachine(RuleBasedStateMachine):
             else DelegationAnswer(request_id=req, text=text)
         )
         self.backend(result, answered=req)
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), fail=st.booleans())
+    def vlm_delegates_and_is_answered_at_once(self, data: st.DataObject, fail: bool) -> None:
+        """The answer (or failure) comes while the note is still speaking: it waits for
+        the slot (D32)."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text="Let me check.", question="Why?"
+        )
+        self.backend(decision, answered=req)
+        for delegation in sorted(self.obs.delegations):
+            result: Any = (
+                StageFailure(request_id=delegation, code=ErrorCode.STAGE_FAILED, message="down")
+                if fail
+                else DelegationAnswer(request_id=delegation, text="Because. It is so.")
+            )
+            self.backend(result, answered=delegation)
 
     @precondition(lambda self: bool(self.obs.open_of("tts")))
     @rule(
