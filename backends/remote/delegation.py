@@ -3,9 +3,9 @@
 Any OpenAI-compatible chat server (`vllm serve <model>`): `POST /v1/chat/completions`
 with `stream: false`, `{"model", "messages", "max_tokens"}` -> the answer is
 `choices[0].message.content`. The messages are a system prompt (`instructions` of the
-`[delegation]` table, else `DEFAULT_INSTRUCTIONS`), the conversation so far as text and
-the question, with the user's own words when there were any. The answer is spoken, so a
-reasoning block (`<think>...</think>`) is cut off before it goes to TTS.
+`[delegation]` table, else `DEFAULT_INSTRUCTIONS`) and one user turn: the conversation so
+far as labelled lines, the user's own words when there were any, and the question. The
+answer is spoken, so a reasoning block (`<think>...</think>`) is cut off before it goes to TTS.
 
 It is a `RemoteStage` like the others (pooled client, replicas, health probes, the one
 failure boundary); unlike them it never takes the backend out of service: the VLM was
@@ -37,6 +37,7 @@ DEFAULT_INSTRUCTIONS: Final = (
     " Answer it correctly and briefly, in one to three plain spoken sentences: your answer"
     " is read aloud, so no markdown, lists or code."
 )
+_SPEAKERS: Final = {"user": "User", "assistant": "Assistant", "system": "Note"}
 _REASONING: Final = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 
 
@@ -46,17 +47,23 @@ class RemoteDelegate(RemoteStage):
     name = "delegation"
 
     def messages(self, request: DelegationRequest) -> list[dict[str, str]]:
-        """The chat the background model is asked (system, conversation, question)."""
-        messages = [{"role": "system", "content": self.config.instructions or DEFAULT_INSTRUCTIONS}]
-        for turn in request.history:
-            if turn.text.strip():
-                role = turn.role if turn.role in ("user", "assistant") else "system"
-                messages.append({"role": role, "content": turn.text})
-        question = request.question
+        """The chat the background model is asked: the system prompt, then one user turn
+        with the conversation so far as labelled lines and the question (one turn, so any
+        chat template takes it: some refuse two user turns in a row or a late system turn)."""
+        lines = [
+            f"{_SPEAKERS.get(turn.role, 'Note')}: {turn.text.strip()}"
+            for turn in request.history
+            if turn.text.strip()
+        ]
+        parts = [f"Conversation so far:\n{chr(10).join(lines)}"] if lines else []
         if request.transcript and request.transcript.strip():
-            question = f"The user said: {request.transcript.strip()}\nQuestion: {question}"
-        messages.append({"role": "user", "content": question})
-        return messages
+            parts.append(f"The user just said: {request.transcript.strip()}")
+        parts.append(f"Question: {request.question.strip()}")
+        system = self.config.instructions or DEFAULT_INSTRUCTIONS
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "\n\n".join(parts)},
+        ]
 
     async def answer(self, request: DelegationRequest) -> str:
         payload: dict[str, Any] = {
