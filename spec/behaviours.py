@@ -674,6 +674,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b31_delegation.py::test_b31_without_a_background_model_the_question_is_dropped",
             "tests/conformance/test_b31_delegation.py::test_b31_a_text_only_session_shows_the_answer_as_text",
             "tests/runtime/test_delegation.py::test_b31_a_background_answer_is_spoken_as_a_follow_up_response",
+            "tests/core/test_client_follow_up.py::test_b31_the_client_plays_and_shows_a_follow_up_reply_like_any_reply",
             "tests/runtime/test_delegation.py::test_b31_an_interrupt_aborts_the_delegation_and_its_late_answer_is_dropped",
             "tests/runtime/test_delegation.py::test_b31_an_endpoint_failure_is_a_typed_error_and_the_session_goes_on",
             "tests/runtime/test_delegation.py::test_b31_without_a_background_model_the_note_is_spoken_and_the_question_dropped",
