@@ -28,12 +28,13 @@ QUESTION = "What is the distance from the Earth to the Moon?"
 
 
 @contextlib.asynccontextmanager
-async def delegating_host(server: FakeChatServer | None) -> AsyncIterator[Harness]:
-    """A started host on the scripted backend, with `server` as its background model."""
+async def delegating_host(url: str | None, **table: Any) -> AsyncIterator[Harness]:
+    """A started host on the scripted backend, with the chat server at `url` (None: none)
+    as its background model."""
     script = Script()
     backend = create_backend(script=script)
-    if server is not None:
-        backend.delegate = create_delegate({"url": server.url, "model": "background"})
+    if url is not None:
+        backend.delegate = create_delegate({"url": url, "model": "background", **table})
     limits = Limits(max_sessions=4, slow_consumer_s=0)
     host = SessionHost(HostSettings(backend="scripted", limits=limits), backend=backend)
     await host.start()
@@ -75,7 +76,7 @@ def created(client: Client) -> list[str]:
 async def test_b31_a_background_answer_is_spoken_as_a_follow_up_response(
     background: FakeChatServer,
 ) -> None:
-    async with delegating_host(background) as harness:
+    async with delegating_host(background.url) as harness:
         harness.script.reply(NOTE, action=VlmAction.DELEGATE, question=QUESTION)
         client = await harness.connect()
         await ask(client)
@@ -105,7 +106,7 @@ async def test_b31_an_interrupt_aborts_the_delegation_and_its_late_answer_is_dro
     background: FakeChatServer, interrupt: str
 ) -> None:
     background.mode = "hold"
-    async with delegating_host(background) as harness:
+    async with delegating_host(background.url) as harness:
         harness.script.reply(NOTE, action=VlmAction.DELEGATE, question=QUESTION)
         client = await harness.connect()
         await ask(client)
@@ -129,7 +130,7 @@ async def test_b31_an_endpoint_failure_is_a_typed_error_and_the_session_goes_on(
     background: FakeChatServer,
 ) -> None:
     background.mode = "fail"
-    async with delegating_host(background) as harness:
+    async with delegating_host(background.url) as harness:
         harness.script.reply(NOTE, action=VlmAction.DELEGATE, question=QUESTION)
         client = await harness.connect()
         await ask(client)
