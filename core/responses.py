@@ -7,8 +7,11 @@ results reach a response only through an open request id of the right stage; any
 else (a late result, an older epoch) is fenced here, silently (I2, B11).
 
 The cross-machine rules live in `_couple`, run whenever a response ends: the active slot is
-freed and deferred commits start the next response, in one place, as the client side's
-`_couple` does for its machines.
+freed and deferred commits start the next response (else a background answer waiting for
+the slot, B31), in one place, as the client side's `_couple` does for its machines.
+
+Delegation (B31, `core.delegations`): a `delegate` decision asks the background model; its
+answer is spoken as a follow-up response the server creates, an interrupt aborts it.
 """
 
 from __future__ import annotations

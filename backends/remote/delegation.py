@@ -77,7 +77,14 @@ class RemoteDelegate(RemoteStage):
         )
         async with aclosing(answers):
             async for text in answers:
-                return _REASONING.sub("", text).strip()
+                answer = _REASONING.sub("", text).strip()
+                if answer.startswith("<think>"):  # cut off while still reasoning
+                    raise StageFailed(
+                        "delegation: the answer is unfinished reasoning; raise"
+                        " delegation.max_tokens or turn the model's thinking off",
+                        stage=self.name,
+                    )
+                return answer
         raise StageFailed("delegation: the server sent no answer", stage=self.name)
 
 

@@ -154,3 +154,8 @@ def test_instructions_of_the_table_replace_the_default_system_prompt() -> None:
 def test_a_failed_or_unreadable_answer_is_a_backend_error(response: httpx.Response) -> None:
     with pytest.raises(StageFailed):
         _answer(lambda request: response, DelegationRequest("r", "Q?"))
+
+
+def test_an_answer_cut_off_while_reasoning_is_a_backend_error_not_speech() -> None:
+    with pytest.raises(StageFailed, match="unfinished reasoning"):
+        _answer(lambda request: _completion("<think>so the moon is"), DelegationRequest("r", "Q?"))
