@@ -11,6 +11,10 @@ A backend is four stages behind async interfaces:
           (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
 
+and, optionally, a fifth: `Delegate`, the background model a `delegate` decision hands
+its question to (B31); any backend gets one when the server config has a `[delegation]`
+table (`load_backend`), and without one delegated questions are dropped.
+
 Each stage is an async context manager (load on enter, release on exit: the shared
 `StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
 is translated at one boundary per backend into this tree (drawn as in httpx):
@@ -53,6 +57,8 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
+    "Delegate",
+    "DelegationRequest",
     "EngineDead",
     "HistoryTurn",
     "InvalidImage",
@@ -203,6 +209,18 @@ class VlmDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationRequest:
+    """A question the VLM delegated, for the background model (B31)."""
+
+    request_id: str
+    question: str
+    #: the conversation so far as text, oldest first
+    history: tuple[HistoryTurn, ...] = ()
+    #: the user's words that led to the delegation
+    transcript: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TtsRequest:
     """Text to speak, at the session's output rate."""
 
@@ -328,6 +346,12 @@ class Tts(Stage, Protocol):
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
 
 
+class Delegate(Stage, Protocol):
+    """The background model: answers one delegated question with text to speak."""
+
+    async def answer(self, request: DelegationRequest) -> str: ...
+
+
 def tts_voices(tts: Tts | None) -> frozenset[str] | None:
     """The voices a TTS stage can speak with (its optional `voices` attribute, known once
     it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
@@ -348,9 +372,13 @@ class Backend:
     ready: bool = False
     #: stages whose engine died -> why (B18): the backend serves no new session
     dead: dict[str, str] = field(default_factory=dict)
+    #: the background model for delegated questions (B31); None: they are dropped. It
+    #: never takes the backend out of service: a failure fails only that answer
+    delegate: Delegate | None = None
 
     def stages(self) -> list[Stage]:
-        return [s for s in (self.vad, self.asr, self.vlm, self.tts) if s is not None]
+        stages = (self.vad, self.asr, self.vlm, self.tts, self.delegate)
+        return [s for s in stages if s is not None]
 
     async def __aenter__(self) -> Self:
         entered: list[Stage] = []
@@ -424,4 +452,15 @@ def load_backend(name: str, **options: Any) -> Backend:
         hint = f" (install the `{extra}` extra: pip install 'joyduplex[{extra}]')" if extra else ""
         raise BackendUnavailable(f"backend `{name}` cannot be imported: {exc}{hint}") from exc
     factory: Callable[..., Backend] = getattr(module, attr)
-    return factory(**options)
+    delegation = options.pop("delegation", None)
+    backend = factory(**options)
+    if delegation is not None:
+        try:
+            from backends.remote.delegation import create_delegate
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"[delegation] needs the `remote` extra (httpx): {exc};"
+                " pip install 'joyduplex[remote]'"
+            ) from exc
+        backend.delegate = create_delegate(delegation)
+    return backend

@@ -61,10 +61,11 @@ def build_prompt(
     responses: Mapping[str, Response],
     segments: list[Commit],
 ) -> PromptInput:
-    own = {c.item.id for c in segments}
+    # by version: an id deleted and created again meanwhile is another item (B5)
+    own = {id(c.item) for c in segments}
     history: list[HistoryTurn] = []
     for item in items:
-        if item.id in own or item.state is not ItemState.COMPLETED:
+        if id(item) in own or item.state is not ItemState.COMPLETED:
             continue
         if item.role == "assistant":
             response = responses.get(item.response_id or "")

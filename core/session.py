@@ -55,6 +55,7 @@ from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
@@ -108,6 +109,7 @@ class SessionProtocol:
         profile: str = "speech",
         now_ms: int = 0,
         voices: frozenset[str] | None = None,
+        delegation: bool = False,
     ) -> None:
         self.session_id = session_id
         #: the TTS backend's voices: `session.update` refuses any other (None: any)
@@ -123,6 +125,8 @@ class SessionProtocol:
         self._turns = Responses(
             self._out, self._items, self._pending, config=self._current_config, profile=profile
         )
+        #: a background model answers delegated questions (B31); else they are dropped
+        self._turns.delegations.enabled = delegation
         self._audio_bytes = 0  # 16 kHz pcm16 received: the session audio clock
         self._last_activity_ms = now_ms
         self._closed = False
@@ -155,6 +159,7 @@ class SessionProtocol:
             TtsAudio: turns.on_tts_audio,
             TtsDone: turns.on_tts_done,
             StageFailure: turns.on_stage_failure,
+            DelegationAnswer: turns.on_delegation_answer,
         }
         self._out.emit(ev.SessionCreated(session=self._public()))
 
@@ -167,6 +172,15 @@ class SessionProtocol:
     @property
     def epoch(self) -> int:
         return self._out.epoch
+
+    @property
+    def delegation(self) -> bool:
+        """Whether delegated questions go to a background model (B31)."""
+        return self._turns.delegations.enabled
+
+    @delegation.setter
+    def delegation(self, enabled: bool) -> None:
+        self._turns.delegations.enabled = enabled
 
     @property
     def pending_bytes(self) -> int:

@@ -45,6 +45,7 @@ import numpy as np
 from backends.base import (
     AsrRequest,
     BackendError,
+    DelegationRequest,
     EngineDead,
     InvalidPromptContext,
     TtsRequest,
@@ -62,6 +63,7 @@ from spec.effects import (
     EvictReplica,
     ScoreVad,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
     SubmitVlm,
 )
@@ -92,6 +94,7 @@ from spec.events import (
 )
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
@@ -139,6 +142,7 @@ class StageTimeouts:
     asr: float = 30.0
     vlm: float = 60.0
     tts: float = 60.0
+    delegation: float = 120.0  # the background model (B31); its own timeout_s bounds waits
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,8 @@ class SessionRunner:
         self.metrics = metrics
         self.vad = vad
         self.timeouts = timeouts or StageTimeouts()
+        if backend.delegate is not None:  # delegated questions are answered (B31)
+            protocol.delegation = True
         self.outbound = OutboundQueue(max_outbound_events)
         self.slow_consumer_s = slow_consumer_s
         self._full_since: float | None = None  # when the outbound queue last became full
@@ -671,6 +677,10 @@ class SessionRunner:
                 tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
             case SubmitTts():
                 self._queue_tts(tg, effect)
+            case SubmitDelegation():
+                tg.start_soon(
+                    self._stage, effect.request_id, "delegation", self._run_delegation, effect
+                )
             case Abort():
                 work = self._responses.get(effect.response_id)
                 if work is not None:
@@ -690,9 +700,14 @@ class SessionRunner:
         return f"{self.protocol.session_id}/{request_id}"
 
     async def _backend_abort(self, abort: Abort) -> None:
-        stage = {"asr": self.backend.asr, "vlm": self.backend.vlm, "tts": self.backend.tts}.get(
-            abort.stage
-        )
+        backend = self.backend
+        stages = {
+            "asr": backend.asr,
+            "vlm": backend.vlm,
+            "tts": backend.tts,
+            "delegation": backend.delegate,
+        }
+        stage = stages.get(abort.stage)
         if stage is None:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
@@ -756,10 +771,25 @@ class SessionRunner:
         request = VlmRequest(self._engine_id(effect.request_id), effect.prompt)
         async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
-                self._feed(VlmDecisionResult(effect.request_id, out.action.value, out.text))
+                question = out.question or ""
+                self._feed(
+                    VlmDecisionResult(effect.request_id, out.action.value, out.text, question)
+                )
                 return
             self._feed(VlmDelta(effect.request_id, out.text))
         raise BackendError("the VLM stream ended without a decision", stage="vlm")
+
+    async def _run_delegation(self, effect: SubmitDelegation) -> None:
+        delegate = self.backend.delegate
+        if delegate is None:
+            raise BackendError("this backend has no background model", stage="delegation")
+        request = DelegationRequest(
+            self._engine_id(effect.request_id),
+            effect.question,
+            history=effect.history,
+            transcript=effect.transcript,
+        )
+        self._feed(DelegationAnswer(effect.request_id, await delegate.answer(request)))
 
     def _queue_tts(self, tg: TaskGroup, effect: SubmitTts) -> None:
         work = self._responses.setdefault(effect.response_id, _ResponseWork())

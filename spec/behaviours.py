@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B27 as data.
+"""The behaviour catalogue: B1..B27 and B31 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -109,6 +109,7 @@ _RESUME = "7.1 Resume (B27)"
 _D27 = "D27 Which sessions are resumable (7.1)"
 _D28 = "D28 What detaches a session, and what follows a resync (7.1)"
 _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
+_DELEGATION = "3.6 Delegation (B31)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -726,6 +727,39 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_resume.py::test_b27_without_a_resume_the_grace_expires_and_the_slot_is_freed",
             "tests/transport/test_resume.py::test_b27_a_ga_client_that_did_not_opt_in_sees_no_resume_fields",
             "tests/transport/test_resume.py::test_b27_a_normal_close_ends_a_resumable_session_at_once",
+        ),
+    ),
+    Behaviour(
+        id="B31",
+        title="A delegated question is answered by the background model as a follow-up response",
+        summary=(
+            "When the VLM delegates, its note is spoken and, if the server has a background "
+            "model (`[delegation]`), the question goes to it; its answer is spoken as a new "
+            "response the server creates, after any active one, never over it. An interrupt "
+            "(barge-in, `response.cancel`, `output_audio_buffer.clear`) aborts the question and "
+            "drops a late answer; a failure is `error delegation_failed` and the session goes "
+            "on. Without a background model the question is dropped."
+        ),
+        sections=(_DELEGATION, _CANCEL, _FENCING),
+        rows=(),
+        invariants=("I1", "I2", "I4"),
+        tests=(
+            "tests/conformance/test_b31_delegation.py::test_b31_the_question_goes_to_the_background_model_with_the_conversation",
+            "tests/conformance/test_b31_delegation.py::test_b31_an_answer_after_the_note_is_spoken_as_a_server_created_response",
+            "tests/conformance/test_b31_delegation.py::test_b31_an_answer_waits_behind_the_active_response_never_over_it",
+            "tests/conformance/test_b31_delegation.py::test_b31_user_input_deferred_meanwhile_goes_before_a_waiting_answer",
+            "tests/conformance/test_b31_delegation.py::test_b31_barge_in_aborts_the_delegation_and_a_late_answer_is_dropped",
+            "tests/conformance/test_b31_delegation.py::test_b31_response_cancel_drops_an_answer_that_was_waiting",
+            "tests/conformance/test_b31_delegation.py::test_b31_response_cancel_with_only_a_delegation_open_aborts_it",
+            "tests/conformance/test_b31_delegation.py::test_b31_a_background_failure_is_a_typed_error_and_nothing_else_changes",
+            "tests/conformance/test_b31_delegation.py::test_b31_closing_the_session_aborts_the_delegation",
+            "tests/conformance/test_b31_delegation.py::test_b31_without_a_background_model_the_question_is_dropped",
+            "tests/conformance/test_b31_delegation.py::test_b31_a_text_only_session_shows_the_answer_as_text",
+            "tests/runtime/test_delegation.py::test_b31_a_background_answer_is_spoken_as_a_follow_up_response",
+            "tests/core/test_client_follow_up.py::test_b31_the_client_plays_and_shows_a_follow_up_reply_like_any_reply",
+            "tests/runtime/test_delegation.py::test_b31_an_interrupt_aborts_the_delegation_and_its_late_answer_is_dropped",
+            "tests/runtime/test_delegation.py::test_b31_an_endpoint_failure_is_a_typed_error_and_the_session_goes_on",
+            "tests/runtime/test_delegation.py::test_b31_without_a_background_model_the_note_is_spoken_and_the_question_dropped",
         ),
     ),
 )

@@ -14,6 +14,7 @@ from spec.errors import CloseCode
 
 __all__ = [
     "ASR",
+    "DELEGATION",
     "TTS",
     "VLM",
     "Abort",
@@ -26,6 +27,7 @@ __all__ = [
     "ScoreVad",
     "Stage",
     "SubmitAsr",
+    "SubmitDelegation",
     "SubmitTts",
     "SubmitVlm",
 ]
@@ -35,6 +37,8 @@ Stage = str
 ASR: Stage = "asr"
 VLM: Stage = "vlm"
 TTS: Stage = "tts"
+#: the background model a `delegate` decision hands its question to (B31)
+DELEGATION: Stage = "delegation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,21 @@ class SubmitTts:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitDelegation:
+    """Ask the background model a question the VLM delegated (B31). `response_id` is the
+    response that spoke the note; the answer becomes a follow-up response of its own."""
+
+    request_id: str
+    response_id: str
+    epoch: int
+    question: str
+    #: the conversation so far as text, oldest first (the background model's context)
+    history: tuple[HistoryTurn, ...] = ()
+    #: the user's words that led to the delegation, when there were any
+    transcript: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Abort:
     """Stop a stage request that may be running (cancellation-safe, idempotent)."""
 
@@ -156,5 +175,12 @@ class CloseSession:
 #: every effect, a closed union: executors dispatch with `match` and end with
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
 Effect: TypeAlias = (
-    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+    SubmitAsr
+    | SubmitVlm
+    | SubmitTts
+    | SubmitDelegation
+    | Abort
+    | EvictReplica
+    | ScoreVad
+    | CloseSession
 )

@@ -92,6 +92,9 @@ class ErrorCode(enum.StrEnum):
     STAGE_FAILED = "runtime_data_plane_stream_failed"
     COMMIT_ABORTED = "commit_aborted"
     SERVER_VAD_UNAVAILABLE = "server_vad_unavailable"
+    #: the background model did not answer a delegated question (failed or timed out);
+    #: the session goes on, only that answer is missing (B31)
+    DELEGATION_FAILED = "delegation_failed"
     # limits
     RESOURCE_EXHAUSTED = "resource_exhausted"
     INPUT_BACKPRESSURE = "input_backpressure"
@@ -103,6 +106,7 @@ _SERVER = {
     ErrorCode.STAGE_FAILED,
     ErrorCode.COMMIT_ABORTED,
     ErrorCode.SERVER_VAD_UNAVAILABLE,
+    ErrorCode.DELEGATION_FAILED,
 }
 _RATE_LIMIT = {ErrorCode.RESOURCE_EXHAUSTED, ErrorCode.INPUT_BACKPRESSURE}
 

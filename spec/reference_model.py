@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from spec.effects import (
     ASR,
+    DELEGATION,
     TTS,
     VLM,
     Abort,
@@ -33,6 +34,7 @@ from spec.effects import (
     ScoreVad,
     Stage,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
     SubmitVlm,
 )
@@ -106,6 +108,7 @@ from spec.session_config import (
 )
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
@@ -398,8 +401,13 @@ class ReferenceSession:
         limits: Limits | None = None,
         profile: str = "speech",
         now_ms: int = 0,
+        delegation: bool = False,
     ) -> None:
         self.session_id = session_id
+        #: section 3.6: a background model answers delegated questions
+        self.delegation = delegation
+        self.delegations: dict[str, str] = {}  # open request id -> the note's response id
+        self.waiting_answers: list[str] = []
         self.config = config if config is not None else SessionConfig()
         self.limits = limits if limits is not None else Limits()
         self.profile = profile
@@ -487,6 +495,13 @@ class ReferenceSession:
         if isinstance(result, VadScores):
             self._on_vad_scores(result)
             return
+        if isinstance(result, DelegationAnswer | StageFailure) and (
+            result.request_id in self.delegations
+        ):
+            self._on_delegation_result(result)
+            return
+        if isinstance(result, DelegationAnswer):
+            return  # fenced (3.6)
         resp = self.active
         if resp is None or result.request_id not in resp.open:
             return  # fenced (B11)
@@ -634,6 +649,7 @@ class ReferenceSession:
             playing,
             items,
             self.pending_bytes(),
+            (len(self.delegations), len(self.waiting_answers)),
         )
 
     # --- plumbing ----------------------------------------------------------------------
@@ -802,6 +818,7 @@ class ReferenceSession:
                     Abort(request_id=req.request_id, stage=req.stage, response_id=req.response_id)
                 )
             self.active.open.clear()
+        self._drop_delegations(None)
         self._emit(SessionClosed(reason=reason))
         self._effect(CloseSession(reason=reason))
         self.closed = True
@@ -1235,6 +1252,29 @@ class ReferenceSession:
     def _submit_vlm(self, resp: _Response) -> None:
         resp.vlm_submitted = True
         req = self._open(resp, VLM)
+        history, transcript, frames = self._prompt_parts(resp)
+        for s in resp.segments:
+            # frame bytes are released at the SubmitVlm; so is audio that no ASR took
+            # (the camera profile)
+            s.audio_held = s.frames_held = 0
+        self._effect(
+            SubmitVlm(
+                request_id=req.request_id,
+                response_id=resp.id,
+                epoch=self.epoch,
+                prompt=PromptInput(
+                    system=self.config.instructions or DEFAULT_INSTRUCTIONS,
+                    history=history,
+                    transcript=transcript,
+                    frames=frames,
+                ),
+            )
+        )
+
+    def _prompt_parts(
+        self, resp: _Response
+    ) -> tuple[tuple[HistoryTurn, ...], str | None, tuple[bytes, ...]]:
+        """History, transcript and frames of a response's prompt, as of now (3.2)."""
         mine = {(s.item_id, s.version) for s in resp.segments}
         history: list[HistoryTurn] = []
         for item in self.items.values():
@@ -1257,23 +1297,7 @@ class ReferenceSession:
             if t is not None and t.strip()
         ]
         frames = tuple(f for s in live for f in s.frames)
-        for s in resp.segments:
-            # frame bytes are released at the SubmitVlm; so is audio that no ASR took
-            # (the camera profile)
-            s.audio_held = s.frames_held = 0
-        self._effect(
-            SubmitVlm(
-                request_id=req.request_id,
-                response_id=resp.id,
-                epoch=self.epoch,
-                prompt=PromptInput(
-                    system=self.config.instructions or DEFAULT_INSTRUCTIONS,
-                    history=tuple(history),
-                    transcript=" ".join(texts) or None,
-                    frames=frames,
-                ),
-            )
-        )
+        return tuple(history), " ".join(texts) or None, frames
 
     def _cut_text(self, resp: _Response, cut: float | None) -> str:
         """The transcript of a response's audio up to `cut` ms (all when None)."""
@@ -1359,11 +1383,31 @@ class ReferenceSession:
         resp.vlm_text = ""
         if result.action == "listen":
             rest = ""
+        question = result.question.strip()
+        if result.action == "delegate" and question and self.delegation:
+            # section 3.6: the question goes to the background model, the note is spoken
+            history, transcript, _ = self._prompt_parts(resp)
+            request_id = f"{resp.id}:{DELEGATION}:1"
+            self.delegations[request_id] = resp.id
+            self._effect(
+                SubmitDelegation(
+                    request_id=request_id,
+                    response_id=resp.id,
+                    epoch=self.epoch,
+                    question=question,
+                    history=history,
+                    transcript=transcript,
+                )
+            )
+        self._decide(resp, result.action, rest)
+
+    def _decide(self, resp: _Response, action: str, rest: str) -> None:
+        """The reply text is known (3.2): speak or show the rest of it, or listen."""
         if not resp.audio_out:
             if not rest:
                 self._finish_listen(resp)
                 return
-            resp.decision = result.action
+            resp.decision = action
             self._emit_text_reply(resp, rest)
             return
         if rest:
@@ -1373,8 +1417,59 @@ class ReferenceSession:
             return
         # AMBIGUITY (docs/session-semantics.md, decision D15): `listen` after TTS was sent completes
         # like `speak` once the TTS finishes (status completed, no reason, no response.listen).
-        resp.decision = result.action
+        resp.decision = action
         self._maybe_complete(resp)
+
+    # --- delegation (section 3.6) ------------------------------------------------------
+
+    def _on_delegation_result(self, result: DelegationAnswer | StageFailure) -> None:
+        del self.delegations[result.request_id]
+        if isinstance(result, StageFailure):
+            self._server_error(
+                ErrorCode.DELEGATION_FAILED,
+                f"the background model did not answer: {result.message}",
+            )
+            return
+        if not result.text.strip():
+            return
+        # AMBIGUITY (docs/session-semantics.md, decision D32): the answer never overlaps a
+        # response: it waits for the slot, behind user input deferred meanwhile; interrupts
+        # drop it.
+        if self.active is None:
+            self._follow_up(result.text)
+        else:
+            self.waiting_answers.append(result.text)
+
+    def _follow_up(self, text: str) -> None:
+        """A response the server creates for a background answer: no segments, the
+        answer spoken as streamed VLM text is (3.6)."""
+        self._resp_n += 1
+        rid = f"resp_{self._resp_n}"
+        resp = _Response(
+            id=rid,
+            item_id=self._new_item_id(),
+            epoch=self.epoch,
+            segments=[],
+            audio_out="audio" in self.config.output_modalities,
+        )
+        self.responses[rid] = resp
+        self.active = resp
+        self._emit(ResponseCreated(response=Response(id=rid, status="in_progress")))
+        resp.vlm_submitted = True
+        self._on_vlm_delta(resp, VlmDelta(request_id="", text=text))
+        rest = resp.vlm_text.strip()
+        resp.vlm_text = ""
+        self._decide(resp, "speak", rest)
+
+    def _drop_delegations(self, response_id: str | None) -> None:
+        """An interrupt (3.6): Abort the open questions (of the named response's note
+        only, when one is named); without a name, forget the waiting answers too."""
+        for request_id, note in list(self.delegations.items()):
+            if response_id is None or note == response_id:
+                del self.delegations[request_id]
+                self._effect(Abort(request_id=request_id, stage=DELEGATION, response_id=note))
+        if response_id is None:
+            self.waiting_answers = []
 
     def _finish_listen(self, resp: _Response) -> None:
         # AMBIGUITY (docs/session-semantics.md, decision D16): a listen decision ends with
@@ -1545,6 +1640,8 @@ class ReferenceSession:
         # next response; it takes every queued commit and item with it.
         if self.deferred:
             self._start_response([])
+        elif self.waiting_answers:
+            self._follow_up(self.waiting_answers.pop(0))
 
     def _clear_playback(self, responses: list[_Response]) -> None:
         for r in responses:
@@ -1572,6 +1669,9 @@ class ReferenceSession:
         self._clear_playback(responses)
 
     def _on_cancel(self, response_id: str | None, eid: str | None, *, clear: bool) -> None:
+        delegating = bool(self.delegations or self.waiting_answers)
+        if response_id is None or response_id in self.responses:  # else refused below
+            self._drop_delegations(response_id)
         active = self.active
         if active is not None and response_id in (None, active.id):
             self._cancel(
@@ -1601,6 +1701,8 @@ class ReferenceSession:
             return
         if known:
             return  # a known finished response: no-op
+        if delegating and response_id is None:
+            return  # it dropped the delegations (3.6)
         raise _reject(
             ErrorCode.RESPONSE_NOT_ACTIVE,
             "no active response",
@@ -1699,6 +1801,7 @@ class ReferenceSession:
             InputAudioBufferSpeechStarted(audio_start_ms=int(audio_start_ms), item_id=item_id)
         )
         if td.interrupt_response:
+            self._drop_delegations(None)
             if self.active is not None:
                 self._cancel(self.active, "turn_detected", force_cleared=False)
             elif self.playing():

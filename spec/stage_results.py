@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsrTranscript",
+    "DelegationAnswer",
     "StageFailure",
     "StageResult",
     "TtsAudio",
@@ -50,6 +51,8 @@ class VlmDecisionResult:
     request_id: str
     action: str
     text: str = ""
+    #: `delegate` only: the question handed to the background model (B31)
+    question: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,14 @@ class TtsAudio:
     request_id: str
     pcm16: bytes
     text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationAnswer:
+    """The background model's answer to a delegated question (B31)."""
+
+    request_id: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,5 +90,12 @@ class StageFailure:
 
 
 StageResult = (
-    VadScores | AsrTranscript | VlmDelta | VlmDecisionResult | TtsAudio | TtsDone | StageFailure
+    VadScores
+    | AsrTranscript
+    | VlmDelta
+    | VlmDecisionResult
+    | TtsAudio
+    | TtsDone
+    | StageFailure
+    | DelegationAnswer
 )

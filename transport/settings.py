@@ -7,6 +7,9 @@
 [backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
            checked here, before the server starts, when the backend is `remote`
+[delegation] the background model that answers delegated questions (B31): an
+           OpenAI-compatible chat server (backends/remote/config.py); any backend; absent:
+           delegated questions are dropped and only the note is spoken
 [limits]   any field of spec.limits.Limits
 [session]  the default session object, checked by the public session validator
 """
@@ -69,7 +72,14 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
     settings = ServerSettings()
     if path is not None:
         data = tomllib.loads(Path(path).read_text())
-        unknown = set(data) - {"server", "backend", "limits", "session", "remote"}
+        unknown = set(data) - {
+            "server",
+            "backend",
+            "limits",
+            "session",
+            "remote",
+            "delegation",
+        }
         if unknown:
             raise ValueError(f"unknown config table [{sorted(unknown)[0]}]")
         server = dict(data.get("server", {}))
@@ -88,6 +98,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         backend_options = dict(data.get("backend", {}))
         if "remote" in data:
             backend_options["remote"] = data["remote"]
+        if "delegation" in data:
+            backend_options["delegation"] = data["delegation"]
         settings = replace(
             settings,
             **server,
@@ -114,6 +126,10 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         raise ValueError(f"protect_probes must be true or false, not {settings.protect_probes!r}")
     if settings.protect_probes and not settings.api_key:
         raise ValueError("protect_probes needs an api_key (the probes then ask for it)")
+    if settings.backend_options.get("delegation") is not None:
+        from backends.remote.config import parse_delegation_config
+
+        parse_delegation_config(settings.backend_options["delegation"])
     workers = settings.workers
     if workers is not None and (type(workers) is not int or workers < 1):
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")

@@ -63,6 +63,7 @@ from spec.reference_model import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     TtsAudio,
     TtsDone,
@@ -187,13 +188,20 @@ class SessionMachine(RuleBasedStateMachine):
         profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
         vad=st.booleans(),
         auto=st.booleans(),
+        delegation=st.sampled_from([True, True, True, False]),
     )
-    def start(self, profile: str, vad: bool, auto: bool) -> None:
+    def start(self, profile: str, vad: bool, auto: bool, delegation: bool) -> None:
         config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
         self.ref = ReferenceSession(
-            session_id="s1", config=config, limits=LIMITS, profile=profile, now_ms=0
+            session_id="s1",
+            config=config,
+            limits=LIMITS,
+            profile=profile,
+            now_ms=0,
+            delegation=delegation,
         )
         self.sut = type(self).make_sut(config, LIMITS, profile)
+        self.sut.delegation = delegation  # a background model answers (3.6)
         self.settle()
 
     def settle(self, transcript_for: str | None = None) -> list[Any]:
@@ -459,12 +467,59 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
     @rule(
         data=st.data(),
-        action=st.sampled_from(["speak", "speak", "listen", "delegate"]),
+        action=st.sampled_from(["speak", "speak", "listen", "delegate", "delegate"]),
         text=st.sampled_from(["", "Sure.", "Here it is. Done"]),
+        question=st.sampled_from(["", "How far is the moon?", "How far is the moon?", "  "]),
     )
-    def vlm_decision(self, data: st.DataObject, action: str, text: str) -> None:
+    def vlm_decision(self, data: st.DataObject, action: str, text: str, question: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
-        self.backend(VlmDecisionResult(request_id=req, action=action, text=text), answered=req)
+        self.backend(
+            VlmDecisionResult(request_id=req, action=action, text=text, question=question),
+            answered=req,
+        )
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), text=st.sampled_from(["", "Let me check."]))
+    def vlm_delegates(self, data: st.DataObject, text: str) -> None:
+        """A delegation with a question (3.6): its own rule, so answers get explored."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text=text, question="What is that?"
+        )
+        self.backend(decision, answered=req)
+
+    @precondition(lambda self: bool(self.obs.delegations))
+    @rule(
+        data=st.data(),
+        text=st.sampled_from(["About 384,000 km. It varies", "Yes.", "", "Far! "]),
+        fail=st.sampled_from([False, False, True]),
+    )
+    def delegation_result(self, data: st.DataObject, text: str, fail: bool) -> None:
+        req = data.draw(st.sampled_from(sorted(self.obs.delegations)))
+        result: Any = (
+            StageFailure(request_id=req, code=ErrorCode.STAGE_FAILED, message="HTTP 500")
+            if fail
+            else DelegationAnswer(request_id=req, text=text)
+        )
+        self.backend(result, answered=req)
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), fail=st.booleans())
+    def vlm_delegates_and_is_answered_at_once(self, data: st.DataObject, fail: bool) -> None:
+        """The answer (or failure) comes while the note is still speaking: it waits for
+        the slot (D32)."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text="Let me check.", question="Why?"
+        )
+        self.backend(decision, answered=req)
+        for delegation in sorted(self.obs.delegations):
+            result: Any = (
+                StageFailure(request_id=delegation, code=ErrorCode.STAGE_FAILED, message="down")
+                if fail
+                else DelegationAnswer(request_id=delegation, text="Because. It is so.")
+            )
+            self.backend(result, answered=delegation)
 
     @precondition(lambda self: bool(self.obs.open_of("tts")))
     @rule(
@@ -506,11 +561,11 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(
         request_id=requests,
-        kind=st.sampled_from(["asr", "delta", "decision", "audio", "done", "fail"]),
+        kind=st.sampled_from(["asr", "delta", "decision", "audio", "done", "fail", "answer"]),
     )
     def stale_result(self, request_id: str, kind: str) -> None:
         """Any result for any request ever opened: dropped unless still open."""
-        if request_id in self.obs.open:
+        if request_id in self.obs.open or request_id in self.obs.delegations:
             return  # the rules above cover open requests
         result: Any = {
             "asr": AsrTranscript(request_id=request_id, text="late"),
@@ -521,6 +576,7 @@ class SessionMachine(RuleBasedStateMachine):
             "fail": StageFailure(
                 request_id=request_id, code=ErrorCode.ENGINE_ERROR, message="late"
             ),
+            "answer": DelegationAnswer(request_id=request_id, text="Late."),
         }[kind]
         self.backend(result)
 

@@ -13,6 +13,7 @@ from spec.effects import (
     EvictReplica,
     ScoreVad,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
     SubmitVlm,
 )
@@ -79,6 +80,8 @@ def project(o: Any) -> tuple[Any, ...]:
             out.append(("prompt", prompt.system, prompt.history, prompt.transcript, prompt.frames))
         if isinstance(o, SubmitTts):
             out.append(("tts", o.seq, o.text, o.sample_rate_hz, o.voice))
+        if isinstance(o, SubmitDelegation):
+            out.append(("delegation", o.response_id, o.question, o.history, o.transcript))
         return tuple(out)
     fields: list[Any] = [tag(o), o.event_id]
     for name in (
@@ -131,6 +134,8 @@ class Observer:
         self.done: Counter[str] = Counter()
         self.status: dict[str, str] = {}
         self.open: dict[str, tuple[str, str]] = {}  # request id -> (stage, response id)
+        #: open delegations (3.6): request id -> the note's response; they outlive it
+        self.delegations: dict[str, str] = {}
         self.epoch = 0
         self.generated: dict[str, float] = {}
         self.assistant_item: dict[str, str] = {}
@@ -157,6 +162,7 @@ class Observer:
     def answered(self, request_id: str) -> None:
         """The test fed a terminal result for this request."""
         self.open.pop(request_id, None)
+        self.delegations.pop(request_id, None)
 
     def scored(self, n: int) -> None:
         self.vad_frames += n
@@ -205,6 +211,15 @@ class Observer:
                 live = self.live.get(o.item.item_id)
                 assert live is not None, f"ASR for a dead item {o.item}"
                 self.asr_item[o.request_id] = (o.item.item_id, live)
+        elif isinstance(o, SubmitDelegation):
+            assert o.response_id == self.active, f"{tag(o)} for inactive {o.response_id}"
+            assert o.epoch == self.epoch, f"I2: {tag(o)} epoch {o.epoch} != {self.epoch}"
+            assert o.request_id not in self.delegations, f"request id reused: {o.request_id}"
+            self.delegations[o.request_id] = o.response_id
+            self.new_requests.append(o.request_id)
+        elif isinstance(o, Abort) and o.stage == "delegation":
+            # a delegation outlives the note's response (3.6)
+            assert self.delegations.pop(o.request_id, None) is not None, "Abort of no delegation"
         elif isinstance(o, Abort):
             assert not self._finished(o.response_id), "I2: Abort after done"
             self.open.pop(o.request_id, None)
