@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B25 as data.
+"""The behaviour catalogue: B1..B25 and B28 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -644,6 +644,27 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
             "tests/runtime/test_timers.py::test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout",
             "tests/transport/test_end_to_end.py::test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted",
+        ),
+    ),
+    Behaviour(
+        id="B28",
+        title="Hostile input and stage faults stay inside their session",
+        summary=(
+            "A flood of malformed, mistyped, out-of-range, oversized, deeply nested, binary "
+            "or out-of-order events gets only typed `error` events and crashes nothing; a "
+            "stage that raises, hangs past its timeout or reports its engine dead at any "
+            "step fails only the response that owns it: a concurrent session and the next "
+            "turn complete, and no task is left behind."
+        ),
+        sections=(_LIMITS, _FAILURE),
+        rows=(RowRef("response", "fail"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b28_hostile_input.py::test_b28_seeded_hostile_frames_are_applied_or_refused_and_a_refusal_changes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_crashes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_invalid_utf8_in_a_text_frame_closes_only_its_connection_with_1007",
+            "tests/transport/test_hostile_input.py::test_b28_a_hostile_session_among_eight_clean_ones_leaves_them_untouched",
+            "tests/runtime/test_stage_faults.py::test_b28_a_stage_fault_fails_only_its_response",
         ),
     ),
 )

@@ -4,8 +4,8 @@
 for every test server; `max_event_bytes` lowered to 1 MiB so that over-limit frames cost
 a megabyte, not fifteen). Clients in this process:
 
-- the wire fuzz: 8 connections send 100,000 seeded hostile frames (tests/transport/
-  wire_mutations.py) without waiting for each answer, a heartbeat after every 100 frames
+- the wire fuzz: 8 connections send 100,000 seeded hostile frames (tests/wire_mutations.py)
+  without waiting for each answer, a heartbeat after every 100 frames
   and never more than two such batches unanswered (so the server's outbound queue never
   fills and its slow-consumer rule has no reason to fire); the answers are drained and
   each is decoded as a typed server event. The seed is printed;
@@ -45,7 +45,7 @@ from spec.events import (
     SessionHeartbeatAck,
 )
 from tests.served_process import Served, serve
-from tests.transport.wire_mutations import KINDS, NEVER_VALID, Frame, WireMutator
+from tests.wire_mutations import KINDS, NEVER_VALID, Frame, WireMutator
 from transport.client import DuplexClient
 from transport.codec import CLIENT_EVENT_TYPES, decode_server_event
 
