@@ -319,7 +319,12 @@ def _config_text(args: argparse.Namespace) -> str:
     limits = [f"max_sessions = {max(64, args.sessions + 4)}"]
     if not args.shedding:
         limits.append("shed_loop_lag_ms = 0")
-    return "[limits]\n" + "\n".join(limits) + "\n"
+    text = "[limits]\n" + "\n".join(limits) + "\n"
+    if args.backend == "scripted":
+        # the scripted backend records every request for tests (an ASR request holds its
+        # audio): bounded here, or the soak would measure those records
+        text += "\n[backend]\nmax_records = 1000\n"
+    return text
 
 
 async def _sample_rss(pid: int, period_s: float, samples: list[tuple[float, int]]) -> None:

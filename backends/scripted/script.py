@@ -18,7 +18,9 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
                  `StageFailed`, hangs until cancelled, or reports `EngineDead`, at one step:
                  `submit`, its `first` or a `mid`dle streamed item, or at `finish` (ASR's
                  transcript, VLM's decision, the end of TTS's stream)
-    records      `requests` (every request received, in order) and `aborts`
+    records      `requests` (every request received, in order) and `aborts`; with
+                 `max_records` only about the latest that many of each are kept (a long-
+                 running served backend, such as a soak's, must not grow with every turn)
 
 Tests may mutate a Script while a server runs with it, also from another thread: queues
 are deques, parked requests are woken through their own event loop's token.
@@ -194,12 +196,14 @@ class Script:
         default_factory=lambda: {stage: deque() for stage in STAGES}
     )
     warmed_up: set[StageName] = field(default_factory=set)
+    #: keep between this many and twice this many of the latest records (None: all)
+    max_records: int | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._parking: set[StageName] = set()
         self._parked: dict[StageName, dict[str, _Parked]] = {stage: {} for stage in STAGES}
-        self._aborted: set[str] = set()
+        self._aborted: dict[str, None] = {}  # an ordered set: the oldest go first
 
     # --- programming (tests) -----------------------------------------------------------
 
@@ -334,6 +338,7 @@ class Script:
         """Record a request, park it if its stage is parked, then raise what is due at
         submission (engine death, a scripted failure)."""
         self.requests.append(RecordedRequest(stage, request_id, request))
+        self._trim(self.requests)
         await self._park_if_parked(stage, request_id)
         self.raise_if_dead(stage)
         failure = self._take_failure(stage, request_id)
@@ -355,14 +360,23 @@ class Script:
     def record_abort(self, stage: StageName, request_id: str) -> None:
         """Record an abort; a parked request of that id wakes up and ends."""
         self.aborts.append(RecordedAbort(stage, request_id))
+        self._trim(self.aborts)
         with self._lock:
-            self._aborted.add(request_id)
+            self._aborted[request_id] = None
+            if self.max_records is not None and len(self._aborted) > 2 * self.max_records:
+                for old in list(self._aborted)[: self.max_records]:
+                    del self._aborted[old]
             parked = self._parked[stage].pop(request_id, None)
         if parked is not None:
             _wake(parked)
 
     def is_aborted(self, request_id: str) -> bool:
         return request_id in self._aborted
+
+    def _trim(self, records: list[RecordedRequest] | list[RecordedAbort]) -> None:
+        """Drop the older half once twice `max_records` are kept (amortized O(1))."""
+        if self.max_records is not None and len(records) > 2 * self.max_records:
+            del records[: len(records) - self.max_records]
 
     def _take_failure(self, stage: StageName, request_id: str) -> ScriptedFailure | None:
         queue = self.failures[stage]
