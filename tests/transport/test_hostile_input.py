@@ -86,7 +86,10 @@ def _rss(pid: int) -> int:
 @pytest.fixture
 def fuzz_server(tmp_path: Path) -> Any:
     config = tmp_path / "fuzz.toml"
-    config.write_text(f"[limits]\nmax_event_bytes = {MAX_EVENT_BYTES}\n")
+    # max_records: the scripted backend's records of requests would count as server memory
+    config.write_text(
+        f"[limits]\nmax_event_bytes = {MAX_EVENT_BYTES}\n\n[backend]\nmax_records = 100\n"
+    )
     log = tmp_path / "server.log"
     with serve(["--backend", "scripted", "--config", str(config)], log) as served:
         yield served
@@ -266,6 +269,22 @@ async def _healthz_while(served: Served, done: asyncio.Event) -> list[tuple[int,
     return answers
 
 
+async def _bystander(url: str, done: asyncio.Event) -> tuple[int, float, list[Any]]:
+    """An unrelated session that heartbeats until `done`: (round trips, the worst one in
+    seconds, its errors)."""
+    worst, count = 0.0, 0
+    async with DuplexClient.connect(url) as client:
+        while not done.is_set():
+            sent = time.monotonic()
+            await client.send_raw(HEARTBEAT)
+            await client.wait_for("session.heartbeat_ack", timeout=GUARD_S)
+            worst, count = max(worst, time.monotonic() - sent), count + 1
+            waiting = asyncio.create_task(done.wait())
+            await asyncio.wait({waiting}, timeout=0.05)
+            waiting.cancel()
+        return count, worst, [e for e in client.history if isinstance(e, Error)]
+
+
 async def _clean_turn(url: str) -> tuple[str, list[Any], int]:
     async with DuplexClient.connect(url) as client:
         await client.update_session(turn_detection=None)
@@ -296,6 +315,7 @@ def test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_cr
         frames = [_frames(m, FRAMES_PER_CONNECTION, coverage=True) for m in mutators]
         done = asyncio.Event()
         polling = asyncio.create_task(_healthz_while(served, done))
+        bystanding = asyncio.create_task(_bystander(served.ws_url, done))
         start = time.monotonic()
         reports = await asyncio.gather(
             *(_flood(served.ws_url, i, frames[i], mutators[i]) for i in range(CONNECTIONS))
@@ -303,8 +323,9 @@ def test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_cr
         flood_s = time.monotonic() - start
         done.set()
         health = await polling
-        broken = [r for r in reports if r.problems or r.close_code != 1000 or not r.closed_event]
         figures: dict[str, Any] = {"flood_s": flood_s, "rss_before": rss_before}
+        figures["bystander"] = await bystanding
+        broken = [r for r in reports if r.problems or r.close_code != 1000 or not r.closed_event]
         if broken:
             figures["pinpointed"] = await _pinpoint(served.ws_url, broken[0].suspects)
             return reports, health, figures
@@ -339,6 +360,12 @@ def test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_cr
     assert health and all(status == 200 for status, _ in health), health
     worst_health = max(seconds for _, seconds in health)
     print(f"/healthz during the flood: {len(health)} answers, worst {worst_health * 1000:.0f} ms")
+    beats, worst_beat, bystander_errors = figures["bystander"]
+    print(
+        f"an unrelated session during the flood: {beats} heartbeats, worst round trip "
+        f"{worst_beat * 1000:.0f} ms"
+    )
+    assert beats > 0 and bystander_errors == []
     status, after_errors, audio = figures["after"]
     assert (status, after_errors) == ("completed", []) and audio > 0
     assert figures["healthz_after"] == 200
