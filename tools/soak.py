@@ -349,7 +349,7 @@ def _config_text(args: argparse.Namespace) -> str:
     if args.backend == "scripted":
         # the scripted backend records every request for tests (an ASR request holds its
         # audio): bounded here, or the soak would measure those records
-        text += "\n[backend]\nmax_records = 1000\n"
+        text += "\n[backend]\nmax_records = 200\n"
     return text
 
 
