@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B27 and B31 as data.
+"""The behaviour catalogue: B1..B28 and B31 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -727,6 +727,27 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_resume.py::test_b27_without_a_resume_the_grace_expires_and_the_slot_is_freed",
             "tests/transport/test_resume.py::test_b27_a_ga_client_that_did_not_opt_in_sees_no_resume_fields",
             "tests/transport/test_resume.py::test_b27_a_normal_close_ends_a_resumable_session_at_once",
+        ),
+    ),
+    Behaviour(
+        id="B28",
+        title="Hostile input and stage faults stay inside their session",
+        summary=(
+            "A flood of malformed, mistyped, out-of-range, oversized, deeply nested, binary "
+            "or out-of-order events gets only typed `error` events and crashes nothing; a "
+            "stage that raises, hangs past its timeout or reports its engine dead at any "
+            "step fails only the response that owns it: a concurrent session and the next "
+            "turn complete, and no task is left behind."
+        ),
+        sections=(_LIMITS, _FAILURE),
+        rows=(RowRef("response", "fail"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b28_hostile_input.py::test_b28_seeded_hostile_frames_are_applied_or_refused_and_a_refusal_changes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_crashes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_invalid_utf8_in_a_text_frame_closes_only_its_connection_with_1007",
+            "tests/transport/test_hostile_input.py::test_b28_a_hostile_session_among_eight_clean_ones_leaves_them_untouched",
+            "tests/runtime/test_stage_faults.py::test_b28_a_stage_fault_fails_only_its_response",
         ),
     ),
     Behaviour(

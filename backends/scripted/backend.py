@@ -17,7 +17,11 @@ DESCRIPTION = "scripted: deterministic test backend"
 
 
 def create_backend(
-    *, script: Script | None = None, profile: str = "speech", **_: object
+    *,
+    script: Script | None = None,
+    profile: str = "speech",
+    max_records: int | None = None,
+    **_: object,
 ) -> Backend:
     """The scripted backend (not yet entered); other options are accepted and ignored.
 
@@ -25,6 +29,8 @@ def create_backend(
         script: the behaviour to follow and where requests are recorded (default: a new
             `Script()` with its defaults).
         profile: `speech` (ASR on) or `camera` (no ASR stage).
+        max_records: for a new script, keep only about the latest this many records
+            (the `[backend]` table of a served scripted backend: tools/soak.py sets it)
 
     Raises:
         BackendUnavailable: an unknown profile.
@@ -33,7 +39,7 @@ def create_backend(
         raise BackendUnavailable(
             f"scripted: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
         )
-    script = script if script is not None else Script()
+    script = script if script is not None else Script(max_records=max_records)
     return Backend(
         name="scripted",
         vad=ScriptedVad(script),

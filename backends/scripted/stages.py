@@ -12,7 +12,7 @@
 
 Every stage must be entered before use (`BackendUnavailable` otherwise), records each
 request in the script, honours the script's latency before every answer or streamed item,
-and takes the script's parking, failures and engine death (see `script.py`).
+and takes the script's parking, failures, faults and engine death (see `script.py`).
 
 Abort: `abort(request_id)` is recorded; a parked request wakes up; a streaming VLM or TTS
 request stops quietly before its next item; an aborted ASR request raises `StageFailed`.
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from backends.base import Float32Array
-    from backends.scripted.script import Script, StageName
+    from backends.scripted.script import FaultStep, Script, StageName
 
 __all__ = [
     "CHUNK_MS",
@@ -210,6 +210,7 @@ class ScriptedAsr(_ScriptedStage):
         if admission.aborted:
             raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
         admission.checkpoint(0)
+        await admission.reach("finish")
         return Transcript(request.request_id, self.script.next_transcript())
 
 
@@ -233,6 +234,9 @@ class ScriptedVlm(_ScriptedStage):
             if admission.aborted:
                 return
             admission.checkpoint(sent)
+            await admission.reach(
+                *_steps(sent, len(items)), *(("finish",) if item is items[-1] else ())
+            )
             yield item
 
 
@@ -255,7 +259,15 @@ class ScriptedTts(_ScriptedStage):
             if admission.aborted:
                 return
             admission.checkpoint(sent)
+            await admission.reach(*_steps(sent, len(chunks)))
             yield chunk
+        await admission.reach("finish")
+
+
+def _steps(index: int, total: int) -> tuple[FaultStep, ...]:
+    """The fault steps streamed item `index` of `total` is: the first and/or the middle."""
+    steps: tuple[FaultStep, ...] = ("first",) if index == 0 else ()
+    return (*steps, "mid") if index == total // 2 else steps
 
 
 def _tone_chunks(text: str, rate: int) -> list[TtsChunk]:
