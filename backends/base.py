@@ -1,7 +1,7 @@
 """Stage protocols every backend implements, their request/result records, the
 `BackendError` tree, and the registry that loads a backend by name.
 
-A backend is four stages behind async interfaces:
+A backend is four stages behind async interfaces, and an optional fifth:
 
     Vad   scores 512-sample 16 kHz frames for many sessions in one batched call; one shared
           model, one `VadState` per session (the recurrent state and 64-sample context)
@@ -10,6 +10,9 @@ A backend is four stages behind async interfaces:
           frames) -> a streamed reply: text deltas, then exactly one decision
           (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
+    EndOfTurn  (optional) the end of an utterance at a pause -> the probability that the
+          speaker has finished (`semantic_vad`, B32); a backend without one answers no
+          verdict, and the pause ends as server VAD would end it (D33)
 
 Each stage is an async context manager (load on enter, release on exit: the shared
 `StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
@@ -53,6 +56,7 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
+    "EndOfTurn",
     "EngineDead",
     "HistoryTurn",
     "InvalidImage",
@@ -67,6 +71,7 @@ __all__ = [
     "Tts",
     "TtsChunk",
     "TtsRequest",
+    "TurnEndRequest",
     "Vad",
     "VadState",
     "Vlm",
@@ -220,6 +225,14 @@ class TtsChunk:
     text: str = ""  # the text this chunk speaks, when known (transcript deltas)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEndRequest:
+    """The end of an utterance at a pause: has the speaker finished?"""
+
+    request_id: str
+    pcm: Float32Array  # mono float32 at 16 kHz, the utterance so far (at most its last 8 s)
+
+
 @dataclass(slots=True)
 class VadState:
     """Per-session VAD state, opaque to everyone but the Vad that made it."""
@@ -328,6 +341,14 @@ class Tts(Stage, Protocol):
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
 
 
+class EndOfTurn(Stage, Protocol):
+    """Whether a speaker has finished their turn, from the sound of its end (B32)."""
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """The probability, in [0, 1], that the utterance is a finished turn."""
+        ...
+
+
 def tts_voices(tts: Tts | None) -> frozenset[str] | None:
     """The voices a TTS stage can speak with (its optional `voices` attribute, known once
     it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
@@ -337,7 +358,7 @@ def tts_voices(tts: Tts | None) -> frozenset[str] | None:
 
 @dataclass(slots=True)
 class Backend:
-    """The four stages of one backend, entered and warmed up together."""
+    """The stages of one backend, entered and warmed up together."""
 
     name: str
     vad: Vad | None
@@ -348,9 +369,12 @@ class Backend:
     ready: bool = False
     #: stages whose engine died -> why (B18): the backend serves no new session
     dead: dict[str, str] = field(default_factory=dict)
+    #: the end-of-turn model of `semantic_vad` (B32); None: the backend has none (D33)
+    turn_end: EndOfTurn | None = None
 
     def stages(self) -> list[Stage]:
-        return [s for s in (self.vad, self.asr, self.vlm, self.tts) if s is not None]
+        stages = (self.vad, self.asr, self.vlm, self.tts, self.turn_end)
+        return [s for s in stages if s is not None]
 
     async def __aenter__(self) -> Self:
         entered: list[Stage] = []

@@ -15,6 +15,8 @@ from spec.errors import CloseCode
 __all__ = [
     "ASR",
     "TTS",
+    "TURN_END",
+    "TURN_END_WINDOW_MS",
     "VLM",
     "Abort",
     "CloseSession",
@@ -27,6 +29,7 @@ __all__ = [
     "Stage",
     "SubmitAsr",
     "SubmitTts",
+    "SubmitTurnEnd",
     "SubmitVlm",
 ]
 
@@ -35,6 +38,11 @@ Stage = str
 ASR: Stage = "asr"
 VLM: Stage = "vlm"
 TTS: Stage = "tts"
+#: the end-of-turn model of `semantic_vad` (B32)
+TURN_END: Stage = "turn_end"
+#: the end-of-turn model hears at most this much of an utterance, its end (Smart Turn v3
+#: takes 8 s windows)
+TURN_END_WINDOW_MS = 8_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +154,18 @@ class ScoreVad:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitTurnEnd:
+    """Ask the end-of-turn model whether the speaker has finished (`semantic_vad`, B32):
+    `pcm16` is the end of the utterance so far (16 kHz, at most `TURN_END_WINDOW_MS`),
+    up to the pause. Only the verdict of the latest request is applied; an older one (the
+    speaker went on, the turn ended) is dropped."""
+
+    request_id: str
+    item_id: str
+    pcm16: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class CloseSession:
     """Close the connection after sending what is queued."""
 
@@ -156,5 +176,12 @@ class CloseSession:
 #: every effect, a closed union: executors dispatch with `match` and end with
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
 Effect: TypeAlias = (
-    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+    SubmitAsr
+    | SubmitVlm
+    | SubmitTts
+    | Abort
+    | EvictReplica
+    | ScoreVad
+    | SubmitTurnEnd
+    | CloseSession
 )
