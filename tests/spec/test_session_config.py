@@ -113,7 +113,12 @@ _TD = "session.audio.input.turn_detection"
 @pytest.mark.parametrize(
     ("td", "param"),
     [
-        ({"type": "semantic_vad"}, f"{_TD}.type"),
+        ({"type": "near_field_vad"}, f"{_TD}.type"),
+        ({"type": "semantic_vad", "eagerness": "eager"}, f"{_TD}.eagerness"),
+        ({"type": "semantic_vad", "eagerness": 2}, f"{_TD}.eagerness"),
+        ({"type": "semantic_vad", "silence_duration_ms": 300}, f"{_TD}.silence_duration_ms"),
+        ({"type": "semantic_vad", "create_response": 1}, f"{_TD}.create_response"),
+        ({"type": "server_vad", "eagerness": "low"}, f"{_TD}.eagerness"),
         ({"type": "server_vad", "threshold": 0.15}, f"{_TD}.threshold"),
         ({"type": "server_vad", "threshold": 0.0}, f"{_TD}.threshold"),
         ({"type": "server_vad", "threshold": 1.01}, f"{_TD}.threshold"),
@@ -144,7 +149,9 @@ def test_threshold_upper_bound_is_inclusive() -> None:
 
 
 def test_formats_are_checked_before_turn_detection() -> None:
-    err = _refused({"input_audio_format": "mp3", "turn_detection": {"type": "semantic_vad"}})
+    err = _refused(
+        {"input_audio_format": "mp3", "turn_detection": {"type": "semantic_vad", "eagerness": 9}}
+    )
     assert err.code is ErrorCode.UNSUPPORTED_AUDIO_FORMAT
 
 
