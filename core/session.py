@@ -565,7 +565,7 @@ class SessionProtocol:
         """A pause in speech: ask the end-of-turn model about the utterance so far."""
         policy = config.end_of_turn
         assert policy is not None  # the detector pauses only under semantic_vad
-        unscored = (self._audio_samples() - self._detector.end_sample()) * 2
+        unscored = max(0, self._audio_samples() - self._detector.end_sample()) * 2
         pcm16 = self._buffer.audio_tail(TURN_END_WINDOW_MS * 32, drop_bytes=unscored)
         self._detector.pause(
             request_id=self._out.next_id("turn"),

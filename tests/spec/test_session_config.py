@@ -7,6 +7,7 @@ import pytest
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events import SessionPatch
 from spec.session_config import (
+    EAGERNESS,
     AudioFormatSpec,
     SessionConfig,
     TurnDetection,
@@ -206,3 +207,30 @@ def test_public_object_has_ga_nesting_and_flat_echoes() -> None:
     assert obj.audio["output"]["voice"] == "joe"
     assert obj.turn_detection == obj.audio["input"]["turn_detection"]
     assert (obj.input_audio_format, obj.epoch, obj.id) == ("pcm16", 3, "sess_1")
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto", None])
+def test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given(
+    eagerness: str | None,
+) -> None:
+    td: dict = {"type": "semantic_vad", "interrupt_response": False}
+    if eagerness is not None:
+        td["eagerness"] = eagerness
+    cfg = validate_session({"audio": {"input": {"turn_detection": td}}})
+    assert cfg.turn_detection is not None
+    assert cfg.turn_detection.public() == {
+        "type": "semantic_vad",
+        "eagerness": eagerness or "auto",
+        "create_response": True,
+        "interrupt_response": False,
+    }
+    policy = cfg.turn_detection.end_of_turn
+    assert policy == EAGERNESS[eagerness or "auto"]
+    assert EAGERNESS["auto"] == EAGERNESS["medium"]
+    assert [EAGERNESS[e].max_wait_ms for e in ("low", "medium", "high")] == [8000, 4000, 2000]
+
+
+def test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness() -> None:
+    cfg = validate_session({"turn_detection": {"type": "server_vad"}})
+    assert cfg.turn_detection is not None and cfg.turn_detection.end_of_turn is None
+    assert "eagerness" not in cfg.turn_detection.public()
