@@ -691,6 +691,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/backends/test_cpu_smart_turn.py::test_b32_log_mel_matches_the_extractor_smart_turn_ships_with",
             "tests/runtime/test_session_runner.py::test_b32_semantic_vad_turn_with_scripted_end_of_turn_verdicts",
             "tests/runtime/test_session_runner.py::test_b32_without_an_end_of_turn_model_semantic_vad_ends_pauses_as_server_vad",
+            "tests/web/test_web_runtimes_agree.py::test_b32_the_ui_offers_semantic_vad_at_each_eagerness",
         ),
     ),
 )
