@@ -26,14 +26,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.backends.cpu_audio import (  # noqa: E402
+from tests.backends.cpu_audio import (
     quiet_noise,
     speech,
     speech_bounds,
     start_cpu_server,
     to_pcm16,
 )
-from transport.client import DuplexClient  # noqa: E402
+from transport.client import DuplexClient
 
 RATE = 16_000
 SENTENCES = (
