@@ -21,11 +21,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spec.events import ConversationItemDelete, InputAudioBufferSpeechStopped
 from tests.backends.cpu_audio import (
     quiet_noise,
     speech,
@@ -86,6 +88,14 @@ def _mid_sentence(text: str) -> tuple[np.ndarray, float, float]:
     return audio, cut / RATE, cut / RATE + 1.0
 
 
+async def _forget(client: DuplexClient, stopped: Any) -> None:
+    """Delete the committed turn: no response is asked for, and retained commits would
+    reach `max_pending_commits`."""
+    await client.wait_for("input_audio_buffer.committed", timeout=30)
+    await client.send(ConversationItemDelete(item_id=stopped.item_id))
+    await client.wait_for("conversation.item.deleted", timeout=30)
+
+
 async def _turn_ends(url: str, detector: dict, texts: list[str], tail_s: float) -> list[float]:
     """Seconds from the end of each sentence's speech to its speech_stopped."""
     out: list[float] = []
@@ -98,32 +108,28 @@ async def _turn_ends(url: str, detector: dict, texts: list[str], tail_s: float) 
             audio = np.concatenate([audio, quiet_noise(tail_s, rms=0.0005, seed=2)])
             started = time.monotonic()
             send = asyncio.create_task(client.stream_audio(to_pcm16(audio), realtime=True))
-            await client.wait_for("input_audio_buffer.speech_stopped", timeout=30)
+            stopped = await client.wait_for("input_audio_buffer.speech_stopped", timeout=30)
             out.append(time.monotonic() - (started + 0.3 + end_s))
             await send
+            await _forget(client, stopped)
         await client.close_session()
     return out
 
 
 async def _pauses(url: str, detector: dict, texts: list[str], tail_s: float) -> tuple[int, int]:
-    """(turns that ended inside the mid-sentence pause, cases)."""
+    """(turns that ended inside the mid-sentence pause, cases); a session per case."""
     early = 0
-    async with DuplexClient.connect(url) as client:
-        await client.update_session(turn_detection={**detector, "create_response": False})
-        for text in texts:
+    for text in texts:
+        async with DuplexClient.connect(url) as client:
+            await client.update_session(turn_detection={**detector, "create_response": False})
             audio, _, pause_end = _mid_sentence(text)
             audio = np.concatenate([audio, quiet_noise(tail_s, rms=0.0005, seed=3)])
-            started = time.monotonic()
             await client.stream_audio(to_pcm16(audio), realtime=True)
-            stops = []
-            while True:
-                try:
-                    await client.wait_for("input_audio_buffer.speech_stopped", timeout=1.0)
-                except TimeoutError:
-                    break
-                stops.append(time.monotonic() - started)
-            early += any(at < pause_end for at in stops)
-        await client.close_session()
+            await asyncio.sleep(0.5)  # the last verdicts
+            stopped = [e for e in client.history if isinstance(e, InputAudioBufferSpeechStopped)]
+            # audio_end_ms is on the session's audio clock: compare with the pause's end
+            early += any(e.audio_end_ms < pause_end * 1000 for e in stopped)
+            await client.close_session()
     return early, len(texts)
 
 
@@ -153,11 +159,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--pauses", type=int, default=6)
+    parser.add_argument("--skip-turns", action="store_true", help="only pauses and model cost")
     args = parser.parse_args()
     texts = [SENTENCES[i % len(SENTENCES)] for i in range(args.turns)]
     server = start_cpu_server()
     print(f"backend: {server.backend.description}")
     for name, detector in DETECTORS.items():
+        if args.skip_turns:
+            break
         ends = asyncio.run(_turn_ends(server.ws_url, detector, texts, TAIL_S[name]))
         ms = [e * 1000 for e in ends]
         print(
