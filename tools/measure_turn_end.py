@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -133,7 +134,9 @@ async def _pauses(url: str, detector: dict, texts: list[str], tail_s: float) -> 
     return early, len(texts)
 
 
-def _model_cost(texts: list[str]) -> tuple[list[float], list[float], list[float]]:
+def _model_cost(texts: list[str]) -> dict[str, list[float]]:
+    """Per call, in ms: wall time and this thread's CPU time (on a shared machine the CPU
+    time is the cost; the wall time adds the wait for a core), features and model apart."""
     from backends.cpu.log_mel import log_mel
     from backends.cpu.smart_turn import SmartTurn
 
@@ -143,16 +146,20 @@ def _model_cost(texts: list[str]) -> tuple[list[float], list[float], list[float]
         return model
 
     model = asyncio.run(load())
-    features_ms, total_ms, probabilities = [], [], []
+    model.predict_sync(np.zeros(RATE, np.float32))  # onnxruntime's first run allocates
+    out: dict[str, list[float]] = {k: [] for k in ("features", "features cpu", "call", "call cpu")}
+    out["probability"] = []
     for text in texts:
         pcm = np.concatenate([speech(text), np.zeros(3200, np.float32)])
-        t = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.thread_time()
         log_mel(pcm)
-        features_ms.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        probabilities.append(model.predict_sync(pcm))
-        total_ms.append((time.perf_counter() - t) * 1000)
-    return features_ms, total_ms, probabilities
+        out["features"].append((time.perf_counter() - wall) * 1000)
+        out["features cpu"].append((time.thread_time() - cpu) * 1000)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        out["probability"].append(model.predict_sync(pcm))
+        out["call"].append((time.perf_counter() - wall) * 1000)
+        out["call cpu"].append((time.thread_time() - cpu) * 1000)
+    return out
 
 
 def main() -> None:
@@ -160,8 +167,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--pauses", type=int, default=6)
     parser.add_argument("--skip-turns", action="store_true", help="only pauses and model cost")
+    parser.add_argument("--cost-only", action="store_true", help="only the model's cost")
     args = parser.parse_args()
     texts = [SENTENCES[i % len(SENTENCES)] for i in range(args.turns)]
+    if args.cost_only:
+        main_cost(texts)
+        return
     server = start_cpu_server()
     print(f"backend: {server.backend.description}")
     for name, detector in DETECTORS.items():
@@ -179,13 +190,20 @@ def main() -> None:
             _pauses(server.ws_url, detector, texts[: args.pauses], TAIL_S[name])
         )
         print(f"{name:20s} mid-sentence pauses (1 s) that ended the turn: {early} of {cases}")
-    features_ms, total_ms, probabilities = _model_cost(texts)
+    main_cost(texts)
+
+
+def main_cost(texts: list[str]) -> None:
+    cost = _model_cost(texts)
+    med = {k: statistics.median(v) for k, v in cost.items()}
     print(
-        f"end-of-turn model per call: features p50 {statistics.median(features_ms):.1f} ms, "
-        f"features + model p50 {statistics.median(total_ms):.1f} ms "
-        f"(max {max(total_ms):.1f}); complete-sentence probabilities "
-        f"min {min(probabilities):.3f}, median {statistics.median(probabilities):.3f}"
+        f"end-of-turn model per call ({len(texts)} calls, 8 s windows): features "
+        f"{med['features']:.1f} ms wall / {med['features cpu']:.1f} ms CPU; features + "
+        f"model {med['call']:.1f} ms wall / {med['call cpu']:.1f} ms CPU (medians); "
+        f"complete-sentence probabilities min {min(cost['probability']):.3f}, "
+        f"median {med['probability']:.3f}"
     )
+    print(f"load average while measuring: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
