@@ -681,6 +681,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/spec/test_session_config.py::test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad",
             "tests/backends/test_cpu_smart_turn.py::test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_through_the_real_server_a_mid_sentence_pause_splits_only_a_server_vad_turn",
             "tests/backends/test_cpu_smart_turn.py::test_b32_predict_runs_off_the_loop_and_answers_a_probability",
             "tests/backends/test_cpu_smart_turn.py::test_b32_the_packaged_smart_turn_model_has_the_pinned_sha256",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_turn_model_with_another_digest_is_unavailable_and_says_how_to_install",

@@ -15,6 +15,7 @@ to know" alone ends it like a finished sentence, and the model rightly hears it 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 from collections.abc import AsyncIterator
@@ -40,7 +41,15 @@ from spec import events as ev
 from spec.effects import SubmitTurnEnd
 from spec.session_config import EAGERNESS, validate_session
 from spec.stage_results import TurnEndVerdict, VadScores
-from tests.backends.cpu_audio import quiet_noise, require_cpu_extra, speech, speech_bounds
+from tests.backends.cpu_audio import (
+    quiet_noise,
+    require_cpu_extra,
+    shared_cpu_server,
+    speech,
+    speech_bounds,
+    to_pcm16,
+)
+from transport.client import DuplexClient
 
 pytestmark = pytest.mark.anyio
 
@@ -284,3 +293,31 @@ async def test_b32_predict_runs_off_the_loop_and_answers_a_probability(
     _, turn = models
     probability = await turn.predict(TurnEndRequest("r1", speech("Is this red or blue?")))
     assert 0.0 <= probability <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("detector", "turns"), [(SERVER_VAD, 2), (SEMANTIC_MEDIUM, 1)])
+def test_b32_through_the_real_server_a_mid_sentence_pause_splits_only_a_server_vad_turn(
+    detector: dict, turns: int
+) -> None:
+    """The same case live: uvicorn on 127.0.0.1, the CPU backend, 20 ms appends in real
+    time. A verdict that came too late to hold the pause would be dropped, not applied, so
+    the count does not depend on the machine's speed."""
+    require_cpu_extra()
+    _model_or_skip()
+    server = shared_cpu_server()
+    audio, _ = _mid_sentence_pause()
+
+    async def run() -> list[ev.InputAudioBufferSpeechStopped]:
+        async with DuplexClient.connect(server.ws_url) as client:
+            await client.update_session(turn_detection={**detector, "create_response": False})
+            await client.stream_audio(to_pcm16(audio), realtime=True)
+            for _ in range(turns):
+                await client.wait_for("input_audio_buffer.speech_stopped", timeout=30)
+            await client.close_session()
+            await client.wait_for("session.closed", timeout=10)
+            return [e for e in client.history if isinstance(e, ev.InputAudioBufferSpeechStopped)]
+
+    stopped = asyncio.run(run())
+    print(f"{detector['type']}: speech_stopped at {[e.audio_end_ms for e in stopped]} ms")
+    assert len(stopped) == turns
