@@ -102,7 +102,8 @@ def test_b32_a_verdict_after_a_commit_or_clear_is_dropped() -> None:
     request = _pause(d)
     d.commit("c1")
     assert d.p.statistics().detector_state == "silence"
-    assert d.p._detector.deadline_ms is None  # no pause deadline left
+    # no pause deadline left: only the idle timeout's
+    assert d.p.next_deadline() == d.now + int(d.limits.idle_timeout_s * 1000)
     assert d.result(TurnEndVerdict(request.request_id, 0.99)) == []
     d.append(speech_pcm(3000))
     request = _pause(d)
