@@ -2,7 +2,8 @@
 
 [server]   host, port, backend (cpu|scripted|gpu|remote), profile (speech|camera), api_key,
            allowed_origins, workers (worker processes; default: one per core, one for gpu)
-[backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
+[backend]  options for the backend factory (asr_model, tts_voice, vad_model,
+           turn_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
            checked here, before the server starts, when the backend is `remote`
 [limits]   any field of spec.limits.Limits
