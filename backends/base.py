@@ -1,7 +1,7 @@
 """Stage protocols every backend implements, their request/result records, the
 `BackendError` tree, and the registry that loads a backend by name.
 
-A backend is four stages behind async interfaces:
+A backend is four stages behind async interfaces, and an optional fifth:
 
     Vad   scores 512-sample 16 kHz frames for many sessions in one batched call; one shared
           model, one `VadState` per session (the recurrent state and 64-sample context)
@@ -10,6 +10,9 @@ A backend is four stages behind async interfaces:
           frames) -> a streamed reply: text deltas, then exactly one decision
           (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
+    EndOfTurn  (optional) the end of an utterance at a pause -> the probability that the
+          speaker has finished (`semantic_vad`, B32); a backend without one answers no
+          verdict, and the pause ends as server VAD would end it (D33)
 
 and, optionally, a fifth: `Delegate`, the background model a `delegate` decision hands
 its question to (B31); any backend gets one when the server config has a `[delegation]`
@@ -59,6 +62,7 @@ __all__ = [
     "BackendUnavailable",
     "Delegate",
     "DelegationRequest",
+    "EndOfTurn",
     "EngineDead",
     "HistoryTurn",
     "InvalidImage",
@@ -73,6 +77,7 @@ __all__ = [
     "Tts",
     "TtsChunk",
     "TtsRequest",
+    "TurnEndRequest",
     "Vad",
     "VadState",
     "Vlm",
@@ -238,6 +243,14 @@ class TtsChunk:
     text: str = ""  # the text this chunk speaks, when known (transcript deltas)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEndRequest:
+    """The end of an utterance at a pause: has the speaker finished?"""
+
+    request_id: str
+    pcm: Float32Array  # mono float32 at 16 kHz, the utterance so far (at most its last 8 s)
+
+
 @dataclass(slots=True)
 class VadState:
     """Per-session VAD state, opaque to everyone but the Vad that made it."""
@@ -352,6 +365,14 @@ class Delegate(Stage, Protocol):
     async def answer(self, request: DelegationRequest) -> str: ...
 
 
+class EndOfTurn(Stage, Protocol):
+    """Whether a speaker has finished their turn, from the sound of its end (B32)."""
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """The probability, in [0, 1], that the utterance is a finished turn."""
+        ...
+
+
 def tts_voices(tts: Tts | None) -> frozenset[str] | None:
     """The voices a TTS stage can speak with (its optional `voices` attribute, known once
     it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
@@ -361,7 +382,7 @@ def tts_voices(tts: Tts | None) -> frozenset[str] | None:
 
 @dataclass(slots=True)
 class Backend:
-    """The four stages of one backend, entered and warmed up together."""
+    """The stages of one backend, entered and warmed up together."""
 
     name: str
     vad: Vad | None
@@ -376,8 +397,11 @@ class Backend:
     #: never takes the backend out of service: a failure fails only that answer
     delegate: Delegate | None = None
 
+    #: the end-of-turn model of `semantic_vad` (B32); None: the backend has none (D33)
+    turn_end: EndOfTurn | None = None
+
     def stages(self) -> list[Stage]:
-        stages = (self.vad, self.asr, self.vlm, self.tts, self.delegate)
+        stages = (self.vad, self.asr, self.vlm, self.tts, self.delegate, self.turn_end)
         return [s for s in stages if s is not None]
 
     async def __aenter__(self) -> Self:

@@ -9,7 +9,8 @@ Theory of operation (docs/session-semantics.md is the contract):
 
     client event --receive()--> checks (raise, nothing changed) --> machines --> outbox
     stage result --backend_event()--> fenced by request id --> machines --> outbox
-    timers: next_deadline() / handle_timeout(now_ms): idle timeout, playback drain
+    timers: next_deadline() / handle_timeout(now_ms): idle timeout, playback drain, the
+            wait of a semantic_vad pause (B32)
 
 Who owns what:
 - here: dispatch and error relabelling, the input side (one `InputBuffer` for idle
@@ -43,7 +44,7 @@ from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.turn_detector import TurnDetector
 from spec import events as ev
-from spec.effects import CloseSession, ScoreVad
+from spec.effects import TURN_END_WINDOW_MS, CloseSession, ScoreVad
 from spec.errors import (
     ERROR_TYPE,
     CloseCode,
@@ -60,6 +61,7 @@ from spec.stage_results import (
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -70,8 +72,10 @@ if TYPE_CHECKING:
 
     from core.statemachines.item import Item
     from core.statemachines.response import Response
+    from core.statemachines.turn_detector import TurnEnd
     from spec.effects import Effect
     from spec.errors import ProtocolError
+    from spec.session_config import TurnDetection
 
 __all__ = ["SessionProtocol", "SessionStatistics"]
 
@@ -153,6 +157,7 @@ class SessionProtocol:
         }
         self._results: dict[type, Callable[[Any, int], None]] = {
             VadScores: self._on_vad_scores,
+            TurnEndVerdict: self._on_turn_end_verdict,
             AsrTranscript: turns.on_transcript,
             VlmDelta: turns.on_vlm_delta,
             VlmDecisionResult: turns.on_vlm_decision,
@@ -250,7 +255,7 @@ class SessionProtocol:
     def next_deadline(self) -> int | None:
         if self._closed:
             return None
-        deadlines = [self._turns.drain_deadline()]
+        deadlines = [self._turns.drain_deadline(), self._detector.deadline_ms]
         idle = self._idle_timeout_ms()
         if idle:
             deadlines.append(self._last_activity_ms + idle)
@@ -260,6 +265,9 @@ class SessionProtocol:
         if self._closed:
             return
         self._turns.drain_due(now_ms)
+        config = self.config.turn_detection
+        if config is not None and self._detector.overdue(now_ms):
+            self._end_turn(config, "time_out")
         idle = self._idle_timeout_ms()
         if idle and now_ms >= self._last_activity_ms + idle:
             self._close("idle_timeout")
@@ -539,27 +547,65 @@ class SessionProtocol:
                     self._buffer.start_capture()
                 if config.interrupt_response:
                     self._turns.interrupt("turn_detected", None)
-            elif boundary == "stop":
-                # ASR need not hear the silence that only ended the turn: keep a short tail
-                detector = self._detector
-                keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
-                item_id = detector.stop()
-                if not self._buffer.since_commit:  # nothing arrived since the last commit
-                    self._emit_error(
-                        ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
-                        "speech ended but no audio was appended since the last commit",
-                    )
-                    continue
-                if self._turns.queued_commits() >= self.limits.max_pending_commits:
-                    self._emit_error(
-                        ErrorCode.INPUT_BACKPRESSURE,
-                        "too many commits waiting; the utterance was dropped",
-                    )
-                    self._pending.free(self._buffer.clear())
-                    continue
-                self._commit(
-                    client_event_id=None,
-                    wants_response=config.create_response,
-                    item_id=self._buffer.speech_item_id or item_id,
-                    keep_until_sample=keep_until,
-                )
+            elif boundary == "pause":
+                self._review_pause(config, now_ms)
+            elif boundary == "resume":
+                self._detector.resume()
+            elif boundary in ("stop", "time_out"):
+                self._end_turn(config, boundary)
+
+    def _end_turn(self, config: TurnDetection, trigger: TurnEnd) -> None:
+        """Speech stopped: commit the utterance (or say why not)."""
+        # ASR need not hear the silence that only ended the turn: keep a short tail
+        detector = self._detector
+        keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
+        item_id = detector.stop(trigger)
+        if not self._buffer.since_commit:  # nothing arrived since the last commit
+            self._emit_error(
+                ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
+                "speech ended but no audio was appended since the last commit",
+            )
+            return
+        if self._turns.queued_commits() >= self.limits.max_pending_commits:
+            self._emit_error(
+                ErrorCode.INPUT_BACKPRESSURE,
+                "too many commits waiting; the utterance was dropped",
+            )
+            self._pending.free(self._buffer.clear())
+            return
+        self._commit(
+            client_event_id=None,
+            wants_response=config.create_response,
+            item_id=self._buffer.speech_item_id or item_id,
+            keep_until_sample=keep_until,
+        )
+
+    # --- semantic VAD (B32) ---------------------------------------------------------------
+
+    def _review_pause(self, config: TurnDetection, now_ms: int) -> None:
+        """A pause in speech: ask the end-of-turn model about the utterance so far."""
+        policy = config.end_of_turn
+        assert policy is not None  # the detector pauses only under semantic_vad
+        unscored = max(0, self._audio_samples() - self._detector.end_sample()) * 2
+        pcm16 = self._buffer.audio_tail(TURN_END_WINDOW_MS * 32, drop_bytes=unscored)
+        self._detector.pause(
+            request_id=self._out.next_id("turn"),
+            pcm16=pcm16,
+            now_ms=now_ms,
+            max_wait_ms=policy.max_wait_ms,
+        )
+
+    def _on_turn_end_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
+        """Apply the verdict on the pause under review; any other is stale (D33)."""
+        config = self.config.turn_detection
+        detector = self._detector
+        policy = config.end_of_turn if config is not None else None
+        if config is None or policy is None or result.request_id != detector.turn_end_id:
+            return
+        if result.probability is not None and result.probability >= policy.threshold:
+            self._end_turn(config, "finish")
+            return
+        wait = policy.max_wait_ms if result.probability is not None else config.silence_duration_ms
+        detector.hold(wait_ms=wait, now_ms=now_ms)
+        if detector.overdue(now_ms):
+            self._end_turn(config, "time_out")

@@ -49,6 +49,7 @@ from backends.base import (
     EngineDead,
     InvalidPromptContext,
     TtsRequest,
+    TurnEndRequest,
     VlmDecision,
     VlmRequest,
 )
@@ -65,6 +66,7 @@ from spec.effects import (
     SubmitAsr,
     SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
 from spec.errors import (
@@ -99,6 +101,7 @@ from spec.stage_results import (
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -143,6 +146,8 @@ class StageTimeouts:
     vlm: float = 60.0
     tts: float = 60.0
     delegation: float = 120.0  # the background model (B31); its own timeout_s bounds waits
+    #: an end-of-turn verdict later than this is none: the pause ends as server VAD's would
+    turn_end: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -681,6 +686,8 @@ class SessionRunner:
                 tg.start_soon(
                     self._stage, effect.request_id, "delegation", self._run_delegation, effect
                 )
+            case SubmitTurnEnd():
+                tg.start_soon(self._run_turn_end, effect)
             case Abort():
                 work = self._responses.get(effect.response_id)
                 if work is not None:
@@ -814,6 +821,30 @@ class SessionRunner:
         async for chunk in self.backend.tts.synthesize(request):
             self._feed(TtsAudio(effect.request_id, chunk.pcm16, chunk.text))
         self._feed(TtsDone(effect.request_id))
+
+    async def _run_turn_end(self, effect: SubmitTurnEnd) -> None:
+        """Ask the end-of-turn model about a pause (B32). It never fails a response: a
+        backend without the model, a failure or a timeout is "no verdict" (D33). A verdict
+        the speaker outran is dropped by the protocol (its request id is stale)."""
+        model = self.backend.turn_end
+        probability: float | None = None
+        if model is not None:
+            pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+            request = TurnEndRequest(self._engine_id(effect.request_id), pcm)
+            started = anyio.current_time()
+            try:
+                with anyio.fail_after(self.timeouts.turn_end):
+                    probability = await model.predict(request)
+                self.metrics.stage_latency("turn_end", anyio.current_time() - started)
+            except TimeoutError:
+                log.warning(
+                    "turn_end %s: no verdict within %g s", effect.request_id, self.timeouts.turn_end
+                )
+            except BackendError as exc:
+                log.warning("turn_end %s failed: %s", effect.request_id, exc.message)
+            except Exception:
+                log.exception("turn_end %s raised an untranslated error", effect.request_id)
+        self._feed(TurnEndVerdict(effect.request_id, probability))
 
     # --- server VAD -------------------------------------------------------------------
 

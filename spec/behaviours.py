@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B28 and B31 as data.
+"""The behaviour catalogue: B1..B28, B31 and B32 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -110,6 +110,7 @@ _D27 = "D27 Which sessions are resumable (7.1)"
 _D28 = "D28 What detaches a session, and what follows a resync (7.1)"
 _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 _DELEGATION = "3.6 Delegation (B31)"
+_SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -781,6 +782,54 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_delegation.py::test_b31_an_interrupt_aborts_the_delegation_and_its_late_answer_is_dropped",
             "tests/runtime/test_delegation.py::test_b31_an_endpoint_failure_is_a_typed_error_and_the_session_goes_on",
             "tests/runtime/test_delegation.py::test_b31_without_a_background_model_the_note_is_spoken_and_the_question_dropped",
+        ),
+    ),
+    Behaviour(
+        id="B32",
+        title="semantic_vad ends a turn when the speaker has finished, not at every pause",
+        summary=(
+            "Silero still finds speech and pauses; a 200 ms pause goes under review by the "
+            "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
+            "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
+            "2 s) runs out; a verdict the speaker outran is dropped."
+        ),
+        sections=(_SEMANTIC_VAD, _VAD, _SESSION),
+        rows=(
+            RowRef("turn_detector", "pause"),
+            RowRef("turn_detector", "finish"),
+            RowRef("turn_detector", "hold"),
+            RowRef("turn_detector", "resume"),
+            RowRef("turn_detector", "time_out"),
+        ),
+        invariants=("VAD-1", "VAD-2"),
+        tests=(
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_pause_asks_the_end_of_turn_model_about_the_utterance_so_far",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_finished_verdict_ends_the_turn_and_commits_it",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_an_unfinished_verdict_holds_the_turn_until_speech_resumes",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_the_speaker_outran_is_dropped",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_after_a_commit_or_clear_is_dropped",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_ends_at_the_max_wait_on_the_audio_clock",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_ends_at_the_max_wait_on_the_session_clock",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_without_a_verdict_a_pause_ends_as_server_vad_would",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_late_missing_verdict_ends_an_overdue_pause_at_once",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_semantic_vad_still_interrupts_a_reply_when_speech_starts",
+            "tests/spec/test_session_config.py::test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given",
+            "tests/spec/test_session_config.py::test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_through_the_real_server_a_mid_sentence_pause_splits_only_a_server_vad_turn",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_predict_runs_off_the_loop_and_answers_a_probability",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_packaged_smart_turn_model_has_the_pinned_sha256",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_turn_model_with_another_digest_is_unavailable_and_says_how_to_install",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_missing_configured_turn_model_never_falls_back",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_missing_pipecat_package_says_how_to_install",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_window_is_the_last_8_s_zero_padded_in_front",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_log_mel_matches_faster_whispers_whisper_features",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_log_mel_matches_the_extractor_smart_turn_ships_with",
+            "tests/runtime/test_session_runner.py::test_b32_semantic_vad_turn_with_scripted_end_of_turn_verdicts",
+            "tests/runtime/test_session_runner.py::test_b32_without_an_end_of_turn_model_semantic_vad_ends_pauses_as_server_vad",
+            "tests/web/test_web_runtimes_agree.py::test_b32_the_ui_offers_semantic_vad_at_each_eagerness",
         ),
     ),
 )

@@ -16,6 +16,8 @@ __all__ = [
     "ASR",
     "DELEGATION",
     "TTS",
+    "TURN_END",
+    "TURN_END_WINDOW_MS",
     "VLM",
     "Abort",
     "CloseSession",
@@ -29,6 +31,7 @@ __all__ = [
     "SubmitAsr",
     "SubmitDelegation",
     "SubmitTts",
+    "SubmitTurnEnd",
     "SubmitVlm",
 ]
 
@@ -39,6 +42,11 @@ VLM: Stage = "vlm"
 TTS: Stage = "tts"
 #: the background model a `delegate` decision hands its question to (B31)
 DELEGATION: Stage = "delegation"
+#: the end-of-turn model of `semantic_vad` (B32)
+TURN_END: Stage = "turn_end"
+#: the end-of-turn model hears at most this much of an utterance, its end (Smart Turn v3
+#: takes 8 s windows)
+TURN_END_WINDOW_MS = 8_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +173,18 @@ class ScoreVad:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitTurnEnd:
+    """Ask the end-of-turn model whether the speaker has finished (`semantic_vad`, B32):
+    `pcm16` is the end of the utterance so far (16 kHz, at most `TURN_END_WINDOW_MS`),
+    up to the pause. Only the verdict of the latest request is applied; an older one (the
+    speaker went on, the turn ended) is dropped."""
+
+    request_id: str
+    item_id: str
+    pcm16: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class CloseSession:
     """Close the connection after sending what is queued."""
 
@@ -182,5 +202,6 @@ Effect: TypeAlias = (
     | Abort
     | EvictReplica
     | ScoreVad
+    | SubmitTurnEnd
     | CloseSession
 )

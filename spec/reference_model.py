@@ -23,6 +23,7 @@ from spec.effects import (
     ASR,
     DELEGATION,
     TTS,
+    TURN_END_WINDOW_MS,
     VLM,
     Abort,
     CloseSession,
@@ -36,6 +37,7 @@ from spec.effects import (
     SubmitAsr,
     SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
 from spec.errors import ERROR_TYPE, ErrorCode, ProtocolError, RemoteProtocolError
@@ -103,6 +105,7 @@ from spec.session_config import (
     INPUT_FORMATS,
     MAX_RATE_HZ,
     MIN_RATE_HZ,
+    SEMANTIC_PAUSE_MS,
     SessionConfig,
     validate_session,
 )
@@ -113,6 +116,7 @@ from spec.stage_results import (
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -380,6 +384,10 @@ class _Vad:
     silence_run: int = 0
     silence_start: int = 0
     reset_at: int = 0
+    # semantic VAD (section 5.1): the verdict awaited, the pause's wait and its deadline
+    awaiting: str | None = None
+    wait_ms: int = 0
+    deadline: int | None = None
 
 
 def _reject(
@@ -419,6 +427,7 @@ class ReferenceSession:
         self._item_n = 0
         self._resp_n = 0
         self._seq = 0
+        self._turn_n = 0
         self.last_client_ms = now_ms
         self.clock_samples = 0  # session audio clock, 16 kHz samples
         self.buffer = _Buffer()
@@ -502,6 +511,9 @@ class ReferenceSession:
             return
         if isinstance(result, DelegationAnswer):
             return  # fenced (3.6)
+        if isinstance(result, TurnEndVerdict):
+            self._on_turn_end_verdict(result)
+            return
         resp = self.active
         if resp is None or result.request_id not in resp.open:
             return  # fenced (B11)
@@ -531,6 +543,8 @@ class ReferenceSession:
             deadline = self._playback_deadline(r)
             if deadline is not None and now_ms >= deadline:
                 r.expired = True
+        if self.config.turn_detection is not None and self._pause_overdue():
+            self._turn_ended()
         idle = self._idle_deadline()
         if idle is not None and now_ms >= idle:
             self._close("idle_timeout")
@@ -546,6 +560,8 @@ class ReferenceSession:
             pb = self._playback_deadline(r)
             if pb is not None:
                 deadlines.append(math.ceil(pb))
+        if self.vad.deadline is not None:
+            deadlines.append(self.vad.deadline)
         return min(deadlines) if deadlines else None
 
     def next_outputs(self) -> list[Output]:
@@ -615,7 +631,8 @@ class ReferenceSession:
         """A canonical, id-free summary of the state (for exploration and dedup)."""
         b = self.buffer
         buf = (b.state, round(b.audio_ms), len(b.frames), b.appended, b.has_speech)
-        vad = (self.vad.state, self.vad.high_run, self.vad.silence_run)
+        v = self.vad
+        vad = (v.state, v.high_run, v.silence_run, v.awaiting is not None, v.wait_ms)
 
         def segs(xs: list[_Segment]) -> tuple[tuple[bool, int, int], ...]:
             return tuple((s.speech, len(s.frames), s.held) for s in xs)
@@ -945,9 +962,9 @@ class ReferenceSession:
         refusal = self._commit_refusal()
         if refusal is not None:
             raise _reject(refusal[0], refusal[1], None, event.event_id)
-        if self.vad.state == "speech":
-            # a manual commit during VAD speech commits that utterance; the detector goes
-            # back to silence without an event
+        if self.vad.state != "silence":
+            # a manual commit during VAD speech (or a semantic VAD pause) commits that
+            # utterance; the detector goes back to silence without an event
             self._reset_vad()
         # AMBIGUITY (docs/session-semantics.md, decision D6): the commit's own `is_speech` flag is
         # not used.
@@ -1779,13 +1796,82 @@ class ReferenceSession:
                     vad.high_run = 0
             elif p >= td.threshold:
                 vad.silence_run = 0
+                if vad.state in ("review", "held"):
+                    # section 5.1: speech again; the verdict awaited is no longer wanted
+                    vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
             else:
                 if vad.silence_run == 0:
                     vad.silence_start = start
                 vad.silence_run += 1
-                if p < low and vad.silence_run * VAD_FRAME_MS >= td.silence_duration_ms:
-                    cut = vad.silence_start + ASR_TAIL_MS * 16
-                    self._speech_stopped((start + frame) / 16, td.create_response, cut)
+                silence_ms = vad.silence_run * VAD_FRAME_MS
+                if vad.state in ("review", "held"):
+                    if silence_ms >= vad.wait_ms:
+                        self._turn_ended()
+                elif p < low and td.type == "semantic_vad":
+                    if silence_ms >= SEMANTIC_PAUSE_MS:
+                        self._pause_reviewed(start + frame)
+                elif p < low and silence_ms >= td.silence_duration_ms:
+                    self._turn_ended()
+
+    # --- semantic VAD (section 5.1) ----------------------------------------------------
+
+    def _pause_reviewed(self, scored_end: int) -> None:
+        """A pause: ask for a verdict on the utterance up to the last scored frame."""
+        td = self.config.turn_detection
+        assert td is not None and td.end_of_turn is not None
+        vad = self.vad
+        self._turn_n += 1
+        request_id = f"turn_{self._turn_n}"
+        vad.state = "review"
+        vad.awaiting = request_id
+        self._set_wait(td.end_of_turn.max_wait_ms)
+        pcm = self.buffer.pcm_until(scored_end)[-TURN_END_WINDOW_MS * 32 :]
+        self._effect(
+            SubmitTurnEnd(
+                request_id=request_id, item_id=self.buffer.speech_item_id or "", pcm16=pcm
+            )
+        )
+
+    def _set_wait(self, wait_ms: int) -> None:
+        vad = self.vad
+        vad.wait_ms = wait_ms
+        vad.deadline = self.now_ms + max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+
+    def _pause_overdue(self) -> bool:
+        vad = self.vad
+        if vad.state not in ("review", "held"):
+            return False
+        if vad.deadline is not None and self.now_ms >= vad.deadline:
+            return True
+        return vad.silence_run * VAD_FRAME_MS >= vad.wait_ms
+
+    def _on_turn_end_verdict(self, verdict: TurnEndVerdict) -> None:
+        td = self.config.turn_detection
+        if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
+            return  # stale: speech resumed, the turn ended, or the detector was reset
+        if verdict.probability is not None and verdict.probability >= td.end_of_turn.threshold:
+            self._turn_ended()
+            return
+        self.vad.state = "held"
+        self.vad.awaiting = None
+        # AMBIGUITY (docs/session-semantics.md, decision D33): no verdict holds the pause
+        # for server VAD's silence duration
+        self._set_wait(
+            td.end_of_turn.max_wait_ms
+            if verdict.probability is not None
+            else td.silence_duration_ms
+        )
+        if self._pause_overdue():
+            self._turn_ended()
+
+    def _turn_ended(self) -> None:
+        """Speech stops at the end of the last scored frame (sections 5 and 5.1)."""
+        td = self.config.turn_detection
+        assert td is not None
+        vad = self.vad
+        end = vad.origin + VAD_FRAME_MS * 16 * vad.frames_seen
+        cut = vad.silence_start + ASR_TAIL_MS * 16
+        self._speech_stopped(end / 16, td.create_response, cut)
 
     def _speech_started(self, audio_start_ms: float) -> None:
         td = self.config.turn_detection
@@ -1811,6 +1897,7 @@ class ReferenceSession:
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0
+        self.vad.awaiting, self.vad.wait_ms, self.vad.deadline = None, 0, None
         # speech_started allocated the id; only a detector reset (commit, clear, update)
         # could drop it, and that also ends speech, so it is always there
         item_id = self.buffer.speech_item_id

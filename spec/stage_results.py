@@ -19,6 +19,7 @@ __all__ = [
     "StageResult",
     "TtsAudio",
     "TtsDone",
+    "TurnEndVerdict",
     "VadScores",
     "VlmDecisionResult",
     "VlmDelta",
@@ -30,6 +31,16 @@ class VadScores:
     """Speech probabilities of consecutive 32 ms frames of the session's audio."""
 
     probabilities: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEndVerdict:
+    """The end-of-turn model's answer to a `SubmitTurnEnd`: the probability that the
+    speaker has finished; None when there is no verdict (the backend has no end-of-turn
+    model, or it failed): the pause then ends as server VAD would end it (D33)."""
+
+    request_id: str
+    probability: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,7 @@ class StageFailure:
 
 StageResult = (
     VadScores
+    | TurnEndVerdict
     | AsrTranscript
     | VlmDelta
     | VlmDecisionResult

@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
+    serve.add_argument(
+        "--turn-model", help="cpu: a Smart Turn v3.2 .onnx for semantic_vad (SHA-256 checked)"
+    )
     serve.add_argument("--placement", help="gpu: placement file (TOML)")
     serve.add_argument("--log-level", default="info")
     client = sub.add_parser("client", help="send one spoken turn from a WAV file")
@@ -104,6 +107,7 @@ def _serve(args: argparse.Namespace) -> int:
             ("asr_model", args.asr_model),
             ("tts_voice", args.tts_voice),
             ("vad_model", args.vad_model),
+            ("turn_model", args.turn_model),
             ("placement", args.placement),
         )
         if value is not None

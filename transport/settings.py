@@ -4,7 +4,8 @@
            allowed_origins (empty: no Origin, the server's own and loopback origins; "*":
            any; see transport/access_policy.py), protect_probes (/readyz and /metrics need
            the key), workers (worker processes; default: one per core, one for gpu)
-[backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
+[backend]  options for the backend factory (asr_model, tts_voice, vad_model,
+           turn_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
            checked here, before the server starts, when the backend is `remote`
 [delegation] the background model that answers delegated questions (B31): an

@@ -1,4 +1,5 @@
-"""`create_backend`: the registry entry "scripted", four scripted stages sharing one Script.
+"""`create_backend`: the registry entry "scripted", its scripted stages sharing one Script
+(with an end-of-turn stage whose verdicts the Script holds).
 
 Tests reach the Script of a backend the server built with `script_of(backend)` (or any
 stage's `.script`). The `camera` profile has no ASR stage (B1).
@@ -8,7 +9,13 @@ from __future__ import annotations
 
 from backends.base import Backend, BackendUnavailable
 from backends.scripted.script import Script
-from backends.scripted.stages import ScriptedAsr, ScriptedTts, ScriptedVad, ScriptedVlm
+from backends.scripted.stages import (
+    ScriptedAsr,
+    ScriptedTts,
+    ScriptedTurnEnd,
+    ScriptedVad,
+    ScriptedVlm,
+)
 
 __all__ = ["DESCRIPTION", "PROFILES", "create_backend", "script_of"]
 
@@ -47,6 +54,7 @@ def create_backend(
         vlm=ScriptedVlm(script),
         tts=ScriptedTts(script),
         description=DESCRIPTION,
+        turn_end=ScriptedTurnEnd(script),
     )
 
 

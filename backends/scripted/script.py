@@ -5,6 +5,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     latency      seconds per stage: before an ASR answer, before every streamed VLM item
                  and TTS chunk, before a VAD batch (VAD defaults to 0: it runs every tick)
     transcripts  ASR answers, consumed oldest first; `default_transcript` when empty
+    turn_ends    end-of-turn verdicts (`semantic_vad`, B32): probabilities that the speaker
+                 finished, consumed oldest first; `default_turn_end` (1.0) when empty
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -65,7 +67,7 @@ __all__ = [
     "StageName",
 ]
 
-StageName = Literal["vad", "asr", "vlm", "tts"]
+StageName = Literal["vad", "asr", "vlm", "tts", "turn_end"]
 STAGES: tuple[StageName, ...] = get_args(StageName)
 #: stages whose answers stream, so a failure can come after some items
 STREAMING_STAGES: frozenset[StageName] = frozenset({"vlm", "tts"})
@@ -80,7 +82,13 @@ FAULT_STEPS: dict[StageName, tuple[FaultStep, ...]] = {
 }
 
 DEFAULT_TRANSCRIPT = "scripted transcript"
-DEFAULT_LATENCY_S: dict[StageName, float] = {"vad": 0.0, "asr": 0.01, "vlm": 0.01, "tts": 0.01}
+DEFAULT_LATENCY_S: dict[StageName, float] = {
+    "vad": 0.0,
+    "asr": 0.01,
+    "vlm": 0.01,
+    "tts": 0.01,
+    "turn_end": 0.0,
+}
 
 
 class ScriptedReply(NamedTuple):
@@ -185,6 +193,8 @@ class Script:
     transcripts: deque[str] = field(default_factory=deque)
     default_transcript: str = DEFAULT_TRANSCRIPT
     replies: deque[ScriptedReply] = field(default_factory=deque)
+    turn_ends: deque[float] = field(default_factory=deque)
+    default_turn_end: float = 1.0
     echo_transcript: bool = True
     requests: list[RecordedRequest] = field(default_factory=list)
     aborts: list[RecordedAbort] = field(default_factory=list)
@@ -210,6 +220,11 @@ class Script:
     def say(self, *transcripts: str) -> Script:
         """Queue ASR transcripts, one per later request."""
         self.transcripts.extend(transcripts)
+        return self
+
+    def judge_turns(self, *probabilities: float) -> Script:
+        """Queue end-of-turn verdicts, one per later `semantic_vad` pause."""
+        self.turn_ends.extend(probabilities)
         return self
 
     def reply(
@@ -322,6 +337,12 @@ class Script:
             return self.transcripts.popleft()
         except IndexError:
             return self.default_transcript
+
+    def next_turn_end(self) -> float:
+        try:
+            return self.turn_ends.popleft()
+        except IndexError:
+            return self.default_turn_end
 
     def next_reply(self, transcript: str | None) -> ScriptedReply:
         """The queued reply, else the echo reply."""

@@ -37,6 +37,7 @@ from backends.base import (
     Transcript,
     TtsChunk,
     TtsRequest,
+    TurnEndRequest,
     VadState,
     VlmAction,
     VlmDecision,
@@ -59,6 +60,7 @@ __all__ = [
     "SPEECH_RMS",
     "ScriptedAsr",
     "ScriptedTts",
+    "ScriptedTurnEnd",
     "ScriptedVad",
     "ScriptedVlm",
     "VadBatch",
@@ -212,6 +214,20 @@ class ScriptedAsr(_ScriptedStage):
         admission.checkpoint(0)
         await admission.reach("finish")
         return Transcript(request.request_id, self.script.next_transcript())
+
+
+class ScriptedTurnEnd(_ScriptedStage):
+    """Answers the script's next end-of-turn verdict (B32) after its latency."""
+
+    stage: ClassVar[StageName] = "turn_end"
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """Raises: whatever the script has due."""
+        self._require_entered()
+        admission = await self.script.admit(self.stage, request.request_id, request)
+        await self._wait_latency()
+        admission.checkpoint(0)
+        return self.script.next_turn_end()
 
 
 class ScriptedVlm(_ScriptedStage):

@@ -95,7 +95,7 @@ def test_registry_builds_scripted_backend_with_all_stages() -> None:
     assert backend.name == "scripted"
     assert backend.description == DESCRIPTION
     assert all(isinstance(stage, Stage) for stage in backend.stages())
-    assert len(backend.stages()) == 4
+    assert [stage.name for stage in backend.stages()] == ["vad", "asr", "vlm", "tts", "turn_end"]
     assert script_of(backend) is _vlm(backend).script is _tts(backend).script
 
 
@@ -117,7 +117,7 @@ async def test_stage_used_before_entering_is_unavailable() -> None:
 @pytest.mark.anyio
 async def test_warmup_consumes_no_scripted_answer(backend: Backend) -> None:
     script = script_of(backend)
-    assert script.warmed_up == {"vad", "asr", "vlm", "tts"}
+    assert script.warmed_up == {"vad", "asr", "vlm", "tts", "turn_end"}
     assert script.requests == []
 
 

@@ -67,13 +67,14 @@ from spec.stage_results import (
     StageFailure,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
 )
 from tests.stateful.observer import Observer, project
 
-__all__ = ["LIMITS", "VAD", "SessionMachine"]
+__all__ = ["LIMITS", "SEMANTIC", "VAD", "SessionMachine"]
 
 #: small limits so backpressure, the commit cap, the context cap, the truncation of the
 #: oldest items (by count and by history bytes) and forgetting the oldest responses are
@@ -90,6 +91,8 @@ LIMITS = Limits(
 )
 #: short VAD durations so a few score frames cross them
 VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
+#: semantic VAD at its shortest wait (2 s: 63 frames, a few score rules)
+SEMANTIC = TurnDetection(type="semantic_vad", eagerness="high")
 
 JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40
 PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 40
@@ -132,7 +135,16 @@ SESSION_PATCHES = st.sampled_from(
         SessionPatch(turn_detection={**VAD.public(), "create_response": False}),
         SessionPatch(turn_detection=None),
         SessionPatch(turn_detection={"threshold": 0.1}),  # refused
-        SessionPatch(turn_detection={"type": "semantic_vad"}),  # refused
+        SessionPatch(turn_detection={"type": "semantic_vad", "eagerness": "eager"}),  # refused
+        SessionPatch(turn_detection=SEMANTIC.public()),
+        SessionPatch(turn_detection={"type": "semantic_vad", "eagerness": "medium"}),
+        SessionPatch(
+            turn_detection={
+                **SEMANTIC.public(),
+                "create_response": False,
+                "interrupt_response": False,
+            }
+        ),
         SessionPatch(input_audio_format="mp3"),  # refused
         SessionPatch(idle_timeout_s=3.0),
         SessionPatch(idle_timeout_s=None),
@@ -144,6 +156,7 @@ SESSION_PATCHES = st.sampled_from(
 )
 FOREIGN_ITEMS = st.sampled_from(["item_999", "nope", "resp_1", ""])
 FOREIGN_RESPONSES = st.sampled_from(["resp_999", "item_1", "x"])
+VERDICTS = st.sampled_from([None, 0.05, 0.3, 0.5, 0.95])
 SCORES = st.sampled_from([0.97, 0.9, 0.6, 0.45, 0.3, 0.1, 0.0])
 
 
@@ -186,12 +199,13 @@ class SessionMachine(RuleBasedStateMachine):
 
     @initialize(
         profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
-        vad=st.booleans(),
+        vad=st.sampled_from(["off", "server", "semantic"]),
         auto=st.booleans(),
         delegation=st.sampled_from([True, True, True, False]),
     )
-    def start(self, profile: str, vad: bool, auto: bool, delegation: bool) -> None:
-        config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
+    def start(self, profile: str, vad: str, auto: bool, delegation: bool) -> None:
+        detection = {"off": None, "server": VAD, "semantic": SEMANTIC}[vad]
+        config = SessionConfig(turn_detection=detection, auto_response=auto)
         self.ref = ReferenceSession(
             session_id="s1",
             config=config,
@@ -598,7 +612,50 @@ class SessionMachine(RuleBasedStateMachine):
         else:
             scores = data.draw(st.lists(SCORES, min_size=n, max_size=n))
         self.obs.scored(n)
+        asked = len(self.obs.turn_ends)
         self.backend(VadScores(tuple(scores)))
+        if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
+            # a semantic VAD pause went under review: its verdict often comes at once
+            probability = data.draw(VERDICTS)
+            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+
+    def _in_semantic_speech(self) -> bool:
+        ref = self.ref
+        td = ref.config.turn_detection if ref is not None else None
+        return (
+            ref is not None
+            and td is not None
+            and td.type == "semantic_vad"
+            and ref.vad.state == "speech"
+            and self.obs.vad_frames_available() >= 7
+        )
+
+    @precondition(lambda self: self._in_semantic_speech())
+    @rule(data=st.data())
+    def semantic_pause(self, data: st.DataObject) -> None:
+        """Semantic VAD speech, then a pause long enough for review (7 quiet frames), and
+        often its verdict at once: the review, held and resumed states are reached."""
+        asked = len(self.obs.turn_ends)
+        self.obs.scored(7)
+        self.backend(VadScores((0.02,) * 7))
+        if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
+            probability = data.draw(VERDICTS)
+            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+
+    @precondition(lambda self: bool(self.obs.turn_ends))
+    @rule(
+        data=st.data(),
+        probability=VERDICTS,
+        latest=st.booleans(),
+    )
+    def turn_end_verdict(
+        self, data: st.DataObject, probability: float | None, latest: bool
+    ) -> None:
+        """An end-of-turn verdict: for the latest request (usually), else any earlier one
+        (stale: dropped)."""
+        requests = self.obs.turn_ends
+        request_id = requests[-1] if latest else data.draw(st.sampled_from(requests))
+        self.backend(TurnEndVerdict(request_id=request_id, probability=probability))
 
     # --- the clock ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from spec.effects import (
     SubmitAsr,
     SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
 from spec.events import (
@@ -71,8 +72,10 @@ def project(o: Any) -> tuple[Any, ...]:
                 out.append((name, getattr(o, name)))
         if isinstance(o, EvictReplica):
             out.append(("stage", o.stage))
-        if isinstance(o, SubmitAsr | ScoreVad):
+        if isinstance(o, SubmitAsr | ScoreVad | SubmitTurnEnd):
             out.append(("pcm16 bytes", len(o.pcm16)))
+        if isinstance(o, SubmitTurnEnd):
+            out.append(("item_id", o.item_id))
         if isinstance(o, ScoreVad):
             out.append(("start_ms", o.start_ms))
         if isinstance(o, SubmitVlm):
@@ -149,6 +152,8 @@ class Observer:
         self.new_items: list[str] = []
         self.new_responses: list[str] = []
         self.new_requests: list[str] = []
+        #: end-of-turn verdicts asked for (semantic VAD), oldest first
+        self.turn_ends: list[str] = []
         self.events = 0
 
     # --- what the test can ask -----------------------------------------------------
@@ -223,6 +228,10 @@ class Observer:
         elif isinstance(o, Abort):
             assert not self._finished(o.response_id), "I2: Abort after done"
             self.open.pop(o.request_id, None)
+        elif isinstance(o, SubmitTurnEnd):
+            assert self.vad_on, "SubmitTurnEnd while VAD is off"
+            assert o.request_id not in self.turn_ends, f"request id reused: {o.request_id}"
+            self.turn_ends.append(o.request_id)
         elif isinstance(o, ScoreVad):
             assert self.vad_on, "ScoreVad while VAD is off"
             self.vad_audio_ms += (len(o.pcm16) // 2) / 16.0

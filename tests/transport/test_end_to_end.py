@@ -365,7 +365,9 @@ def test_server_error_from_the_client_helper(live_server: LiveServer) -> None:
     async def run() -> str:
         async with DuplexClient.connect(live_server.ws_url) as client:
             with pytest.raises(ServerError) as info:
-                await client.update_session(turn_detection={"type": "semantic_vad"})
+                await client.update_session(
+                    turn_detection={"type": "semantic_vad", "eagerness": "eager"}
+                )
             return info.value.code
 
     assert asyncio.run(run()) == "unsupported_turn_detection"

@@ -13,6 +13,7 @@ import { loadSpec } from "./spec_loader.js";
 const $ = (id) => document.getElementById(id);
 const ui = {
   mode: $("mode"),
+  turn: $("turn"),
   connect: $("connect"),
   mute: $("mute"),
   camera: $("camera"),
@@ -31,6 +32,7 @@ const ui = {
 
 const params = new URLSearchParams(location.search);
 if (params.get("mode")) ui.mode.value = params.get("mode");
+if (params.get("turn")) ui.turn.value = params.get("turn");
 
 const metrics = {
   latencies: [], // {responseId, firstAudioMs}
@@ -120,9 +122,13 @@ function transcriptLine(role, id, text, final) {
 // --- the call -------------------------------------------------------------------------
 
 class Call {
-  constructor(mode) {
+  constructor(mode, turnDetection) {
     this.mode = mode;
-    this.protocol = new ClientProtocol(spec, mode, { muted, camera: cameraOn });
+    this.protocol = new ClientProtocol(spec, mode, {
+      muted,
+      camera: cameraOn,
+      turn_detection: turnDetection,
+    });
     this.timer = null;
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
@@ -364,6 +370,7 @@ function render(snapshot) {
   ui.connection.textContent = state === "closed" ? "disconnected" : state;
   ui.connect.textContent = snapshot && state !== "closed" ? "Disconnect" : "Connect";
   ui.mode.disabled = Boolean(snapshot);
+  ui.turn.disabled = Boolean(snapshot) || ui.mode.value !== "vad";
   const ready = state === "ready";
   ui.talk.disabled = !(ready && snapshot.mode === "ptt");
   ui.stop.disabled = !ready;
@@ -390,7 +397,7 @@ ui.connect.addEventListener("click", async () => {
     active.run(active.protocol.disconnected(now(), "client_hangup"));
     return;
   }
-  call = new Call(ui.mode.value);
+  call = new Call(ui.mode.value, ui.turn.value);
   try {
     await call.start();
     if (cameraOn) await call.setCamera(true);
@@ -399,6 +406,12 @@ ui.connect.addEventListener("click", async () => {
     call?.shutdown("client_start_failed");
   }
 });
+
+// the turn detection applies to the hands-free mode only
+ui.mode.addEventListener("change", () => {
+  ui.turn.disabled = ui.mode.value !== "vad";
+});
+ui.turn.disabled = ui.mode.value !== "vad";
 
 ui.mute.addEventListener("click", () => {
   muted = !muted;
