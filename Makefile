@@ -16,10 +16,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1'
 
 # The cpu extra is the default backend. silero-vad ships the pinned Silero ONNX but declares
-# torch, so it is installed without dependencies (the code never imports it).
+# torch, and pipecat-ai ships the pinned Smart Turn v3.2 ONNX (semantic_vad) but declares a
+# large dependency tree, so both are installed without dependencies (the code imports
+# neither; it only reads their model files).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[cpu]'
-	$(BIN)/python -m pip install -q --no-deps 'silero-vad==6.2.3'
+	$(BIN)/python -m pip install -q --no-deps 'silero-vad==6.2.3' 'pipecat-ai==1.14.0'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml

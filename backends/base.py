@@ -1,7 +1,7 @@
 """Stage protocols every backend implements, their request/result records, the
 `BackendError` tree, and the registry that loads a backend by name.
 
-A backend is four stages behind async interfaces:
+A backend is four stages behind async interfaces, and an optional fifth:
 
     Vad   scores 512-sample 16 kHz frames for many sessions in one batched call; one shared
           model, one `VadState` per session (the recurrent state and 64-sample context)
@@ -10,6 +10,13 @@ A backend is four stages behind async interfaces:
           frames) -> a streamed reply: text deltas, then exactly one decision
           (speak / listen / delegate)
     Tts   text -> streamed pcm16 chunks at the requested rate
+    EndOfTurn  (optional) the end of an utterance at a pause -> the probability that the
+          speaker has finished (`semantic_vad`, B32); a backend without one answers no
+          verdict, and the pause ends as server VAD would end it (D33)
+
+and, optionally, a fifth: `Delegate`, the background model a `delegate` decision hands
+its question to (B31); any backend gets one when the server config has a `[delegation]`
+table (`load_backend`), and without one delegated questions are dropped.
 
 Each stage is an async context manager (load on enter, release on exit: the shared
 `StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
@@ -53,6 +60,9 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
+    "Delegate",
+    "DelegationRequest",
+    "EndOfTurn",
     "EngineDead",
     "HistoryTurn",
     "InvalidImage",
@@ -67,6 +77,7 @@ __all__ = [
     "Tts",
     "TtsChunk",
     "TtsRequest",
+    "TurnEndRequest",
     "Vad",
     "VadState",
     "Vlm",
@@ -203,6 +214,18 @@ class VlmDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationRequest:
+    """A question the VLM delegated, for the background model (B31)."""
+
+    request_id: str
+    question: str
+    #: the conversation so far as text, oldest first
+    history: tuple[HistoryTurn, ...] = ()
+    #: the user's words that led to the delegation
+    transcript: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TtsRequest:
     """Text to speak, at the session's output rate."""
 
@@ -218,6 +241,14 @@ class TtsChunk:
 
     pcm16: bytes
     text: str = ""  # the text this chunk speaks, when known (transcript deltas)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEndRequest:
+    """The end of an utterance at a pause: has the speaker finished?"""
+
+    request_id: str
+    pcm: Float32Array  # mono float32 at 16 kHz, the utterance so far (at most its last 8 s)
 
 
 @dataclass(slots=True)
@@ -328,6 +359,20 @@ class Tts(Stage, Protocol):
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
 
 
+class Delegate(Stage, Protocol):
+    """The background model: answers one delegated question with text to speak."""
+
+    async def answer(self, request: DelegationRequest) -> str: ...
+
+
+class EndOfTurn(Stage, Protocol):
+    """Whether a speaker has finished their turn, from the sound of its end (B32)."""
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """The probability, in [0, 1], that the utterance is a finished turn."""
+        ...
+
+
 def tts_voices(tts: Tts | None) -> frozenset[str] | None:
     """The voices a TTS stage can speak with (its optional `voices` attribute, known once
     it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
@@ -337,7 +382,7 @@ def tts_voices(tts: Tts | None) -> frozenset[str] | None:
 
 @dataclass(slots=True)
 class Backend:
-    """The four stages of one backend, entered and warmed up together."""
+    """The stages of one backend, entered and warmed up together."""
 
     name: str
     vad: Vad | None
@@ -348,9 +393,16 @@ class Backend:
     ready: bool = False
     #: stages whose engine died -> why (B18): the backend serves no new session
     dead: dict[str, str] = field(default_factory=dict)
+    #: the background model for delegated questions (B31); None: they are dropped. It
+    #: never takes the backend out of service: a failure fails only that answer
+    delegate: Delegate | None = None
+
+    #: the end-of-turn model of `semantic_vad` (B32); None: the backend has none (D33)
+    turn_end: EndOfTurn | None = None
 
     def stages(self) -> list[Stage]:
-        return [s for s in (self.vad, self.asr, self.vlm, self.tts) if s is not None]
+        stages = (self.vad, self.asr, self.vlm, self.tts, self.delegate, self.turn_end)
+        return [s for s in stages if s is not None]
 
     async def __aenter__(self) -> Self:
         entered: list[Stage] = []
@@ -424,4 +476,15 @@ def load_backend(name: str, **options: Any) -> Backend:
         hint = f" (install the `{extra}` extra: pip install 'joyduplex[{extra}]')" if extra else ""
         raise BackendUnavailable(f"backend `{name}` cannot be imported: {exc}{hint}") from exc
     factory: Callable[..., Backend] = getattr(module, attr)
-    return factory(**options)
+    delegation = options.pop("delegation", None)
+    backend = factory(**options)
+    if delegation is not None:
+        try:
+            from backends.remote.delegation import create_delegate
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"[delegation] needs the `remote` extra (httpx): {exc};"
+                " pip install 'joyduplex[remote]'"
+            ) from exc
+        backend.delegate = create_delegate(delegation)
+    return backend

@@ -131,6 +131,7 @@ class ClientProtocol:
         watchdog_ms: int = TURN_WATCHDOG_MS,
         camera_interval_ms: int = CAMERA_INTERVAL_MS,
         event_ids: EventIds | None = None,
+        turn_detection: str = "server_vad",
     ) -> None:
         if mode not in CLIENT_MODES:
             raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
@@ -138,7 +139,7 @@ class ClientProtocol:
         self.muted = muted
         self.camera_wanted = camera
         self.camera_interval_ms = camera_interval_ms
-        payload = session_payload(mode)
+        payload = session_payload(mode, turn_detection)
         detection = payload["audio"]["input"]["turn_detection"]
         self.interrupt_on_speech = bool(detection and detection.get("interrupt_response"))
         self._out = ClientOutbox(event_ids)

@@ -93,12 +93,13 @@ def build_prompt(
     heard, and an empty assistant turn after a turn the model answered with silence.
     Without a log (or for items it does not know) only turns with text are history.
     """
-    own = {c.item.id for c in segments}
+    # by version: an id deleted and created again meanwhile is another item (B5)
+    own = {id(c.item) for c in segments}
     history: list[HistoryTurn] = []
     times: list[float | None] = []
     frames_of: list[tuple[bytes, ...]] = []
     for item in items:
-        if item.id in own or item.state is not ItemState.COMPLETED:
+        if id(item) in own or item.state is not ItemState.COMPLETED:
             continue
         kept: tuple[bytes, ...] = ()
         time_s: float | None = None

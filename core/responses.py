@@ -7,14 +7,18 @@ results reach a response only through an open request id of the right stage; any
 else (a late result, an older epoch) is fenced here, silently (I2, B11).
 
 The cross-machine rules live in `_couple`, run whenever a response ends: the active slot is
-freed and deferred commits start the next response, in one place, as the client side's
-`_couple` does for its machines.
+freed and deferred commits start the next response (else a background answer waiting for
+the slot, B31), in one place, as the client side's `_couple` does for its machines.
+
+Delegation (B31, `core.delegations`): a `delegate` decision asks the background model; its
+answer is spoken as a follow-up response the server creates, an interrupt aborts it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.delegations import Delegations
 from core.prompt_input import (
     build_prompt,
     heard_text,
@@ -27,12 +31,14 @@ from core.statemachines.response import Response
 from spec import events as ev
 from spec.effects import (
     ASR,
+    DELEGATION,
     TTS,
     VLM,
     Abort,
     EvictReplica,
     ItemRef,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
     SubmitVlm,
 )
@@ -51,6 +57,7 @@ if TYPE_CHECKING:
     from spec.session_config import SessionConfig
     from spec.stage_results import (
         AsrTranscript,
+        DelegationAnswer,
         StageFailure,
         TtsAudio,
         TtsDone,
@@ -69,6 +76,7 @@ class Responses:
         "_pending",
         "active",
         "by_id",
+        "delegations",
         "log",
         "profile",
         "queue",
@@ -92,6 +100,7 @@ class Responses:
         self.queue: list[Commit] = []  # retained, deferred and adopted, oldest first
         self.active: Response | None = None
         self.by_id: dict[str, Response] = {}
+        self.delegations = Delegations()  # questions at the background model (B31)
         self.log = log  # times, frames and silences of the turns, for history (B29)
 
     # --- commits ------------------------------------------------------------------------
@@ -243,6 +252,12 @@ class Responses:
         rest = response.decide(
             result.request_id, text=result.text, listen=result.action == "listen"
         )
+        if result.action == "delegate" and result.question.strip() and self.delegations.enabled:
+            self._delegate(response, result.question.strip())
+        self._answer(response, rest)
+
+    def _answer(self, response: Response, rest: str) -> None:
+        """The reply text is known: speak (or show) what is left of it, or listen."""
         if "audio" not in response.modalities:
             if not rest:
                 self._listen(response)
@@ -262,6 +277,75 @@ class Responses:
         response.listen()
         record_silence(self.log, response.segments)
         self._couple()
+
+    # --- delegation (B31, D32) -----------------------------------------------------------
+
+    def _delegate(self, response: Response, question: str) -> None:
+        """Hand the question to the background model, with the conversation as context."""
+        prompt = build_prompt(
+            instructions=self._config().instructions,
+            items=self._items,
+            responses=self.by_id,
+            segments=response.segments,
+        )
+        request_id = self.delegations.request(response.id)
+        self._out.effect(
+            SubmitDelegation(
+                request_id,
+                response.id,
+                self._out.epoch,
+                question,
+                history=prompt.history,
+                transcript=prompt.transcript,
+            )
+        )
+
+    def on_delegation_answer(self, result: DelegationAnswer, now_ms: int) -> None:
+        if self.delegations.close(result.request_id) is None or not result.text.strip():
+            return  # fenced (dropped by an interrupt), or nothing to say
+        if self.active is None:
+            self._follow_up(result.text)
+        else:  # never over a reply: it waits for the slot (D32)
+            self.delegations.waiting.append(result.text)
+
+    def _follow_up(self, text: str) -> None:
+        """Speak a background answer as a response of its own, created by the server."""
+        response_id = self._out.next_id("resp")
+        item_id = self._out.next_id("item")
+        response = Response(
+            self._out,
+            response_id,
+            item_id=item_id,
+            segments=[],
+            playback=Playback(self._out, response_id=response_id, item_id=item_id),
+            modalities=tuple(self._config().output_modalities),
+        )
+        self.active = response
+        self.by_id[response_id] = response
+        self._out.emit(response.created_event())
+        response.generate()
+        # the answer takes the path of a streamed reply: sentence by sentence to TTS
+        request_id = response.new_request(DELEGATION)
+        for sentence in response.add_text(text):
+            self._submit_tts(response, sentence)
+        self._answer(response, response.decide(request_id, text=text, listen=False))
+
+    def _drop_delegations(self, response_id: str | None) -> None:
+        """An interrupt: open delegations are aborted and waiting answers forgotten."""
+        for delegation in self.delegations.drop(response_id):
+            self._out.effect(Abort(delegation.request_id, DELEGATION, delegation.response_id))
+
+    def _delegation_failed(self, result: StageFailure) -> None:
+        """The background model failed: a typed error; the session and its replies go on."""
+        self._out.emit(
+            ev.Error(
+                error=ev.ErrorDetail(
+                    type=ERROR_TYPE[ErrorCode.DELEGATION_FAILED].value,
+                    code=ErrorCode.DELEGATION_FAILED.value,
+                    message=f"the background model did not answer: {result.message}",
+                )
+            )
+        )
 
     def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:
         item = self._items.add(response.item_id, "assistant", [part], response_id=response.id)
@@ -316,6 +400,9 @@ class Responses:
         self._maybe_complete(response)
 
     def on_stage_failure(self, result: StageFailure, now_ms: int) -> None:
+        if self.delegations.close(result.request_id) is not None:
+            self._delegation_failed(result)
+            return
         response = self.active
         if response is None or result.request_id not in response.open_requests:
             return  # fenced: a late failure of a finished response
@@ -378,6 +465,8 @@ class Responses:
         self.active = None
         if any(c.state is CommitState.DEFERRED for c in self.queue):
             self.start(list(self.queue))
+        elif self.delegations.waiting:  # the user's turn first; then a waiting answer (D32)
+            self._follow_up(self.delegations.waiting.popleft())
 
     def _abort_open(self, response: Response) -> None:
         for request_id, stage in response.abort_all():
@@ -399,9 +488,11 @@ class Responses:
             self._pending.release(commit)
 
     def close(self) -> None:
-        """The session closes: the active response's requests are aborted."""
+        """The session closes: the active response's requests are aborted, and so are
+        open delegations (D1)."""
         if self.active is not None:
             self._abort_open(self.active)
+        self._drop_delegations(None)
 
     # --- interrupts (B11) ---------------------------------------------------------------
 
@@ -432,6 +523,8 @@ class Responses:
     def interrupt(self, reason: str, response_id: str | None, *, clear: bool = False) -> bool:
         """Cancel (B11): the active response, else whatever may still be playing.
         Returns False when there was nothing to interrupt."""
+        # first, so the cancelled response's end starts no waiting answer (D32)
+        self._drop_delegations(response_id)
         active = self.active
         if active is not None and response_id in (None, active.id):
             self._cancel(active, reason, force_cleared=clear)
@@ -447,7 +540,9 @@ class Responses:
     def cancel(self, response_id: str | None, event_id: str | None) -> None:
         """`response.cancel`: the named (or active) response, else what may be playing."""
         self._check_response_id(response_id, event_id)
-        if not self.interrupt("client_cancelled", response_id) and response_id is None:
+        delegating = bool(self.delegations)  # dropping a delegation is a cancel too (D32)
+        interrupted = self.interrupt("client_cancelled", response_id)
+        if not interrupted and not delegating and response_id is None:
             raise RemoteProtocolError(
                 "no response is active", code=ErrorCode.RESPONSE_NOT_ACTIVE, event_id=event_id
             )

@@ -9,7 +9,8 @@ Theory of operation (docs/session-semantics.md is the contract):
 
     client event --receive()--> checks (raise, nothing changed) --> machines --> outbox
     stage result --backend_event()--> fenced by request id --> machines --> outbox
-    timers: next_deadline() / handle_timeout(now_ms): idle timeout, playback drain
+    timers: next_deadline() / handle_timeout(now_ms): idle timeout, playback drain, the
+            wait of a semantic_vad pause (B32)
 
 Who owns what:
 - here: dispatch and error relabelling, the input side (one `InputBuffer` for idle
@@ -44,7 +45,7 @@ from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.turn_detector import TurnDetector
 from core.turn_log import TurnLog
 from spec import events as ev
-from spec.effects import CloseSession, ScoreVad
+from spec.effects import TURN_END_WINDOW_MS, CloseSession, ScoreVad
 from spec.errors import (
     ERROR_TYPE,
     CloseCode,
@@ -56,10 +57,12 @@ from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -70,8 +73,10 @@ if TYPE_CHECKING:
 
     from core.statemachines.item import Item
     from core.statemachines.response import Response
+    from core.statemachines.turn_detector import TurnEnd
     from spec.effects import Effect
     from spec.errors import ProtocolError
+    from spec.session_config import TurnDetection
 
 __all__ = ["SessionProtocol", "SessionStatistics"]
 
@@ -109,6 +114,7 @@ class SessionProtocol:
         profile: str = "speech",
         now_ms: int = 0,
         voices: frozenset[str] | None = None,
+        delegation: bool = False,
     ) -> None:
         self.session_id = session_id
         #: the TTS backend's voices: `session.update` refuses any other (None: any)
@@ -135,6 +141,8 @@ class SessionProtocol:
             profile=profile,
             log=self._log,
         )
+        #: a background model answers delegated questions (B31); else they are dropped
+        self._turns.delegations.enabled = delegation
         self._audio_bytes = 0  # 16 kHz pcm16 received: the session audio clock
         self._last_activity_ms = now_ms
         self._closed = False
@@ -161,12 +169,14 @@ class SessionProtocol:
         }
         self._results: dict[type, Callable[[Any, int], None]] = {
             VadScores: self._on_vad_scores,
+            TurnEndVerdict: self._on_turn_end_verdict,
             AsrTranscript: turns.on_transcript,
             VlmDelta: turns.on_vlm_delta,
             VlmDecisionResult: turns.on_vlm_decision,
             TtsAudio: turns.on_tts_audio,
             TtsDone: turns.on_tts_done,
             StageFailure: turns.on_stage_failure,
+            DelegationAnswer: turns.on_delegation_answer,
         }
         self._out.emit(ev.SessionCreated(session=self._public()))
 
@@ -179,6 +189,15 @@ class SessionProtocol:
     @property
     def epoch(self) -> int:
         return self._out.epoch
+
+    @property
+    def delegation(self) -> bool:
+        """Whether delegated questions go to a background model (B31)."""
+        return self._turns.delegations.enabled
+
+    @delegation.setter
+    def delegation(self, enabled: bool) -> None:
+        self._turns.delegations.enabled = enabled
 
     @property
     def pending_bytes(self) -> int:
@@ -241,10 +260,16 @@ class SessionProtocol:
             ),
         )
 
+    def next_event_id(self) -> str:
+        """A server event id for an event the runtime sends on its own (the connection
+        events of a resume: `session.resumed`, `session.replaced`), from the same counter,
+        so no two events of the session share an id."""
+        return self._out.next_id("event")
+
     def next_deadline(self) -> int | None:
         if self._closed:
             return None
-        deadlines = [self._turns.drain_deadline()]
+        deadlines = [self._turns.drain_deadline(), self._detector.deadline_ms]
         idle = self._idle_timeout_ms()
         if idle:
             deadlines.append(self._last_activity_ms + idle)
@@ -254,6 +279,9 @@ class SessionProtocol:
         if self._closed:
             return
         self._turns.drain_due(now_ms)
+        config = self.config.turn_detection
+        if config is not None and self._detector.overdue(now_ms):
+            self._end_turn(config, "time_out")
         idle = self._idle_timeout_ms()
         if idle and now_ms >= self._last_activity_ms + idle:
             self._close("idle_timeout")
@@ -305,7 +333,8 @@ class SessionProtocol:
         self._out.emit(ev.SessionHeartbeatAck())
 
     def _on_noop(self, event: ev.ClientEvent, now_ms: int) -> None:
-        """Transport-level events (resume, journal acks): nothing to do here."""
+        """Connection-level events: the runtime answers `session.resume` (only as the first
+        event of a resume connection) and applies `session.event_ack` to its journal."""
 
     def _on_close(self, event: ev.SessionClose, now_ms: int) -> None:
         self._close(event.reason)
@@ -532,27 +561,65 @@ class SessionProtocol:
                     self._buffer.start_capture()
                 if config.interrupt_response:
                     self._turns.interrupt("turn_detected", None)
-            elif boundary == "stop":
-                # ASR need not hear the silence that only ended the turn: keep a short tail
-                detector = self._detector
-                keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
-                item_id = detector.stop()
-                if not self._buffer.since_commit:  # nothing arrived since the last commit
-                    self._emit_error(
-                        ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
-                        "speech ended but no audio was appended since the last commit",
-                    )
-                    continue
-                if self._turns.queued_commits() >= self.limits.max_pending_commits:
-                    self._emit_error(
-                        ErrorCode.INPUT_BACKPRESSURE,
-                        "too many commits waiting; the utterance was dropped",
-                    )
-                    self._pending.free(self._buffer.clear())
-                    continue
-                self._commit(
-                    client_event_id=None,
-                    wants_response=config.create_response,
-                    item_id=self._buffer.speech_item_id or item_id,
-                    keep_until_sample=keep_until,
-                )
+            elif boundary == "pause":
+                self._review_pause(config, now_ms)
+            elif boundary == "resume":
+                self._detector.resume()
+            elif boundary in ("stop", "time_out"):
+                self._end_turn(config, boundary)
+
+    def _end_turn(self, config: TurnDetection, trigger: TurnEnd) -> None:
+        """Speech stopped: commit the utterance (or say why not)."""
+        # ASR need not hear the silence that only ended the turn: keep a short tail
+        detector = self._detector
+        keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
+        item_id = detector.stop(trigger)
+        if not self._buffer.since_commit:  # nothing arrived since the last commit
+            self._emit_error(
+                ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
+                "speech ended but no audio was appended since the last commit",
+            )
+            return
+        if self._turns.queued_commits() >= self.limits.max_pending_commits:
+            self._emit_error(
+                ErrorCode.INPUT_BACKPRESSURE,
+                "too many commits waiting; the utterance was dropped",
+            )
+            self._pending.free(self._buffer.clear())
+            return
+        self._commit(
+            client_event_id=None,
+            wants_response=config.create_response,
+            item_id=self._buffer.speech_item_id or item_id,
+            keep_until_sample=keep_until,
+        )
+
+    # --- semantic VAD (B32) ---------------------------------------------------------------
+
+    def _review_pause(self, config: TurnDetection, now_ms: int) -> None:
+        """A pause in speech: ask the end-of-turn model about the utterance so far."""
+        policy = config.end_of_turn
+        assert policy is not None  # the detector pauses only under semantic_vad
+        unscored = max(0, self._audio_samples() - self._detector.end_sample()) * 2
+        pcm16 = self._buffer.audio_tail(TURN_END_WINDOW_MS * 32, drop_bytes=unscored)
+        self._detector.pause(
+            request_id=self._out.next_id("turn"),
+            pcm16=pcm16,
+            now_ms=now_ms,
+            max_wait_ms=policy.max_wait_ms,
+        )
+
+    def _on_turn_end_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
+        """Apply the verdict on the pause under review; any other is stale (D33)."""
+        config = self.config.turn_detection
+        detector = self._detector
+        policy = config.end_of_turn if config is not None else None
+        if config is None or policy is None or result.request_id != detector.turn_end_id:
+            return
+        if result.probability is not None and result.probability >= policy.threshold:
+            self._end_turn(config, "finish")
+            return
+        wait = policy.max_wait_ms if result.probability is not None else config.silence_duration_ms
+        detector.hold(wait_ms=wait, now_ms=now_ms)
+        if detector.overdue(now_ms):
+            self._end_turn(config, "time_out")

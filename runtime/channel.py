@@ -26,6 +26,9 @@ class ChannelClosed(Exception):
 
 
 class Channel(Protocol):
+    #: the close code the peer sent, once it has gone (None: no close frame, or not yet)
+    peer_close_code: int | None
+
     async def receive(self) -> ClientEvent | ProtocolError | None:
         """The next client event, a typed decode error, or None once the peer has gone."""
         ...
@@ -49,6 +52,7 @@ class MemoryChannel:
         self._outbox = outbox
         self.close_code: int | None = None
         self.close_reason = ""
+        self.peer_close_code: int | None = None
 
     async def receive(self) -> ClientEvent | ProtocolError | None:
         try:

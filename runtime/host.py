@@ -27,11 +27,18 @@ from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.metrics import Metrics
-from runtime.session_runner import SessionRunner, StageTimeouts
+from runtime.session_runner import ResumePolicy, SessionRunner, StageTimeouts
 from runtime.timers import Timers
 from runtime.vad_batcher import VadBatcher
 from runtime.workers import WorkerState, WorkerStatus
-from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
+from spec.errors import (
+    CloseCode,
+    ErrorCode,
+    ProtocolError,
+    RemoteProtocolError,
+    ResumeRefused,
+    UnknownSession,
+)
 from spec.limits import Limits
 from spec.session_config import SessionConfig
 
@@ -39,6 +46,7 @@ if TYPE_CHECKING:
     from backends.base import Backend
     from runtime.channel import Channel
     from runtime.workers import WorkerBoard
+    from spec.events import SessionResume
 
 __all__ = ["HostSettings", "Readiness", "SessionHost"]
 
@@ -227,6 +235,10 @@ class SessionHost:
             with anyio.CancelScope(shield=True):
                 await self.backend.__aexit__(None, None, None)
 
+    def session(self, session_id: str) -> SessionRunner | None:
+        """The live session of that id in this process, if any (tests, diagnostics)."""
+        return self._runners.get(session_id)
+
     def new_session_id(self) -> str:
         return f"sess_{self._prefix}{next(self._ids):04d}"
 
@@ -257,8 +269,13 @@ class SessionHost:
         *,
         config: SessionConfig | None = None,
         session_id: str | None = None,
+        resumable: bool = False,
     ) -> None:
-        """Run one session over `channel` until it ends. The caller checked `refusal()`."""
+        """Run one session over `channel` until it ends. The caller checked `refusal()`.
+
+        `resumable` (D27): a dropped connection detaches the session for
+        `limits.resume_grace_s` instead of ending it; it keeps its slot meanwhile.
+        """
         session_id = session_id or self.new_session_id()
         assert self.backend is not None
         self.slots.admit(session_id)
@@ -283,6 +300,7 @@ class SessionHost:
             timeouts=self.settings.timeouts,
             timers=self.timers,
             slow_consumer_s=self.settings.limits.slow_consumer_s,
+            resume=self._resume_policy() if resumable else None,
         )
         self._runners[session_id] = runner
         self.publish()
@@ -298,6 +316,44 @@ class SessionHost:
             if not self._runners:
                 self._all_closed.set()
                 self._all_closed = anyio.Event()
+
+    def _resume_policy(self) -> ResumePolicy:
+        limits = self.settings.limits
+        return ResumePolicy(
+            grace_s=limits.resume_grace_s,
+            journal_bytes=limits.max_resume_journal_bytes,
+            journal_age_s=limits.resume_journal_age_s,
+        )
+
+    async def resume(self, channel: Channel, event: SessionResume) -> None:
+        """Reattach a live session of this process to `channel` (`session.resume`) and
+        serve it there until the session leaves that connection. It uses no new slot.
+
+        Raises:
+            ResumeRefused: one subclass per wire code (`spec.errors`); nothing changed.
+        """
+        runner = self._runners.get(event.session_id)
+        try:
+            if runner is None:
+                where = "this server"
+                if self.workers > 1:
+                    # sessions live in the worker process that opened them; the kernel
+                    # hands a new connection to any worker
+                    where = (
+                        f"worker {self.worker} of {self.workers} (with several workers a "
+                        "session lives only in the worker that opened it; retry the resume)"
+                    )
+                raise UnknownSession(
+                    f"no session `{event.session_id}` on {where}: it never existed, ended, "
+                    "or expired",
+                    param="session_id",
+                )
+            attached = runner.attach(channel, event)
+        except ResumeRefused:
+            self.metrics.resume_event("refused")
+            raise
+        log.info("session %s resumed", event.session_id)
+        await attached.ended.wait()
 
     @staticmethod
     def refusal_close_code() -> CloseCode:

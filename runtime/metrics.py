@@ -93,6 +93,12 @@ class Metrics:
             "joyduplex_slow_consumers",
             "Sessions closed (1008) because their client stopped reading.",
         )
+        self._resume = counter(
+            "joyduplex_session_resume",
+            "Resumable sessions by attachment event: detached, resumed, replaced, expired, "
+            "refused (a session.resume that reattached nothing).",
+            ("event",),
+        )
         self._events_in = counter(
             "joyduplex_events_in", "Client events received, by type.", ("type",)
         )
@@ -151,6 +157,10 @@ class Metrics:
 
     def session_crashed(self) -> None:
         self._sessions_crashed.inc()
+
+    def resume_event(self, event: str) -> None:
+        """`detached`, `resumed`, `replaced`, `expired` or `refused` (D27)."""
+        self._resume.labels(event).inc()
 
     def slow_consumer(self) -> None:
         self._slow_consumers.inc()

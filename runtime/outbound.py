@@ -55,6 +55,11 @@ class OutboundQueue:
         self.high_water = max(self.high_water, len(items))
         self._ready.set()
 
+    def clear(self) -> None:
+        """Forget every queued event (a resumable session that lost its connection: they
+        wait in its resume journal instead)."""
+        self._items.clear()
+
     async def get(self) -> ServerEvent | CloseSession:
         while not self._items:
             self._ready = anyio.Event()

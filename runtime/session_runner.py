@@ -10,8 +10,18 @@ one worker. Results go back through `backend_event`, which fences anything late.
 VAD runs in a task of its own, batched across sessions on the VAD tick: appends and
 heartbeats are applied while earlier audio waits for its verdict, every other client
 event only after those verdicts were applied, so a commit never races its own audio's
-verdict. Backend aborts run shielded under a deadline. When the connection ends, the task
-group is cancelled and nothing outlives it.
+verdict. Backend aborts run shielded under a deadline. When the session ends (with its
+connection, unless it is resumable), the task group is cancelled and nothing outlives it.
+
+Resume (docs/session-semantics.md D27, D28): a resumable session numbers every event it
+emits (`server_event_seq`) and keeps it in its `ResumeJournal` (bounded by encoded bytes
+and age, trimmed by `session.event_ack`). A connection that fails, or closes with any code
+but 1000, detaches the session instead of ending it: the task group, its stage requests included,
+keeps running, new events go only to the journal, and the session waits `resume_grace_s`
+for `attach()` (the host's `resume`, from another connection's task). A reattached
+connection gets `session.resumed`, the journaled events the client missed, then live
+events; one still attached is sent `session.replaced` and closed. Without a resume in
+time the session ends as if its peer had gone (`expired`).
 
 Crash boundary: an unexpected exception anywhere in one session (the protocol, an effect,
 the timer, the writer) is logged once with its cause and ends only that session, with an
@@ -24,21 +34,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
+import msgspec
 import numpy as np
 
 from backends.base import (
     AsrRequest,
     BackendError,
+    DelegationRequest,
     EngineDead,
     InvalidPromptContext,
     TtsRequest,
+    TurnEndRequest,
     VlmDecision,
     VlmRequest,
 )
+from core.journal import ReplayImpossible, ResumeJournal
+from core.statemachines.attachment import Attachment
 from runtime.channel import ChannelClosed
 from runtime.outbound import OutboundOverflow, OutboundQueue
 from runtime.timers import TimerHandle, Timers
@@ -48,10 +64,19 @@ from spec.effects import (
     EvictReplica,
     ScoreVad,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
-from spec.errors import CloseCode, ErrorCode, ProtocolError, RemoteProtocolError
+from spec.errors import (
+    CloseCode,
+    ErrorCode,
+    ProtocolError,
+    RemoteProtocolError,
+    SessionNotResumable,
+    UnknownSession,
+)
 from spec.events import (
     Error,
     ErrorDetail,
@@ -61,14 +86,22 @@ from spec.events import (
     ResponseOutputAudioDelta,
     ServerEvent,
     SessionClose,
+    SessionCreated,
+    SessionEventAck,
     SessionHeartbeat,
+    SessionReplaced,
+    SessionResume,
+    SessionResumed,
+    SessionResyncRequired,
 )
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -88,7 +121,7 @@ if TYPE_CHECKING:
     from runtime.vad_batcher import VadBatcher
     from spec.effects import Effect
 
-__all__ = ["SessionRunner", "StageTimeouts"]
+__all__ = ["Attached", "ResumePolicy", "SessionRunner", "StageTimeouts"]
 
 log = logging.getLogger("joyduplex.runtime")
 
@@ -112,6 +145,28 @@ class StageTimeouts:
     asr: float = 30.0
     vlm: float = 60.0
     tts: float = 60.0
+    delegation: float = 120.0  # the background model (B31); its own timeout_s bounds waits
+    #: an end-of-turn verdict later than this is none: the pause ends as server VAD's would
+    turn_end: float = 2.0
+
+
+@dataclass(frozen=True)
+class ResumePolicy:
+    """How a resumable session survives a dropped connection (`spec.limits.Limits`)."""
+
+    grace_s: float = 30.0
+    journal_bytes: int = 8 * 1024 * 1024
+    journal_age_s: float = 60.0
+
+
+@dataclass
+class Attached:
+    """One connection of a session. `after`: a resumed connection's cursor (the last
+    event its client received); `ended` is set once the session no longer uses it."""
+
+    channel: Channel
+    after: int | None = None
+    ended: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass
@@ -122,8 +177,16 @@ class _ResponseWork:
     first_audio: bool = False
 
 
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _new_token() -> str:
+    """A resume token: 192 random bits, URL-safe."""
+    return secrets.token_urlsafe(24)
+
+
 class SessionRunner:
-    """One connection: see the module docstring."""
+    """One session over one or more connections: see the module docstring."""
 
     def __init__(
         self,
@@ -138,14 +201,30 @@ class SessionRunner:
         timeouts: StageTimeouts | None = None,
         timers: Timers | None = None,
         slow_consumer_s: float = 0.0,
+        resume: ResumePolicy | None = None,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
         self.channel = channel
+        self.resume = resume
+        #: the connection served now; `_next`: one that `attach()` handed over meanwhile
+        self._conn: Attached | None = Attached(channel)
+        self._next: Attached | None = None
+        self._conn_scope: anyio.CancelScope | None = None
+        self._reattached = anyio.Event()
+        self.attachment: Attachment | None = None
+        self.journal: ResumeJournal[ServerEvent] | None = None
+        if resume is not None:
+            self.attachment = Attachment(protocol.session_id, _new_token())
+            self.journal = ResumeJournal(
+                max_bytes=resume.journal_bytes, max_age_ms=int(resume.journal_age_s * 1000)
+            )
         self.clock = clock
         self.metrics = metrics
         self.vad = vad
         self.timeouts = timeouts or StageTimeouts()
+        if backend.delegate is not None:  # delegated questions are answered (B31)
+            protocol.delegation = True
         self.outbound = OutboundQueue(max_outbound_events)
         self.slow_consumer_s = slow_consumer_s
         self._full_since: float | None = None  # when the outbound queue last became full
@@ -170,7 +249,8 @@ class SessionRunner:
     # --- lifecycle ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve the connection until the session closes or the peer goes away."""
+        """Serve the session until it closes, its peer goes away (a resumable session:
+        and does not come back within the grace period), or it crashes."""
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -179,15 +259,18 @@ class SessionRunner:
                     tg.start_soon(self._timers.run)
                 with self._boundary("start"):
                     self._pump()  # session.created
-                tg.start_soon(self._writer)
                 if self.vad is not None:
                     tg.start_soon(self._vad_worker)
-                await self._reader()
+                conn: Attached | None = self._conn
+                while conn is not None:
+                    conn = await self._serve(conn)
                 tg.cancel_scope.cancel()
         except Exception as exc:  # a runtime task failed outside the boundaries below
             self._crash(exc, "runtime")
         finally:
             self._ended = True
+            if self.attachment is not None:
+                self.attachment.close()
             if self._timer is not None:
                 self._timer.cancel()  # the heap must not keep this session alive
             self._tg = None
@@ -195,10 +278,122 @@ class SessionRunner:
                 if work.tts_send is not None:
                     work.tts_send.close()
             await self._abort_everything()
-            # a peer that stopped reading may never take the close frame either: bounded
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
-                reason = "slow consumer" if self._close_code is CloseCode.POLICY_VIOLATION else ""
-                await self.channel.close(int(self._close_code), reason)
+            if self._conn is not None:
+                # a peer that stopped reading may never take the close frame either: bounded
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
+                    why = "slow consumer" if self._close_code is CloseCode.POLICY_VIOLATION else ""
+                    await self._conn.channel.close(int(self._close_code), why)
+                self._conn.ended.set()
+            if self._next is not None:
+                self._next.ended.set()
+
+    async def _serve(self, conn: Attached) -> Attached | None:
+        """Run the reader and the writer of one connection until it ends; the connection
+        the session goes on over (resumed, or replacing this one), if any."""
+        self._conn, self.channel = conn, conn.channel
+        async with anyio.create_task_group() as connection:
+            self._conn_scope = connection.cancel_scope
+            connection.start_soon(self._writer, conn)
+            await self._reader(conn.channel)
+            connection.cancel_scope.cancel()
+        self._conn_scope = None
+        if self._next is not None:  # replaced while attached: tell the old connection
+            await self._replaced(conn)
+            conn.ended.set()
+        elif not self._may_detach(conn):
+            return None  # the session ends; `run` closes this connection
+        else:
+            await self._release(conn)  # its peer is gone
+            await self._detach()
+            if self._next is None:
+                return None
+        self._next, following = None, self._next
+        return following
+
+    def _may_detach(self, conn: Attached) -> bool:
+        """A resumable session outlives a connection that failed or went away without
+        saying goodbye; a close frame with 1000 (normal closure) ends it (D28)."""
+        return (
+            conn.channel.peer_close_code != CloseCode.NORMAL
+            and self.attachment is not None
+            and not self._closing
+            and self.crashed is None
+            and not self.protocol.closed
+        )
+
+    @staticmethod
+    async def _release(conn: Attached) -> None:
+        """Close our end of a connection whose peer has gone (nothing can be delivered;
+        this only frees it), then let whoever serves it go."""
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(CLOSE_DEADLINE_S),
+            contextlib.suppress(ChannelClosed, OSError),
+        ):
+            await conn.channel.close(int(CloseCode.GOING_AWAY), "connection lost")
+        conn.ended.set()
+
+    async def _detach(self) -> None:
+        """The peer went away: keep the session for `grace_s`, waiting for `attach()`."""
+        assert self.attachment is not None and self.resume is not None
+        self.attachment.detach()
+        self._conn = None
+        self.outbound.clear()  # what it held waits in the journal
+        self._full_since = None
+        self.metrics.resume_event("detached")
+        log.info(
+            "session %s detached; resumable for %g s", self.protocol.session_id, self.resume.grace_s
+        )
+        self._reattached = anyio.Event()
+        with anyio.move_on_after(self.resume.grace_s):
+            await self._reattached.wait()
+        if self._next is None:
+            self.attachment.expire()
+            self.metrics.resume_event("expired")
+            log.info("session %s expired: no resume within its grace", self.protocol.session_id)
+
+    async def _replaced(self, old: Attached) -> None:
+        """Send `session.replaced` to the connection a resume took the session from, and
+        close it (bounded: that peer may not be reading)."""
+        assert self.attachment is not None
+        event = SessionReplaced(
+            event_id=self.protocol.next_event_id(),
+            session_id=self.protocol.session_id,
+            attachment_generation=self.attachment.generation,
+        )
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
+            with contextlib.suppress(ChannelClosed):
+                await old.channel.send(event)
+            await old.channel.close(int(CloseCode.NORMAL), "session replaced")
+
+    def attach(self, channel: Channel, resume: SessionResume) -> Attached:
+        """Hand the session to a new connection (`session.resume`); the caller serves the
+        returned connection until its `ended` is set.
+
+        Raises:
+            SessionNotResumable: the session was not opened resumable.
+            UnknownSession: it has ended.
+            InvalidResumeToken: the token is not its current one.
+            A refusal changes nothing.
+        """
+        attachment, journal = self.attachment, self.journal
+        if attachment is None or journal is None:
+            raise SessionNotResumable(
+                f"session `{self.protocol.session_id}` was opened without resume",
+                param="session_id",
+            )
+        if self._ended or self.protocol.closed:
+            raise UnknownSession(f"session `{self.protocol.session_id}` has ended")
+        replaced = attachment.reattach(resume.resume_token or "", _new_token())
+        conn = Attached(channel, after=resume.last_received_server_event_seq or 0)
+        if self._next is not None:  # two resumes raced: the earlier one never started
+            self._next.ended.set()
+        self._next = conn
+        self.metrics.resume_event("replaced" if replaced else "resumed")
+        if replaced and self._conn_scope is not None:
+            self._conn_scope.cancel()
+        self._reattached.set()
+        return conn
 
     async def shutdown(self, reason: str = "shutdown") -> None:
         """Close the session from the server side (graceful shutdown)."""
@@ -221,9 +416,9 @@ class SessionRunner:
 
     # --- reader, writer, timer ------------------------------------------------------
 
-    async def _reader(self) -> None:
+    async def _reader(self, channel: Channel) -> None:
         while not self._closing:
-            received = await self.channel.receive()
+            received = await channel.receive()
             if received is None:
                 return
             if self.crashed is not None:
@@ -232,6 +427,8 @@ class SessionRunner:
                 self._send_error(received)
                 continue
             self.metrics.event_in(str(type(received).__struct_config__.tag))
+            if isinstance(received, SessionEventAck) and self.journal is not None:
+                self.journal.ack(received.server_event_seq)
             backlog = self._vad_submitted - self._vad_applied
             if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG:
                 await self._vad_settled()  # a commit never races its own audio's verdict
@@ -247,30 +444,74 @@ class SessionRunner:
             with anyio.move_on_after(CRASH_FLUSH_S):
                 await anyio.sleep_forever()
 
-    async def _writer(self) -> None:
+    def _resumed(self, after: int) -> list[ServerEvent]:
+        """What a resumed connection is sent before the live events: `session.resumed`,
+        then the journaled events above `after` (or `session.resync_required`). Taken
+        when its writer starts, the connection it replaced being gone: every event up to
+        now is in the replay, every later one comes through the outbound queue."""
+        attachment, journal = self.attachment, self.journal
+        assert attachment is not None and journal is not None
+        first: list[ServerEvent] = [
+            SessionResumed(
+                event_id=self.protocol.next_event_id(),
+                session_id=self.protocol.session_id,
+                resume_token=attachment.token,
+                attachment_generation=attachment.generation,
+                replay_from_seq=after + 1,
+                last_server_event_seq=journal.last_seq,
+            )
+        ]
+        try:
+            replay = [entry.payload for entry in journal.replay_after(after, self.clock.now_ms())]
+        except ReplayImpossible as exc:
+            log.info("session %s: no replay after %d: %s", self.protocol.session_id, after, exc)
+            replay = []
+            first.append(
+                SessionResyncRequired(
+                    event_id=self.protocol.next_event_id(),
+                    session_id=self.protocol.session_id,
+                    reason=exc.reason,
+                    last_server_event_seq=journal.last_seq,
+                )
+            )
+        self.outbound.clear()  # those events are in the replay (or the client has them)
+        self._full_since = None
+        return first + replay
+
+    async def _writer(self, conn: Attached) -> None:
+        if conn.after is not None:
+            for event in self._resumed(conn.after):
+                if not await self._send(conn.channel, event):
+                    return
         while True:
             item = await self.outbound.get()
             if isinstance(item, CloseSession):
                 self._closing = True
-                await self.channel.close(int(item.code), item.reason)
+                await conn.channel.close(int(item.code), item.reason)
                 assert self._tg is not None
                 self._tg.cancel_scope.cancel()
                 return
-            try:
-                with anyio.fail_after(self.slow_consumer_s or math.inf):
-                    await self.channel.send(item)
-            except TimeoutError:
-                self._slow_consumer(f"one event waited {self.slow_consumer_s:g} s to be sent")
+            if not await self._send(conn.channel, item):
                 return
-            except ChannelClosed:  # the peer went away: the reader sees it and ends the session
-                log.debug("send failed; peer gone", exc_info=True)
-                return
-            except Exception as exc:  # encoding a server event failed: a bug of ours
-                self._crash(exc, "send")
-                self._closing = True
-                assert self._tg is not None
-                self._tg.cancel_scope.cancel()
-                return
+
+    async def _send(self, channel: Channel, event: ServerEvent) -> bool:
+        """Send one event; False when this connection's writer must stop."""
+        try:
+            with anyio.fail_after(self.slow_consumer_s or math.inf):
+                await channel.send(event)
+        except TimeoutError:
+            self._slow_consumer(f"one event waited {self.slow_consumer_s:g} s to be sent")
+            return False
+        except ChannelClosed:  # the peer went away: the reader sees it (detach or the end)
+            log.debug("send failed; peer gone", exc_info=True)
+            return False
+        except Exception as exc:  # encoding a server event failed: a bug of ours
+            self._crash(exc, "send")
+            self._closing = True
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            return False
+        return True
 
     def timer_fired(self, at: float) -> None:
         """The process's timers: the deadline scheduled for `at` is due."""
@@ -341,6 +582,15 @@ class SessionRunner:
             self.metrics.event_out(tag)
             if isinstance(event, Error):
                 self.metrics.error(event.error.code)
+            if self.journal is not None:
+                self._journal(event)
+        if self.attachment is not None and not self.attachment.attached:
+            # detached: events wait in the journal
+            if isinstance(event, CloseSession):  # the session ends without a connection
+                self._closing = True
+                if self._tg is not None:
+                    self._tg.cancel_scope.cancel()
+            return
         before = self.outbound.dropped_audio_deltas
         try:
             self.outbound.put(event)
@@ -355,6 +605,17 @@ class SessionRunner:
             anyio.current_time() - self._full_since > self.slow_consumer_s
         ):
             self._slow_consumer(f"its outbound queue stayed full {self.slow_consumer_s:g} s")
+
+    def _journal(self, event: ServerEvent) -> None:
+        """Number the event and keep it for replay; its size is its encoded wire length
+        (the encoder is the wire codec's: plain msgspec JSON)."""
+        assert self.journal is not None and self.attachment is not None
+        if isinstance(event, SessionCreated):
+            event.resume_token = self.attachment.token
+            event.attachment_generation = self.attachment.generation
+        event.server_event_seq = self.journal.last_seq + 1
+        size = len(_ENCODE(event))
+        self.journal.append(event, size, self.clock.now_ms())
 
     def _slow_consumer(self, why: str) -> None:
         """The client stopped reading: close 1008 ("slow consumer") and free its slot."""
@@ -421,6 +682,12 @@ class SessionRunner:
                 tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
             case SubmitTts():
                 self._queue_tts(tg, effect)
+            case SubmitDelegation():
+                tg.start_soon(
+                    self._stage, effect.request_id, "delegation", self._run_delegation, effect
+                )
+            case SubmitTurnEnd():
+                tg.start_soon(self._run_turn_end, effect)
             case Abort():
                 work = self._responses.get(effect.response_id)
                 if work is not None:
@@ -440,9 +707,14 @@ class SessionRunner:
         return f"{self.protocol.session_id}/{request_id}"
 
     async def _backend_abort(self, abort: Abort) -> None:
-        stage = {"asr": self.backend.asr, "vlm": self.backend.vlm, "tts": self.backend.tts}.get(
-            abort.stage
-        )
+        backend = self.backend
+        stages = {
+            "asr": backend.asr,
+            "vlm": backend.vlm,
+            "tts": backend.tts,
+            "delegation": backend.delegate,
+        }
+        stage = stages.get(abort.stage)
         if stage is None:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_DEADLINE_S):
@@ -506,10 +778,25 @@ class SessionRunner:
         request = VlmRequest(self._engine_id(effect.request_id), effect.prompt)
         async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
-                self._feed(VlmDecisionResult(effect.request_id, out.action.value, out.text))
+                question = out.question or ""
+                self._feed(
+                    VlmDecisionResult(effect.request_id, out.action.value, out.text, question)
+                )
                 return
             self._feed(VlmDelta(effect.request_id, out.text))
         raise BackendError("the VLM stream ended without a decision", stage="vlm")
+
+    async def _run_delegation(self, effect: SubmitDelegation) -> None:
+        delegate = self.backend.delegate
+        if delegate is None:
+            raise BackendError("this backend has no background model", stage="delegation")
+        request = DelegationRequest(
+            self._engine_id(effect.request_id),
+            effect.question,
+            history=effect.history,
+            transcript=effect.transcript,
+        )
+        self._feed(DelegationAnswer(effect.request_id, await delegate.answer(request)))
 
     def _queue_tts(self, tg: TaskGroup, effect: SubmitTts) -> None:
         work = self._responses.setdefault(effect.response_id, _ResponseWork())
@@ -534,6 +821,30 @@ class SessionRunner:
         async for chunk in self.backend.tts.synthesize(request):
             self._feed(TtsAudio(effect.request_id, chunk.pcm16, chunk.text))
         self._feed(TtsDone(effect.request_id))
+
+    async def _run_turn_end(self, effect: SubmitTurnEnd) -> None:
+        """Ask the end-of-turn model about a pause (B32). It never fails a response: a
+        backend without the model, a failure or a timeout is "no verdict" (D33). A verdict
+        the speaker outran is dropped by the protocol (its request id is stale)."""
+        model = self.backend.turn_end
+        probability: float | None = None
+        if model is not None:
+            pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+            request = TurnEndRequest(self._engine_id(effect.request_id), pcm)
+            started = anyio.current_time()
+            try:
+                with anyio.fail_after(self.timeouts.turn_end):
+                    probability = await model.predict(request)
+                self.metrics.stage_latency("turn_end", anyio.current_time() - started)
+            except TimeoutError:
+                log.warning(
+                    "turn_end %s: no verdict within %g s", effect.request_id, self.timeouts.turn_end
+                )
+            except BackendError as exc:
+                log.warning("turn_end %s failed: %s", effect.request_id, exc.message)
+            except Exception:
+                log.exception("turn_end %s raised an untranslated error", effect.request_id)
+        self._feed(TurnEndVerdict(effect.request_id, probability))
 
     # --- server VAD -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B25 and B29, B30 as data.
+"""The behaviour catalogue: B1..B32 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -55,6 +55,8 @@ SESSION_INVARIANTS: Final[dict[str, str]] = {
     "I7": "a transcript is only written to the item version that produced it",
     "I8": "played_ms <= generated_ms for every response",
     "I9": "nothing is emitted after session.closed",
+    "I10": "a connection refused for its key or origin never reaches a session: it is "
+    "answered with HTTP 401 or 403 and never upgraded",
 }
 
 
@@ -104,6 +106,12 @@ _CLIENT_PLAYBACK = "9.2 Client playback (B21)"
 _MODES = "9.3 Modes and camera (B22)"
 _WATCHDOG = "9.4 Turn watchdog (B23)"
 _LIMITS = "10. Isolation and limits (B24, B25)"
+_RESUME = "7.1 Resume (B27)"
+_D27 = "D27 Which sessions are resumable (7.1)"
+_D28 = "D28 What detaches a session, and what follows a resync (7.1)"
+_EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
+_DELEGATION = "3.6 Delegation (B31)"
+_SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -648,6 +656,103 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         ),
     ),
     Behaviour(
+        id="B26",
+        title="Exposure: credentials and origins are checked before the upgrade and never logged",
+        summary=(
+            "A missing or wrong API key is answered HTTP 401 `unauthorized`, a refused browser "
+            "origin HTTP 403 `origin_not_allowed` (by default only no Origin, the server's own "
+            "and loopback origins pass), before any websocket upgrade or session; keys never "
+            "appear in a log; `protect_probes` puts /readyz and /metrics behind the key."
+        ),
+        sections=(_EXPOSURE, _LIMITS),
+        rows=(),
+        invariants=("I10",),
+        tests=(
+            "tests/conformance/test_b26_exposure.py::test_b26_a_missing_or_wrong_key_is_401_unauthorized_and_any_of_the_three_carriers_works",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_refusal_body_is_the_error_object_of_the_wire",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_default_policy_allows_no_origin_the_own_origin_and_loopback",
+            "tests/conformance/test_b26_exposure.py::test_b26_the_default_policy_refuses_every_other_origin_with_403",
+            "tests/conformance/test_b26_exposure.py::test_b26_a_star_allows_any_origin_and_a_list_exactly_its_own",
+            "tests/conformance/test_b26_exposure.py::test_b26_protected_probes_need_the_bearer_key",
+            "tests/conformance/test_b26_exposure.py::test_b26_a_logged_line_never_holds_the_key",
+            "tests/transport/test_exposure.py::test_b26_a_wrong_or_missing_key_gets_http_401_before_any_upgrade",
+            "tests/transport/test_exposure.py::test_b26_the_right_key_by_header_subprotocol_or_query_is_upgraded",
+            "tests/transport/test_exposure.py::test_b26_a_foreign_origin_gets_403_under_the_default_policy",
+            "tests/transport/test_exposure.py::test_b26_loopback_and_own_origins_are_accepted_by_default",
+            "tests/transport/test_exposure.py::test_b26_the_own_origin_is_the_host_header_whatever_the_name",
+            "tests/transport/test_exposure.py::test_b26_a_star_allows_any_origin",
+            "tests/transport/test_exposure.py::test_b26_a_configured_list_allows_exactly_its_origins",
+            "tests/transport/test_exposure.py::test_b26_protected_probes_answer_401_without_the_key_and_200_with_it",
+            "tests/transport/test_exposure.py::test_b26_probes_are_open_by_default_even_with_a_key",
+            "tests/transport/test_exposure.py::test_b26_the_python_client_raises_handshake_refused_naming_the_code",
+            "tests/transport/test_exposure.py::test_b26_without_the_denial_extension_the_refusal_is_a_close_before_the_accept",
+            "tests/transport/test_exposure.py::test_b26_joyduplex_client_names_a_refused_key_and_what_to_do",
+            "tests/transport/test_exposure.py::test_b26_the_bench_counts_refusals_by_code_and_says_what_to_do",
+            "tests/transport/test_exposure.py::test_b26_protect_probes_needs_an_api_key_and_origins_must_be_origins",
+            "tests/transport/test_exposure_served.py::test_b26_the_log_of_a_served_process_never_holds_the_key",
+            "tests/web/test_browser_exposure.py::test_b26_the_web_ui_names_a_refused_connection_and_connects_with_the_fragment_key",
+        ),
+    ),
+    Behaviour(
+        id="B27",
+        title="A dropped connection resumes with nothing lost",
+        summary=(
+            "A resumable session (`/v1/duplex`, or `/v1/realtime?resumable=1`) whose "
+            "connection fails is detached, not ended: its reply goes on into a bounded "
+            "journal of numbered events, and `session.resume` with the current token on a "
+            "new connection gets `session.resumed`, every event after the client's cursor "
+            "once and in order, then live events; a wrong or used token, an unknown session "
+            "and an impossible replay are typed answers; the grace period frees the slot."
+        ),
+        sections=(_RESUME, _D27, _D28, _SESSION),
+        rows=(
+            RowRef("attachment", "detach"),
+            RowRef("attachment", "resume"),
+            RowRef("attachment", "replace"),
+            RowRef("attachment", "expire"),
+        ),
+        invariants=("ATTACH-1", "ATTACH-2", "ATTACH-3"),
+        tests=(
+            "tests/conformance/test_b27_resume.py::test_b27_a_replay_after_k_is_every_journaled_event_above_k_in_order",
+            "tests/conformance/test_b27_resume.py::test_b27_an_ack_trims_the_journal_and_a_cursor_behind_it_is_a_gap",
+            "tests/conformance/test_b27_resume.py::test_b27_the_byte_and_age_bounds_drop_the_oldest_and_an_early_cursor_overflows",
+            "tests/conformance/test_b27_resume.py::test_b27_every_resume_rotates_the_token_and_a_used_token_is_refused",
+            "tests/conformance/test_b27_resume.py::test_b27_an_expired_or_closed_session_cannot_be_resumed",
+            "tests/runtime/test_resume_runner.py::test_b27_a_detached_session_finishes_its_reply_into_the_journal",
+            "tests/runtime/test_resume_runner.py::test_b27_an_event_ack_trims_the_journal",
+            "tests/runtime/test_resume_runner.py::test_b27_shutdown_ends_a_detached_session_and_frees_its_slot",
+            "tests/runtime/test_resume_runner.py::test_b27_a_resume_that_lands_on_another_worker_is_unknown_session_saying_so",
+            "tests/transport/test_resume.py::test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_nothing_twice",
+            "tests/transport/test_resume.py::test_b27_a_wrong_a_rotated_or_an_unknown_resume_is_refused_with_its_code",
+            "tests/transport/test_resume.py::test_b27_a_resume_while_the_old_socket_is_attached_replaces_it",
+            "tests/transport/test_resume.py::test_b27_a_resume_from_before_an_overflowed_journal_gets_resync_required",
+            "tests/transport/test_resume.py::test_b27_without_a_resume_the_grace_expires_and_the_slot_is_freed",
+            "tests/transport/test_resume.py::test_b27_a_ga_client_that_did_not_opt_in_sees_no_resume_fields",
+            "tests/transport/test_resume.py::test_b27_a_normal_close_ends_a_resumable_session_at_once",
+        ),
+    ),
+    Behaviour(
+        id="B28",
+        title="Hostile input and stage faults stay inside their session",
+        summary=(
+            "A flood of malformed, mistyped, out-of-range, oversized, deeply nested, binary "
+            "or out-of-order events gets only typed `error` events and crashes nothing; a "
+            "stage that raises, hangs past its timeout or reports its engine dead at any "
+            "step fails only the response that owns it: a concurrent session and the next "
+            "turn complete, and no task is left behind."
+        ),
+        sections=(_LIMITS, _FAILURE),
+        rows=(RowRef("response", "fail"),),
+        invariants=(),
+        tests=(
+            "tests/conformance/test_b28_hostile_input.py::test_b28_seeded_hostile_frames_are_applied_or_refused_and_a_refusal_changes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_crashes_nothing",
+            "tests/transport/test_hostile_input.py::test_b28_invalid_utf8_in_a_text_frame_closes_only_its_connection_with_1007",
+            "tests/transport/test_hostile_input.py::test_b28_a_hostile_session_among_eight_clean_ones_leaves_them_untouched",
+            "tests/runtime/test_stage_faults.py::test_b28_a_stage_fault_fails_only_its_response",
+        ),
+    ),
+    Behaviour(
         id="B29",
         title="History is a sequence of observation ticks with times, frames and silences",
         summary=(
@@ -695,6 +800,87 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/backends/test_joyai_policy.py::test_b30_a_different_answer_releases_held_deltas_in_order",
             "tests/backends/test_joyai_policy.py::test_b30_the_remote_stage_applies_both_rules",
             "tests/backends/test_joyai_golden_prompts.py::test_b30_the_first_camera_tick_of_a_session_is_never_sent_to_the_model",
+        ),
+    ),
+    Behaviour(
+        id="B31",
+        title="A delegated question is answered by the background model as a follow-up response",
+        summary=(
+            "When the VLM delegates, its note is spoken and, if the server has a background "
+            "model (`[delegation]`), the question goes to it; its answer is spoken as a new "
+            "response the server creates, after any active one, never over it. An interrupt "
+            "(barge-in, `response.cancel`, `output_audio_buffer.clear`) aborts the question and "
+            "drops a late answer; a failure is `error delegation_failed` and the session goes "
+            "on. Without a background model the question is dropped."
+        ),
+        sections=(_DELEGATION, _CANCEL, _FENCING),
+        rows=(),
+        invariants=("I1", "I2", "I4"),
+        tests=(
+            "tests/conformance/test_b31_delegation.py::test_b31_the_question_goes_to_the_background_model_with_the_conversation",
+            "tests/conformance/test_b31_delegation.py::test_b31_an_answer_after_the_note_is_spoken_as_a_server_created_response",
+            "tests/conformance/test_b31_delegation.py::test_b31_an_answer_waits_behind_the_active_response_never_over_it",
+            "tests/conformance/test_b31_delegation.py::test_b31_user_input_deferred_meanwhile_goes_before_a_waiting_answer",
+            "tests/conformance/test_b31_delegation.py::test_b31_barge_in_aborts_the_delegation_and_a_late_answer_is_dropped",
+            "tests/conformance/test_b31_delegation.py::test_b31_response_cancel_drops_an_answer_that_was_waiting",
+            "tests/conformance/test_b31_delegation.py::test_b31_response_cancel_with_only_a_delegation_open_aborts_it",
+            "tests/conformance/test_b31_delegation.py::test_b31_a_background_failure_is_a_typed_error_and_nothing_else_changes",
+            "tests/conformance/test_b31_delegation.py::test_b31_closing_the_session_aborts_the_delegation",
+            "tests/conformance/test_b31_delegation.py::test_b31_without_a_background_model_the_question_is_dropped",
+            "tests/conformance/test_b31_delegation.py::test_b31_a_text_only_session_shows_the_answer_as_text",
+            "tests/runtime/test_delegation.py::test_b31_a_background_answer_is_spoken_as_a_follow_up_response",
+            "tests/core/test_client_follow_up.py::test_b31_the_client_plays_and_shows_a_follow_up_reply_like_any_reply",
+            "tests/runtime/test_delegation.py::test_b31_an_interrupt_aborts_the_delegation_and_its_late_answer_is_dropped",
+            "tests/runtime/test_delegation.py::test_b31_an_endpoint_failure_is_a_typed_error_and_the_session_goes_on",
+            "tests/runtime/test_delegation.py::test_b31_without_a_background_model_the_note_is_spoken_and_the_question_dropped",
+        ),
+    ),
+    Behaviour(
+        id="B32",
+        title="semantic_vad ends a turn when the speaker has finished, not at every pause",
+        summary=(
+            "Silero still finds speech and pauses; a 200 ms pause goes under review by the "
+            "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
+            "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
+            "2 s) runs out; a verdict the speaker outran is dropped."
+        ),
+        sections=(_SEMANTIC_VAD, _VAD, _SESSION),
+        rows=(
+            RowRef("turn_detector", "pause"),
+            RowRef("turn_detector", "finish"),
+            RowRef("turn_detector", "hold"),
+            RowRef("turn_detector", "resume"),
+            RowRef("turn_detector", "time_out"),
+        ),
+        invariants=("VAD-1", "VAD-2"),
+        tests=(
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_pause_asks_the_end_of_turn_model_about_the_utterance_so_far",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_finished_verdict_ends_the_turn_and_commits_it",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_an_unfinished_verdict_holds_the_turn_until_speech_resumes",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_the_speaker_outran_is_dropped",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_after_a_commit_or_clear_is_dropped",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_ends_at_the_max_wait_on_the_audio_clock",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_ends_at_the_max_wait_on_the_session_clock",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_without_a_verdict_a_pause_ends_as_server_vad_would",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_late_missing_verdict_ends_an_overdue_pause_at_once",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_semantic_vad_still_interrupts_a_reply_when_speech_starts",
+            "tests/spec/test_session_config.py::test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given",
+            "tests/spec/test_session_config.py::test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_through_the_real_server_a_mid_sentence_pause_splits_only_a_server_vad_turn",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_predict_runs_off_the_loop_and_answers_a_probability",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_packaged_smart_turn_model_has_the_pinned_sha256",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_turn_model_with_another_digest_is_unavailable_and_says_how_to_install",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_missing_configured_turn_model_never_falls_back",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_missing_pipecat_package_says_how_to_install",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_the_window_is_the_last_8_s_zero_padded_in_front",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_log_mel_matches_faster_whispers_whisper_features",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_log_mel_matches_the_extractor_smart_turn_ships_with",
+            "tests/runtime/test_session_runner.py::test_b32_semantic_vad_turn_with_scripted_end_of_turn_verdicts",
+            "tests/runtime/test_session_runner.py::test_b32_without_an_end_of_turn_model_semantic_vad_ends_pauses_as_server_vad",
+            "tests/web/test_web_runtimes_agree.py::test_b32_the_ui_offers_semantic_vad_at_each_eagerness",
         ),
     ),
 )

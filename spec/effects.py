@@ -14,7 +14,10 @@ from spec.errors import CloseCode
 
 __all__ = [
     "ASR",
+    "DELEGATION",
     "TTS",
+    "TURN_END",
+    "TURN_END_WINDOW_MS",
     "VLM",
     "Abort",
     "CloseSession",
@@ -26,7 +29,9 @@ __all__ = [
     "ScoreVad",
     "Stage",
     "SubmitAsr",
+    "SubmitDelegation",
     "SubmitTts",
+    "SubmitTurnEnd",
     "SubmitVlm",
 ]
 
@@ -35,6 +40,13 @@ Stage = str
 ASR: Stage = "asr"
 VLM: Stage = "vlm"
 TTS: Stage = "tts"
+#: the background model a `delegate` decision hands its question to (B31)
+DELEGATION: Stage = "delegation"
+#: the end-of-turn model of `semantic_vad` (B32)
+TURN_END: Stage = "turn_end"
+#: the end-of-turn model hears at most this much of an utterance, its end (Smart Turn v3
+#: takes 8 s windows)
+TURN_END_WINDOW_MS = 8_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,21 @@ class SubmitTts:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitDelegation:
+    """Ask the background model a question the VLM delegated (B31). `response_id` is the
+    response that spoke the note; the answer becomes a follow-up response of its own."""
+
+    request_id: str
+    response_id: str
+    epoch: int
+    question: str
+    #: the conversation so far as text, oldest first (the background model's context)
+    history: tuple[HistoryTurn, ...] = ()
+    #: the user's words that led to the delegation, when there were any
+    transcript: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Abort:
     """Stop a stage request that may be running (cancellation-safe, idempotent)."""
 
@@ -149,6 +176,18 @@ class ScoreVad:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitTurnEnd:
+    """Ask the end-of-turn model whether the speaker has finished (`semantic_vad`, B32):
+    `pcm16` is the end of the utterance so far (16 kHz, at most `TURN_END_WINDOW_MS`),
+    up to the pause. Only the verdict of the latest request is applied; an older one (the
+    speaker went on, the turn ended) is dropped."""
+
+    request_id: str
+    item_id: str
+    pcm16: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class CloseSession:
     """Close the connection after sending what is queued."""
 
@@ -159,5 +198,13 @@ class CloseSession:
 #: every effect, a closed union: executors dispatch with `match` and end with
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
 Effect: TypeAlias = (
-    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+    SubmitAsr
+    | SubmitVlm
+    | SubmitTts
+    | SubmitDelegation
+    | Abort
+    | EvictReplica
+    | ScoreVad
+    | SubmitTurnEnd
+    | CloseSession
 )

@@ -7,6 +7,8 @@ the protocol carry their code, so the mapping to the wire is data, not scattered
     +-- RemoteProtocolError         the client broke the protocol: `error` event, session lives on
     |   +-- InvalidEvent            the frame could not be decoded or validated
     |   +-- InvalidSessionConfig    a session object failed the public validator
+    |   +-- ResumeRefused           a `session.resume` that cannot reattach, one class per code:
+    |       +-- UnknownSession, InvalidResumeToken, SessionNotResumable, ResumeExpected
     +-- LocalProtocolError          we broke it (a bug): `internal_error`, close 1011
 """
 
@@ -21,10 +23,15 @@ __all__ = [
     "ErrorCode",
     "ErrorType",
     "InvalidEvent",
+    "InvalidResumeToken",
     "InvalidSessionConfig",
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
+    "ResumeExpected",
+    "ResumeRefused",
+    "SessionNotResumable",
+    "UnknownSession",
 ]
 
 
@@ -51,6 +58,9 @@ class ErrorCode(enum.StrEnum):
     UNAUTHORIZED = "unauthorized"
     ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     UNKNOWN_SESSION = "unknown_session"
+    INVALID_RESUME_TOKEN = "invalid_resume_token"
+    SESSION_NOT_RESUMABLE = "session_not_resumable"
+    RESUME_EXPECTED = "resume_expected"
     SESSION_CLOSED = "session_closed"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"
     UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
@@ -82,6 +92,9 @@ class ErrorCode(enum.StrEnum):
     STAGE_FAILED = "runtime_data_plane_stream_failed"
     COMMIT_ABORTED = "commit_aborted"
     SERVER_VAD_UNAVAILABLE = "server_vad_unavailable"
+    #: the background model did not answer a delegated question (failed or timed out);
+    #: the session goes on, only that answer is missing (B31)
+    DELEGATION_FAILED = "delegation_failed"
     # limits
     RESOURCE_EXHAUSTED = "resource_exhausted"
     INPUT_BACKPRESSURE = "input_backpressure"
@@ -93,6 +106,7 @@ _SERVER = {
     ErrorCode.STAGE_FAILED,
     ErrorCode.COMMIT_ABORTED,
     ErrorCode.SERVER_VAD_UNAVAILABLE,
+    ErrorCode.DELEGATION_FAILED,
 }
 _RATE_LIMIT = {ErrorCode.RESOURCE_EXHAUSTED, ErrorCode.INPUT_BACKPRESSURE}
 
@@ -116,7 +130,9 @@ class CloseCode(enum.IntEnum):
     NORMAL = 1000
     #: server shutdown
     GOING_AWAY = 1001
-    #: policy violation: bad credentials or a refused origin
+    #: policy violation: a slow consumer (a refused key or origin is answered with HTTP
+    #: 401 / 403 before the upgrade, or this close before the accept where the server
+    #: cannot answer with HTTP: it then sends 403)
     POLICY_VIOLATION = 1008
     #: a frame larger than the configured maximum
     MESSAGE_TOO_BIG = 1009
@@ -178,3 +194,38 @@ class InvalidSessionConfig(RemoteProtocolError):
     """A session object that the public validator refused."""
 
     code = ErrorCode.BAD_EVENT
+
+
+class ResumeRefused(RemoteProtocolError):
+    """A `session.resume` that reattaches nothing (docs/session-semantics.md D27): the
+    session is unknown to this worker or has ended (`unknown_session`), the token is not
+    its current one (`invalid_resume_token`), the session was not opened resumable
+    (`session_not_resumable`), or a resume-only connection began with another event
+    (`resume_expected`). The connection is refused; the session, if any, is untouched."""
+
+    code = ErrorCode.UNKNOWN_SESSION
+
+
+class UnknownSession(ResumeRefused):
+    """No live session of that id in this worker (never was, ended, expired, or with
+    `--workers N` it lives in another worker process)."""
+
+    code = ErrorCode.UNKNOWN_SESSION
+
+
+class InvalidResumeToken(ResumeRefused):
+    """The token is not the session's current one (a rotated-out token included)."""
+
+    code = ErrorCode.INVALID_RESUME_TOKEN
+
+
+class SessionNotResumable(ResumeRefused):
+    """The session was opened without resume (a GA client that did not opt in)."""
+
+    code = ErrorCode.SESSION_NOT_RESUMABLE
+
+
+class ResumeExpected(ResumeRefused):
+    """A resume-only connection (`?resume=1`) whose first event is not `session.resume`."""
+
+    code = ErrorCode.RESUME_EXPECTED

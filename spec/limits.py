@@ -63,8 +63,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_content_parts: _Positive = 64
     #: a session with no client event for this long is closed
     idle_timeout_s: _Seconds = 300.0
-    #: how long a detached session may be resumed
+    #: how long a detached session (its client's connection dropped; resume enabled, see
+    #: docs/session-semantics.md D27) lives on waiting for `session.resume` before it ends
     resume_grace_s: _Seconds = 30.0
+    #: encoded bytes of server events a resumable session keeps for replay; beyond it the
+    #: oldest unacknowledged events are dropped and a resume from before them is answered
+    #: `session.resync_required {reason: journal_overflow}`
+    max_resume_journal_bytes: _Positive = 8 * MIB
+    #: how long a journaled event is kept for replay (seconds), acknowledged or not
+    resume_journal_age_s: _Seconds = 60.0
     #: concurrent sessions per process
     max_sessions: _Positive = 64
     #: queued outbound events per session before audio deltas are dropped

@@ -17,11 +17,13 @@ import base64
 import binascii
 import math
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spec.effects import (
     ASR,
+    DELEGATION,
     TTS,
+    TURN_END_WINDOW_MS,
     VLM,
     Abort,
     CloseSession,
@@ -33,7 +35,9 @@ from spec.effects import (
     ScoreVad,
     Stage,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
 from spec.errors import ERROR_TYPE, ErrorCode, ProtocolError, RemoteProtocolError
@@ -101,15 +105,18 @@ from spec.session_config import (
     INPUT_FORMATS,
     MAX_RATE_HZ,
     MIN_RATE_HZ,
+    SEMANTIC_PAUSE_MS,
     SessionConfig,
     validate_session,
 )
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     StageResult,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
@@ -299,6 +306,18 @@ class _Segment:
         return self.audio_held + self.frames_held
 
 
+@dataclass(frozen=True)
+class _PromptParts:
+    """What a response's prompt holds (3.2, 4.1)."""
+
+    history: tuple[HistoryTurn, ...]
+    transcript: str | None
+    frames: tuple[bytes, ...]
+    time_s: float | None
+    times: tuple[float | None, ...]
+    shown: tuple[tuple[bytes, ...], ...]
+
+
 @dataclass
 class _Request:
     request_id: str
@@ -383,6 +402,10 @@ class _Vad:
     silence_run: int = 0
     silence_start: int = 0
     reset_at: int = 0
+    # semantic VAD (section 5.1): the verdict awaited, the pause's wait and its deadline
+    awaiting: str | None = None
+    wait_ms: int = 0
+    deadline: int | None = None
 
 
 def _reject(
@@ -404,8 +427,13 @@ class ReferenceSession:
         limits: Limits | None = None,
         profile: str = "speech",
         now_ms: int = 0,
+        delegation: bool = False,
     ) -> None:
         self.session_id = session_id
+        #: section 3.6: a background model answers delegated questions
+        self.delegation = delegation
+        self.delegations: dict[str, str] = {}  # open request id -> the note's response id
+        self.waiting_answers: list[str] = []
         self.config = config if config is not None else SessionConfig()
         self.limits = limits if limits is not None else Limits()
         self.profile = profile
@@ -423,6 +451,7 @@ class ReferenceSession:
         self._item_n = 0
         self._resp_n = 0
         self._seq = 0
+        self._turn_n = 0
         self.last_client_ms = now_ms
         self.clock_samples = 0  # session audio clock, 16 kHz samples
         self.buffer = _Buffer()
@@ -507,6 +536,16 @@ class ReferenceSession:
         if isinstance(result, VadScores):
             self._on_vad_scores(result)
             return
+        if isinstance(result, DelegationAnswer | StageFailure) and (
+            result.request_id in self.delegations
+        ):
+            self._on_delegation_result(result)
+            return
+        if isinstance(result, DelegationAnswer):
+            return  # fenced (3.6)
+        if isinstance(result, TurnEndVerdict):
+            self._on_turn_end_verdict(result)
+            return
         resp = self.active
         if resp is None or result.request_id not in resp.open:
             return  # fenced (B11)
@@ -536,6 +575,8 @@ class ReferenceSession:
             deadline = self._playback_deadline(r)
             if deadline is not None and now_ms >= deadline:
                 r.expired = True
+        if self.config.turn_detection is not None and self._pause_overdue():
+            self._turn_ended()
         idle = self._idle_deadline()
         if idle is not None and now_ms >= idle:
             self._close("idle_timeout")
@@ -551,6 +592,8 @@ class ReferenceSession:
             pb = self._playback_deadline(r)
             if pb is not None:
                 deadlines.append(math.ceil(pb))
+        if self.vad.deadline is not None:
+            deadlines.append(self.vad.deadline)
         return min(deadlines) if deadlines else None
 
     def next_outputs(self) -> list[Output]:
@@ -620,7 +663,8 @@ class ReferenceSession:
         """A canonical, id-free summary of the state (for exploration and dedup)."""
         b = self.buffer
         buf = (b.state, round(b.audio_ms), len(b.frames), b.appended, b.has_speech)
-        vad = (self.vad.state, self.vad.high_run, self.vad.silence_run)
+        v = self.vad
+        vad = (v.state, v.high_run, v.silence_run, v.awaiting is not None, v.wait_ms)
 
         def segs(xs: list[_Segment]) -> tuple[tuple[bool, int, int], ...]:
             return tuple((s.speech, len(s.frames), s.held) for s in xs)
@@ -654,6 +698,7 @@ class ReferenceSession:
             playing,
             items,
             self.pending_bytes(),
+            (len(self.delegations), len(self.waiting_answers)),
         )
 
     # --- plumbing ----------------------------------------------------------------------
@@ -790,7 +835,13 @@ class ReferenceSession:
             self._emit(SessionHeartbeatAck())
         elif isinstance(event, SessionClose):
             self._close(event.reason)
-        elif isinstance(event, SessionResume | SessionEventAck):
+        elif isinstance(event, SessionResume):
+            # AMBIGUITY (docs/session-semantics.md, decision D27): resume belongs to the
+            # connection (the runtime's journal and attachment); the session is unchanged
+            pass
+        elif isinstance(event, SessionEventAck):
+            # AMBIGUITY (docs/session-semantics.md, decision D28): an ack trims the
+            # runtime's journal only; it refreshes the idle deadline like any event
             pass
         else:
             raise _reject(ErrorCode.UNKNOWN_EVENT, "unknown event", "type", eid)
@@ -835,6 +886,7 @@ class ReferenceSession:
                     Abort(request_id=req.request_id, stage=req.stage, response_id=req.response_id)
                 )
             self.active.open.clear()
+        self._drop_delegations(None)
         self._emit(SessionClosed(reason=reason))
         self._effect(CloseSession(reason=reason))
         self.closed = True
@@ -961,9 +1013,9 @@ class ReferenceSession:
         refusal = self._commit_refusal()
         if refusal is not None:
             raise _reject(refusal[0], refusal[1], None, event.event_id)
-        if self.vad.state == "speech":
-            # a manual commit during VAD speech commits that utterance; the detector goes
-            # back to silence without an event
+        if self.vad.state != "silence":
+            # a manual commit during VAD speech (or a semantic VAD pause) commits that
+            # utterance; the detector goes back to silence without an event
             self._reset_vad()
         # AMBIGUITY (docs/session-semantics.md, decision D6): the commit's own `is_speech` flag is
         # not used.
@@ -1271,6 +1323,34 @@ class ReferenceSession:
     def _submit_vlm(self, resp: _Response) -> None:
         resp.vlm_submitted = True
         req = self._open(resp, VLM)
+        parts = self._prompt_parts(resp)
+        for s in resp.segments:
+            # frame bytes are released at the SubmitVlm; so is audio that no ASR took
+            # (the camera profile)
+            s.audio_held = s.frames_held = 0
+        self._effect(
+            SubmitVlm(
+                request_id=req.request_id,
+                response_id=resp.id,
+                epoch=self.epoch,
+                prompt=PromptInput(
+                    system=self.config.instructions or DEFAULT_INSTRUCTIONS,
+                    history=parts.history,
+                    transcript=parts.transcript,
+                    frames=parts.frames,
+                    time_s=parts.time_s,
+                    history_times_s=parts.times,
+                    history_frames=parts.shown,
+                    asked_before=self.asked,
+                ),
+            )
+        )
+        self._keep_frames(resp.segments)
+        self.asked = self.asked or parts.transcript is not None
+
+    def _prompt_parts(self, resp: _Response, *, ticks: bool = True) -> _PromptParts:
+        """History, transcript and frames of a response's prompt, as of now (3.2); with
+        `ticks`, history in tick form with times and kept frames (4.1)."""
         mine = {(s.item_id, s.version) for s in resp.segments}
         history: list[HistoryTurn] = []
         times: list[float | None] = []
@@ -1304,29 +1384,18 @@ class ReferenceSession:
             if t is not None and t.strip()
         ]
         frames = tuple(f for s in live for f in s.frames)
-        for s in resp.segments:
-            # frame bytes are released at the SubmitVlm; so is audio that no ASR took
-            # (the camera profile)
-            s.audio_held = s.frames_held = 0
-        self._effect(
-            SubmitVlm(
-                request_id=req.request_id,
-                response_id=resp.id,
-                epoch=self.epoch,
-                prompt=PromptInput(
-                    system=self.config.instructions or DEFAULT_INSTRUCTIONS,
-                    history=tuple(history),
-                    transcript=" ".join(texts) or None,
-                    frames=frames,
-                    time_s=self.items[live[-1].item_id].time_s if live else None,
-                    history_times_s=tuple(times),
-                    history_frames=tuple(shown),
-                    asked_before=self.asked,
-                ),
-            )
+        prompt = _PromptParts(
+            history=tuple(history),
+            transcript=" ".join(texts) or None,
+            frames=frames,
+            time_s=self.items[live[-1].item_id].time_s if live else None,
+            times=tuple(times),
+            shown=tuple(shown),
         )
-        self._keep_frames(resp.segments)
-        self.asked = self.asked or bool(texts)
+        if not ticks:  # the delegation's context: the texts only (D32)
+            words = [(t, i) for t, i in zip(history, times, strict=True) if t.text]
+            return replace(prompt, history=tuple(t for t, _ in words), times=(), shown=())
+        return prompt
 
     def _cut_text(self, resp: _Response, cut: float | None) -> str:
         """The transcript of a response's audio up to `cut` ms (all when None)."""
@@ -1412,11 +1481,32 @@ class ReferenceSession:
         resp.vlm_text = ""
         if result.action == "listen":
             rest = ""
+        question = result.question.strip()
+        if result.action == "delegate" and question and self.delegation:
+            # section 3.6: the question goes to the background model, the note is spoken
+            parts = self._prompt_parts(resp, ticks=False)
+            history, transcript = parts.history, parts.transcript
+            request_id = f"{resp.id}:{DELEGATION}:1"
+            self.delegations[request_id] = resp.id
+            self._effect(
+                SubmitDelegation(
+                    request_id=request_id,
+                    response_id=resp.id,
+                    epoch=self.epoch,
+                    question=question,
+                    history=history,
+                    transcript=transcript,
+                )
+            )
+        self._decide(resp, result.action, rest)
+
+    def _decide(self, resp: _Response, action: str, rest: str) -> None:
+        """The reply text is known (3.2): speak or show the rest of it, or listen."""
         if not resp.audio_out:
             if not rest:
                 self._finish_listen(resp)
                 return
-            resp.decision = result.action
+            resp.decision = action
             self._emit_text_reply(resp, rest)
             return
         if rest:
@@ -1426,8 +1516,59 @@ class ReferenceSession:
             return
         # AMBIGUITY (docs/session-semantics.md, decision D15): `listen` after TTS was sent completes
         # like `speak` once the TTS finishes (status completed, no reason, no response.listen).
-        resp.decision = result.action
+        resp.decision = action
         self._maybe_complete(resp)
+
+    # --- delegation (section 3.6) ------------------------------------------------------
+
+    def _on_delegation_result(self, result: DelegationAnswer | StageFailure) -> None:
+        del self.delegations[result.request_id]
+        if isinstance(result, StageFailure):
+            self._server_error(
+                ErrorCode.DELEGATION_FAILED,
+                f"the background model did not answer: {result.message}",
+            )
+            return
+        if not result.text.strip():
+            return
+        # AMBIGUITY (docs/session-semantics.md, decision D32): the answer never overlaps a
+        # response: it waits for the slot, behind user input deferred meanwhile; interrupts
+        # drop it.
+        if self.active is None:
+            self._follow_up(result.text)
+        else:
+            self.waiting_answers.append(result.text)
+
+    def _follow_up(self, text: str) -> None:
+        """A response the server creates for a background answer: no segments, the
+        answer spoken as streamed VLM text is (3.6)."""
+        self._resp_n += 1
+        rid = f"resp_{self._resp_n}"
+        resp = _Response(
+            id=rid,
+            item_id=self._new_item_id(),
+            epoch=self.epoch,
+            segments=[],
+            audio_out="audio" in self.config.output_modalities,
+        )
+        self.responses[rid] = resp
+        self.active = resp
+        self._emit(ResponseCreated(response=Response(id=rid, status="in_progress")))
+        resp.vlm_submitted = True
+        self._on_vlm_delta(resp, VlmDelta(request_id="", text=text))
+        rest = resp.vlm_text.strip()
+        resp.vlm_text = ""
+        self._decide(resp, "speak", rest)
+
+    def _drop_delegations(self, response_id: str | None) -> None:
+        """An interrupt (3.6): Abort the open questions (of the named response's note
+        only, when one is named); without a name, forget the waiting answers too."""
+        for request_id, note in list(self.delegations.items()):
+            if response_id is None or note == response_id:
+                del self.delegations[request_id]
+                self._effect(Abort(request_id=request_id, stage=DELEGATION, response_id=note))
+        if response_id is None:
+            self.waiting_answers = []
 
     def _finish_listen(self, resp: _Response) -> None:
         # AMBIGUITY (docs/session-semantics.md, decision D16): a listen decision ends with
@@ -1603,6 +1744,8 @@ class ReferenceSession:
         # next response; it takes every queued commit and item with it.
         if self.deferred:
             self._start_response([])
+        elif self.waiting_answers:
+            self._follow_up(self.waiting_answers.pop(0))
 
     def _clear_playback(self, responses: list[_Response]) -> None:
         for r in responses:
@@ -1630,6 +1773,9 @@ class ReferenceSession:
         self._clear_playback(responses)
 
     def _on_cancel(self, response_id: str | None, eid: str | None, *, clear: bool) -> None:
+        delegating = bool(self.delegations or self.waiting_answers)
+        if response_id is None or response_id in self.responses:  # else refused below
+            self._drop_delegations(response_id)
         active = self.active
         if active is not None and response_id in (None, active.id):
             self._cancel(
@@ -1659,6 +1805,8 @@ class ReferenceSession:
             return
         if known:
             return  # a known finished response: no-op
+        if delegating and response_id is None:
+            return  # it dropped the delegations (3.6)
         raise _reject(
             ErrorCode.RESPONSE_NOT_ACTIVE,
             "no active response",
@@ -1735,13 +1883,82 @@ class ReferenceSession:
                     vad.high_run = 0
             elif p >= td.threshold:
                 vad.silence_run = 0
+                if vad.state in ("review", "held"):
+                    # section 5.1: speech again; the verdict awaited is no longer wanted
+                    vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
             else:
                 if vad.silence_run == 0:
                     vad.silence_start = start
                 vad.silence_run += 1
-                if p < low and vad.silence_run * VAD_FRAME_MS >= td.silence_duration_ms:
-                    cut = vad.silence_start + ASR_TAIL_MS * 16
-                    self._speech_stopped((start + frame) / 16, td.create_response, cut)
+                silence_ms = vad.silence_run * VAD_FRAME_MS
+                if vad.state in ("review", "held"):
+                    if silence_ms >= vad.wait_ms:
+                        self._turn_ended()
+                elif p < low and td.type == "semantic_vad":
+                    if silence_ms >= SEMANTIC_PAUSE_MS:
+                        self._pause_reviewed(start + frame)
+                elif p < low and silence_ms >= td.silence_duration_ms:
+                    self._turn_ended()
+
+    # --- semantic VAD (section 5.1) ----------------------------------------------------
+
+    def _pause_reviewed(self, scored_end: int) -> None:
+        """A pause: ask for a verdict on the utterance up to the last scored frame."""
+        td = self.config.turn_detection
+        assert td is not None and td.end_of_turn is not None
+        vad = self.vad
+        self._turn_n += 1
+        request_id = f"turn_{self._turn_n}"
+        vad.state = "review"
+        vad.awaiting = request_id
+        self._set_wait(td.end_of_turn.max_wait_ms)
+        pcm = self.buffer.pcm_until(scored_end)[-TURN_END_WINDOW_MS * 32 :]
+        self._effect(
+            SubmitTurnEnd(
+                request_id=request_id, item_id=self.buffer.speech_item_id or "", pcm16=pcm
+            )
+        )
+
+    def _set_wait(self, wait_ms: int) -> None:
+        vad = self.vad
+        vad.wait_ms = wait_ms
+        vad.deadline = self.now_ms + max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+
+    def _pause_overdue(self) -> bool:
+        vad = self.vad
+        if vad.state not in ("review", "held"):
+            return False
+        if vad.deadline is not None and self.now_ms >= vad.deadline:
+            return True
+        return vad.silence_run * VAD_FRAME_MS >= vad.wait_ms
+
+    def _on_turn_end_verdict(self, verdict: TurnEndVerdict) -> None:
+        td = self.config.turn_detection
+        if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
+            return  # stale: speech resumed, the turn ended, or the detector was reset
+        if verdict.probability is not None and verdict.probability >= td.end_of_turn.threshold:
+            self._turn_ended()
+            return
+        self.vad.state = "held"
+        self.vad.awaiting = None
+        # AMBIGUITY (docs/session-semantics.md, decision D33): no verdict holds the pause
+        # for server VAD's silence duration
+        self._set_wait(
+            td.end_of_turn.max_wait_ms
+            if verdict.probability is not None
+            else td.silence_duration_ms
+        )
+        if self._pause_overdue():
+            self._turn_ended()
+
+    def _turn_ended(self) -> None:
+        """Speech stops at the end of the last scored frame (sections 5 and 5.1)."""
+        td = self.config.turn_detection
+        assert td is not None
+        vad = self.vad
+        end = vad.origin + VAD_FRAME_MS * 16 * vad.frames_seen
+        cut = vad.silence_start + ASR_TAIL_MS * 16
+        self._speech_stopped(end / 16, td.create_response, cut)
 
     def _speech_started(self, audio_start_ms: float) -> None:
         td = self.config.turn_detection
@@ -1757,6 +1974,7 @@ class ReferenceSession:
             InputAudioBufferSpeechStarted(audio_start_ms=int(audio_start_ms), item_id=item_id)
         )
         if td.interrupt_response:
+            self._drop_delegations(None)
             if self.active is not None:
                 self._cancel(self.active, "turn_detected", force_cleared=False)
             elif self.playing():
@@ -1766,6 +1984,7 @@ class ReferenceSession:
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0
+        self.vad.awaiting, self.vad.wait_ms, self.vad.deadline = None, 0, None
         # speech_started allocated the id; only a detector reset (commit, clear, update)
         # could drop it, and that also ends speech, so it is always there
         item_id = self.buffer.speech_item_id

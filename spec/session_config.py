@@ -23,15 +23,19 @@ from spec.events.objects import AudioFormat, SessionObject, SessionPatch
 from spec.limits import MAX_IDLE_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
+    "EAGERNESS",
     "INPUT_FORMATS",
     "MAX_NESTING",
     "OUTPUT_FORMATS",
+    "SEMANTIC_PAUSE_MS",
+    "SEMANTIC_VAD_KEYS",
     "TURN_DETECTION_KEYS",
     "AudioFormatSpec",
+    "EndOfTurnPolicy",
     "SessionConfig",
     "TurnDetection",
     "validate_session",
@@ -82,6 +86,32 @@ TURN_DETECTION_KEYS = frozenset(
         "min_speech_duration_ms",
     }
 )
+#: the keys a `semantic_vad` turn detection may hold (the OpenAI GA union): Silero still
+#: finds speech with the server VAD defaults, so its knobs are not offered here
+SEMANTIC_VAD_KEYS = frozenset({"type", "eagerness", "create_response", "interrupt_response"})
+
+
+class EndOfTurnPolicy(msgspec.Struct, frozen=True):
+    """What one `eagerness` means: the end-of-turn model's probability at or above which a
+    pause ends the turn, and the longest a pause may last before the turn ends anyway."""
+
+    threshold: float
+    max_wait_ms: int
+
+
+#: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
+#: thresholds move around Smart Turn's own 0.5: an eager detector takes a weaker "finished"
+#: as enough, a patient one wants a stronger one. `auto` is `medium`.
+EAGERNESS: dict[str, EndOfTurnPolicy] = {
+    "low": EndOfTurnPolicy(threshold=0.7, max_wait_ms=8_000),
+    "medium": EndOfTurnPolicy(threshold=0.5, max_wait_ms=4_000),
+    "high": EndOfTurnPolicy(threshold=0.3, max_wait_ms=2_000),
+    "auto": EndOfTurnPolicy(threshold=0.5, max_wait_ms=4_000),
+}
+#: the silence (Silero frames below threshold - 0.15) after which `semantic_vad` asks the
+#: end-of-turn model whether the turn is over (Smart Turn is trained for a 200 ms stop)
+SEMANTIC_PAUSE_MS = 200
+
 #: how deeply the free-form objects of a session (`extra_body`, `turn_detection`,
 #: `input_audio_transcription`) may nest; `extra_body` is echoed in every session object
 MAX_NESTING = 16
@@ -103,9 +133,13 @@ class AudioFormatSpec(msgspec.Struct, frozen=True):
 
 
 class TurnDetection(msgspec.Struct, frozen=True, kw_only=True):
-    """Server VAD settings after validation, defaults filled in (B9)."""
+    """Turn detection settings after validation, defaults filled in (B9). `semantic_vad`
+    (B32) keeps the server VAD fields at their defaults: Silero finds speech and pauses with
+    them, and `silence_duration_ms` ends a pause no end-of-turn verdict was given for."""
 
     type: str = "server_vad"
+    #: `semantic_vad` only: low | medium | high | auto (as given; `auto` acts as medium)
+    eagerness: str | None = None
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
@@ -113,8 +147,24 @@ class TurnDetection(msgspec.Struct, frozen=True, kw_only=True):
     create_response: bool = True
     interrupt_response: bool = True
 
+    @property
+    def end_of_turn(self) -> EndOfTurnPolicy | None:
+        """The end-of-turn policy of `semantic_vad`; None for `server_vad`."""
+        if self.type != "semantic_vad":
+            return None
+        return EAGERNESS[self.eagerness or "auto"]
+
     def public(self) -> dict[str, Any]:
-        return msgspec.structs.asdict(self)
+        if self.type == "semantic_vad":
+            return {
+                "type": self.type,
+                "eagerness": self.eagerness or "auto",
+                "create_response": self.create_response,
+                "interrupt_response": self.interrupt_response,
+            }
+        fields = msgspec.structs.asdict(self)
+        del fields["eagerness"]
+        return fields
 
 
 class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -248,14 +298,19 @@ def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection 
 
     if raw is None:
         return None
-    unknown = sorted(set(raw) - TURN_DETECTION_KEYS)
-    if unknown:
-        raise bad(f"unknown turn_detection key `{unknown[0]}`", unknown[0])
     kind = raw.get("type", "server_vad")
-    if kind != "server_vad":
+    if kind not in ("server_vad", "semantic_vad"):
         raise bad(
-            f"turn_detection type `{kind}` is not supported; use `server_vad` or null", "type"
+            f"turn_detection type `{kind}` is not supported; "
+            "use `server_vad`, `semantic_vad` or null",
+            "type",
         )
+    allowed = TURN_DETECTION_KEYS if kind == "server_vad" else SEMANTIC_VAD_KEYS
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise bad(f"unknown {kind} turn_detection key `{unknown[0]}`", unknown[0])
+    if kind == "semantic_vad":
+        return _semantic_vad(raw, bad)
     values: dict[str, Any] = {}
     if "threshold" in raw:
         t = raw["threshold"]
@@ -272,6 +327,21 @@ def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection 
             if v < 0:
                 raise bad(f"`{key}` must be >= 0, got {v}", key)
             values[key] = int(v)
+    for key in _BOOL_KEYS:
+        if key in raw:
+            if not isinstance(raw[key], bool):
+                raise bad(f"`{key}` must be a boolean", key)
+            values[key] = raw[key]
+    return TurnDetection(**values)
+
+
+def _semantic_vad(
+    raw: Mapping[str, Any], bad: Callable[[str, str], InvalidSessionConfig]
+) -> TurnDetection:
+    eagerness = raw.get("eagerness", "auto")
+    if not isinstance(eagerness, str) or eagerness not in EAGERNESS:
+        raise bad("`eagerness` must be one of low, medium, high, auto", "eagerness")
+    values: dict[str, Any] = {"type": "semantic_vad", "eagerness": eagerness}
     for key in _BOOL_KEYS:
         if key in raw:
             if not isinstance(raw[key], bool):

@@ -14,10 +14,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsrTranscript",
+    "DelegationAnswer",
     "StageFailure",
     "StageResult",
     "TtsAudio",
     "TtsDone",
+    "TurnEndVerdict",
     "VadScores",
     "VlmDecisionResult",
     "VlmDelta",
@@ -29,6 +31,16 @@ class VadScores:
     """Speech probabilities of consecutive 32 ms frames of the session's audio."""
 
     probabilities: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEndVerdict:
+    """The end-of-turn model's answer to a `SubmitTurnEnd`: the probability that the
+    speaker has finished; None when there is no verdict (the backend has no end-of-turn
+    model, or it failed): the pause then ends as server VAD would end it (D33)."""
+
+    request_id: str
+    probability: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +62,8 @@ class VlmDecisionResult:
     request_id: str
     action: str
     text: str = ""
+    #: `delegate` only: the question handed to the background model (B31)
+    question: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +73,14 @@ class TtsAudio:
     request_id: str
     pcm16: bytes
     text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationAnswer:
+    """The background model's answer to a delegated question (B31)."""
+
+    request_id: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,5 +101,13 @@ class StageFailure:
 
 
 StageResult = (
-    VadScores | AsrTranscript | VlmDelta | VlmDecisionResult | TtsAudio | TtsDone | StageFailure
+    VadScores
+    | TurnEndVerdict
+    | AsrTranscript
+    | VlmDelta
+    | VlmDecisionResult
+    | TtsAudio
+    | TtsDone
+    | StageFailure
+    | DelegationAnswer
 )

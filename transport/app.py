@@ -1,4 +1,7 @@
-"""The Starlette application: realtime websocket, health, readiness, metrics, web UI."""
+"""The Starlette application: realtime websocket, health, readiness, metrics, web UI.
+
+`/healthz` is always open; with `protect_probes`, `/readyz` and `/metrics` need the API key
+as `Authorization: Bearer` and answer 401 without it."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ from starlette.staticfiles import StaticFiles
 
 from runtime.host import HostSettings, SessionHost
 from runtime.metrics import CONTENT_TYPE
+from transport.access_policy import probe_refusal
 from transport.settings import ServerSettings
 from transport.websocket import realtime_endpoint
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from starlette.requests import Request
     from starlette.websockets import WebSocket
@@ -81,6 +85,27 @@ async def _echo(websocket: WebSocket) -> None:
             await websocket.send_text(await websocket.receive_text())
 
 
+def _protected(
+    probe: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """`probe`, answering 401 without the key when `protect_probes` is on."""
+
+    async def protected(request: Request) -> Response:
+        settings: ServerSettings = request.app.state.settings
+        refusal = probe_refusal(
+            api_key=settings.api_key,
+            protect_probes=settings.protect_probes,
+            headers=request.headers,
+        )
+        if refusal is not None:
+            return JSONResponse(
+                refusal.body(), status_code=refusal.status, headers=refusal.headers()
+            )
+        return await probe(request)
+
+    return protected
+
+
 def create_app(
     settings: ServerSettings | None = None,
     *,
@@ -125,8 +150,8 @@ def create_app(
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/v1/duplex", realtime_endpoint),
         Route("/healthz", _healthz),
-        Route("/readyz", _readyz),
-        Route("/metrics", _metrics),
+        Route("/readyz", _protected(_readyz)),
+        Route("/metrics", _protected(_metrics)),
     ]
     if enable_echo:
         routes.append(WebSocketRoute("/v1/echo", _echo))

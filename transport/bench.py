@@ -95,6 +95,7 @@ import numpy as np
 
 from spec.version import __version__
 from transport.client_cli import DEFAULT_URL, InputFileError, read_wav_mono
+from transport.log_redaction import REDACTED, redact
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -456,11 +457,13 @@ def parse_cpu_seconds(text: str, name: str = "process_cpu_seconds_total") -> flo
     return total
 
 
-def _scrape_cpu_seconds(url: str) -> tuple[float | None, str | None]:
-    """(cpu seconds, None) or (None, why not). No proxy: the server is asked directly."""
+def _scrape_cpu_seconds(url: str, api_key: str | None = None) -> tuple[float | None, str | None]:
+    """(cpu seconds, None) or (None, why not). No proxy: the server is asked directly; the
+    key goes along (a server with `protect_probes` answers /metrics 401 without it)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with opener.open(url, timeout=5.0) as response:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=5.0) as response:
             text = response.read().decode("utf-8", "replace")
     except (OSError, ValueError) as exc:
         return None, f"cannot read {url}: {exc}"
@@ -497,7 +500,7 @@ def _proc_cpu_seconds(pid: int) -> float | None:
 
 
 async def _server_cpu_sample(options: BenchOptions, url: str) -> tuple[float | None, str | None]:
-    value, note = await asyncio.to_thread(_scrape_cpu_seconds, url)
+    value, note = await asyncio.to_thread(_scrape_cpu_seconds, url, options.api_key)
     if value is None and options.server_pid is not None:
         proc = _proc_cpu_seconds(options.server_pid)
         if proc is not None:
@@ -513,6 +516,20 @@ class _ErrorBody(msgspec.Struct):
     code: str | None = None
     type: str | None = None
     event_id: str | None = None
+
+
+class _RefusalBody(msgspec.Struct):
+    error: _ErrorBody
+
+
+def _refusal_reason(status: int, body: bytes | bytearray | None) -> str:
+    """`http_401_unauthorized`: the status and the wire code of an HTTP refusal's body
+    (`http_<status>` alone when it has none)."""
+    try:
+        code = msgspec.json.decode(bytes(body or b""), type=_RefusalBody).error.code
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        code = None
+    return f"http_{status}_{code}" if code else f"http_{status}"
 
 
 class _Incoming(msgspec.Struct):
@@ -595,8 +612,8 @@ class _Session:
                 close_timeout=CLOSE_TIMEOUT_S,
                 max_size=MAX_FRAME_BYTES,
             )
-        except InvalidStatus as exc:
-            bench.connect_failed(f"http_{exc.response.status_code}")
+        except InvalidStatus as exc:  # refused before the upgrade: 401 unauthorized, 403 origin
+            bench.connect_failed(_refusal_reason(exc.response.status_code, exc.response.body))
             return False
         except (OSError, TimeoutError, WebSocketException) as exc:
             bench.connect_failed(type(exc).__name__)
@@ -1258,9 +1275,23 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress line or summary")
 
 
+def _without_key(words: list[str]) -> list[str]:
+    """The command line as the report names it: the API key (`--api-key K`,
+    `--api-key=K`) and URL credentials (`?token=`) masked."""
+    masked: list[str] = []
+    for word in words:
+        if masked and masked[-1] == "--api-key":
+            masked.append(REDACTED)
+        elif word.startswith("--api-key="):
+            masked.append(f"--api-key={REDACTED}")
+        else:
+            masked.append(redact(word))
+    return masked
+
+
 def options_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> BenchOptions:
     """`BenchOptions` from the options `add_bench_arguments` parsed."""
-    command = shlex.join(["joyduplex", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(_without_key(["joyduplex", *(sys.argv[1:] if argv is None else argv)]))
     return BenchOptions(
         url=args.url,
         sessions=args.sessions,
@@ -1276,6 +1307,13 @@ def options_from_args(args: argparse.Namespace, argv: Sequence[str] | None = Non
         server_pid=args.server_pid,
         command_line=command,
     )
+
+
+#: what to do about sessions refused before the upgrade, by reason prefix
+_REFUSAL_HINTS = {
+    "http_401": ": the server refused the API key (unauthorized); pass it with --api-key",
+    "http_403": ": the server refused the Origin (origin_not_allowed)",
+}
 
 
 def main_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
@@ -1301,7 +1339,11 @@ def main_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) 
         print(summary(report), file=sys.stderr)
     print(text)
     if report.sessions.connected == 0:
-        print(f"joyduplex bench: could not connect to {options.url}", file=sys.stderr)
+        reasons = report.sessions.connect_failed_by_reason
+        hint = next(
+            (h for r, h in _REFUSAL_HINTS.items() if any(k.startswith(r) for k in reasons)), ""
+        )
+        print(f"joyduplex bench: could not connect to {redact(options.url)}{hint}", file=sys.stderr)
         return 1
     return 0
 

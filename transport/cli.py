@@ -58,10 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--profile", choices=["speech", "camera"], help="speech runs ASR")
     serve.add_argument("--config", metavar="FILE.toml", help="server config file")
     serve.add_argument("--api-key", help="require this key from clients")
+    serve.add_argument(
+        "--protect-probes",
+        action="store_true",
+        default=None,
+        help="/readyz and /metrics need the API key too (Authorization: Bearer); "
+        "/healthz stays open",
+    )
     serve.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
+    serve.add_argument(
+        "--turn-model", help="cpu: a Smart Turn v3.2 .onnx for semantic_vad (SHA-256 checked)"
+    )
     serve.add_argument("--placement", help="gpu: placement file (TOML)")
     serve.add_argument("--log-level", default="info")
     client = sub.add_parser("client", help="send one spoken turn from a WAV file")
@@ -86,6 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from transport.app import create_app
+    from transport.log_redaction import uvicorn_log_config
     from transport.server import RealtimeServer, configure_logging, http_options
     from transport.settings import default_workers, load_settings
 
@@ -96,6 +107,7 @@ def _serve(args: argparse.Namespace) -> int:
             ("asr_model", args.asr_model),
             ("tts_voice", args.tts_voice),
             ("vad_model", args.vad_model),
+            ("turn_model", args.turn_model),
             ("placement", args.placement),
         )
         if value is not None
@@ -108,6 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
             backend=args.backend,
             profile=args.profile,
             api_key=args.api_key,
+            protect_probes=args.protect_probes,
             workers=args.workers,
             backend_options=options or None,
         )
@@ -128,6 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
         # base64 audio barely compresses: inflating it per message costs CPU for nothing
         "ws_per_message_deflate": False,
         "log_level": args.log_level,
+        "log_config": uvicorn_log_config(),  # keys masked (the workers get it too)
         "timeout_graceful_shutdown": 10,
         **http_options(settings.limits),
     }

@@ -14,8 +14,17 @@ and closes: it cannot outlive the block, and a bug in it surfaces there instead 
 lost. Decoded events wait in one queue, consumed by `events()`, `wait_for` and
 `collect_response` (use one consumer at a time); `history` keeps every event received.
 
+Resume (docs/session-semantics.md D27): on a resumable session (`/v1/duplex`, or
+`/v1/realtime?resumable=1`) the client tracks `resume_state` (session id, current resume
+token, last `server_event_seq` received); `DuplexClient.connect(url, resume=state)` opens
+a resume-only connection (`?resume=1`), sends `session.resume` and returns once
+`session.resumed` arrived; the replayed events then arrive like any others. `drop()`
+abandons the socket without a close frame (tests); `ack_events()` trims the journal.
+
 Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
 `ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
+A handshake the server answers with HTTP instead of the upgrade (401 `unauthorized`, 403
+`origin_not_allowed`, ...) raises `HandshakeRefused`, a `ConnectionLost` naming the code.
 Client event ids are `evt_<n>`, n from 1 per connection, from one allocator
 (`core.statemachines.client_outbox.EventIds`) shared with the client state machines in
 lifecycle mode, so no two events of a connection share an id; senders return the id
@@ -35,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import msgspec
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from core.client import ClientProtocol
 from core.statemachines.client_outbox import EventIds
@@ -60,13 +69,17 @@ from spec.events import (
     ServerEventT,
     SessionClose,
     SessionCreated,
+    SessionEventAck,
     SessionObject,
     SessionPatch,
+    SessionResume,
+    SessionResumed,
     SessionUpdate,
     SessionUpdated,
 )
 from spec.tables.client_constants import PLAYBACK_RATE_HZ
 from transport.codec import decode_server_event, encode_client_event
+from transport.log_redaction import redact
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -79,7 +92,9 @@ __all__ = [
     "ConnectionLost",
     "DuplexClient",
     "DuplexClientError",
+    "HandshakeRefused",
     "ResponseResult",
+    "ResumeState",
     "ServerError",
 ]
 
@@ -114,6 +129,35 @@ class ConnectionLost(DuplexClientError):
         self.reason = reason
 
 
+class HandshakeRefused(ConnectionLost):
+    """The server answered the websocket handshake with an HTTP status instead of the
+    upgrade. `status` is that status; `error_code` the wire code of its JSON body
+    (`unauthorized` for 401, `origin_not_allowed` for 403) when it has one; `detail` the
+    whole `error` object."""
+
+    def __init__(self, url: str, status: int, body: bytes) -> None:
+        detail = _error_body(body)
+        self.status = status
+        self.detail = detail
+        self.error_code = detail.code if detail is not None else None
+        why = f"{detail.code}: {detail.message}" if detail is not None else "no reason given"
+        super().__init__(
+            f"the server at {redact(url)} refused the connection (HTTP {status}, {why})"
+        )
+
+
+def _error_body(body: bytes) -> ErrorDetail | None:
+    """The `error` object of a refusal's JSON body, if it carries one."""
+    try:
+        return msgspec.json.decode(body, type=_RefusalBody).error
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+class _RefusalBody(msgspec.Struct):
+    error: ErrorDetail
+
+
 @dataclass(slots=True)
 class ResponseResult:
     """One response as `collect_response` saw it.
@@ -139,6 +183,16 @@ class ResponseResult:
     def audio_ms(self, sample_rate_hz: int = 24_000) -> float:
         """Duration of `audio` (pcm16 mono) at `sample_rate_hz`."""
         return len(self.audio) / 2 / sample_rate_hz * 1000
+
+
+@dataclass(slots=True)
+class ResumeState:
+    """What resuming a session takes: its id, its current token, and the last event
+    received (`server_event_seq`, 0 before any)."""
+
+    session_id: str
+    resume_token: str
+    last_server_event_seq: int = 0
 
 
 _CLOSED = object()  # queue sentinel: the reader ended
@@ -167,6 +221,8 @@ class DuplexClient:
         self._task_group: TaskGroup | None = None
         self._reader_scope: anyio.CancelScope | None = None
         self._reader_done: anyio.Event | None = None
+        #: set once the server named a resume token (a resumable session); kept current
+        self.resume_state: ResumeState | None = None
 
     async def __aenter__(self) -> Self:
         """Start the reader in a task group owned by this block."""
@@ -212,6 +268,7 @@ class DuplexClient:
         headers: Mapping[str, str] | None = None,
         open_timeout: float = 10.0,
         mode: str | None = None,
+        resume: ResumeState | None = None,
     ) -> AsyncIterator[Self]:
         """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
 
@@ -220,10 +277,18 @@ class DuplexClient:
         `session.update`, tracks push-to-talk holds and pending commits by event id, plays
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
+        With `resume` it opens no session: it resumes that one (`?resume=1`, then
+        `session.resume`) and returns after `session.resumed`.
+
         Raises:
-            ConnectionLost: the connection could not be opened (refused, rejected
-                handshake such as 401, timeout).
+            HandshakeRefused: the server answered the handshake with an HTTP status (401
+                `unauthorized`: a missing or wrong `token`; 403 `origin_not_allowed`).
+            ConnectionLost: the connection could not be opened (refused, timeout).
+            ServerError: the resume was refused (`unknown_session`,
+                `invalid_resume_token`, ...).
         """
+        if resume is not None:
+            url += ("&" if "?" in url else "?") + "resume=1"
         extra = dict(headers or {})
         if token is not None:
             extra["Authorization"] = f"Bearer {token}"
@@ -234,11 +299,16 @@ class DuplexClient:
                 max_size=MAX_FRAME_BYTES,
                 open_timeout=open_timeout,
             )
-        except (OSError, TimeoutError, WebSocketException) as exc:  # refused, 401, bad URI
-            raise ConnectionLost(f"cannot connect to {url}: {exc}") from exc
+        except InvalidStatus as exc:  # an HTTP answer instead of the upgrade
+            response = exc.response
+            raise HandshakeRefused(url, response.status_code, bytes(response.body or b"")) from exc
+        except (OSError, TimeoutError, WebSocketException) as exc:  # refused, bad URI
+            raise ConnectionLost(f"cannot connect to {redact(url)}: {redact(str(exc))}") from exc
         client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
         try:
             async with client:
+                if resume is not None:
+                    await client._resume(resume)
                 if client.lifecycle is not None:
                     await client._run(client.lifecycle.connected(_now_ms()))
                 yield client
@@ -252,6 +322,36 @@ class DuplexClient:
         if self._reader_scope is not None and self._reader_done is not None:
             self._reader_scope.cancel()
             await self._reader_done.wait()
+
+    async def drop(self) -> None:
+        """Abandon the connection without a close frame, as a network failure does."""
+        transport = self._ws.transport
+        transport.abort()
+        if self._reader_done is not None:
+            await self._reader_done.wait()
+
+    async def _resume(self, state: ResumeState) -> None:
+        self.resume_state = ResumeState(
+            state.session_id, state.resume_token, state.last_server_event_seq
+        )
+        event_id = self.next_event_id()
+        await self.send(
+            SessionResume(
+                event_id=event_id,
+                session_id=state.session_id,
+                resume_token=state.resume_token,
+                last_received_server_event_seq=state.last_server_event_seq,
+            )
+        )
+        await self._wait(lambda e: isinstance(e, SessionResumed), "session.resumed", 10.0, event_id)
+
+    async def ack_events(self, seq: int | None = None) -> None:
+        """Confirm every event up to `seq` (default: the last received): the server may
+        forget them (`session.event_ack`)."""
+        state = self.resume_state
+        if seq is None:
+            seq = state.last_server_event_seq if state is not None else 0
+        await self.send(SessionEventAck(event_id=self.next_event_id(), server_event_seq=seq))
 
     # --- sending ------------------------------------------------------------------------
 
@@ -533,6 +633,7 @@ class DuplexClient:
                     continue
                 if isinstance(event, SessionCreated | SessionUpdated):
                     self.session = event.session
+                self._track_resume(event)
                 self.history.append(event)
                 self._queue.put_nowait((event, at))
             self._closed = ConnectionLost(
@@ -548,6 +649,16 @@ class DuplexClient:
             if self._closed is None:
                 self._closed = ConnectionLost("the client closed the connection")
             self._queue.put_nowait(_CLOSED)
+
+    def _track_resume(self, event: ServerEventT) -> None:
+        if isinstance(event, SessionCreated) and event.resume_token is not None:
+            self.resume_state = ResumeState(event.session.id, event.resume_token)
+        elif isinstance(event, SessionResumed) and self.resume_state is not None:
+            self.resume_state.resume_token = event.resume_token
+        seq = event.server_event_seq
+        if seq is not None and self.resume_state is not None:
+            state = self.resume_state
+            state.last_server_event_seq = max(state.last_server_event_seq, seq)
 
     # --- the client state machines (opt-in) ---------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from transport.client import ConnectionLost, DuplexClient, ServerError
+from transport.client import ConnectionLost, DuplexClient, HandshakeRefused, ServerError
 
 if TYPE_CHECKING:
     import argparse
@@ -40,6 +40,13 @@ MIN_RATE_HZ = 8_000
 MAX_RATE_HZ = 48_000
 CHUNK_MS = 20
 DEFAULT_URL = "ws://127.0.0.1:8000/v1/realtime"
+
+
+#: what to do about a refused handshake, by HTTP status
+_REFUSAL_HINTS = {
+    401: "; pass the server's API key with --token",
+    403: "; the server refuses this client's Origin (see allowed_origins)",
+}
 
 
 class InputFileError(ValueError):
@@ -101,6 +108,9 @@ async def run_client(
         return 1
     except TimeoutError:
         print(f"joyduplex client: no reply within {timeout:g} s", file=sys.stderr)
+        return 1
+    except HandshakeRefused as exc:
+        print(f"joyduplex client: {exc}{_REFUSAL_HINTS.get(exc.status, '')}", file=sys.stderr)
         return 1
     except ConnectionLost as exc:
         print(f"joyduplex client: {exc}", file=sys.stderr)

@@ -8,7 +8,8 @@ application's lifespan ends. `RealtimeServer` first closes every session itself
 worker, the tests): HTTP/1.1 by h11 (never httptools, whose header size is unbounded) with
 request heads of at most `limits.max_header_bytes` (a larger one is answered 400), through
 `BoundedH11Protocol`, which closes a connection whose first request head is not complete
-within `limits.header_timeout_s` (a slowloris holds no socket for longer).
+within `limits.header_timeout_s` (a slowloris holds no socket for longer); websockets by
+`DenialWebSocketsProtocol` (uvicorn's default, minus a false error log after a refusal).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from spec.limits import Limits
+from transport.log_redaction import install_on_root
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,14 +31,40 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
-__all__ = ["BoundedH11Protocol", "RealtimeServer", "configure_logging", "http_options"]
+__all__ = [
+    "BoundedH11Protocol",
+    "DenialWebSocketsProtocol",
+    "RealtimeServer",
+    "configure_logging",
+    "http_options",
+]
 
 log = logging.getLogger("joyduplex.transport")
 
 
 def http_options(limits: Limits) -> dict[str, Any]:
     """The uvicorn.Config options that bound the HTTP layer (see the module docstring)."""
-    return {"http": BoundedH11Protocol, "h11_max_incomplete_event_size": limits.max_header_bytes}
+    return {
+        "http": BoundedH11Protocol,
+        "ws": DenialWebSocketsProtocol,
+        "h11_max_incomplete_event_size": limits.max_header_bytes,
+    }
+
+
+class DenialWebSocketsProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets protocol, where an HTTP answer instead of the upgrade (the ASGI
+    denial response: our 401 / 403) completes the handshake.
+
+    uvicorn (0.54 and earlier) marks the handshake complete only on an accept or a close,
+    so after a denial response it logged "ASGI callable returned without completing
+    handshake." at error level for every refused request (the 500 it then tries to send
+    is skipped).
+    """
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            self.handshake_complete = True
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -98,9 +127,12 @@ def _find_state(app: Any, name: str) -> Any:
 
 
 def configure_logging(level: str, *, worker: int | None = None) -> None:
-    """The server's log format; a worker process of several names itself in each line."""
+    """The server's log format (credentials masked: transport/log_redaction.py); a worker
+    process of several names itself in each line. uvicorn's own loggers get the same mask
+    from `uvicorn_log_config()`."""
     who = "" if worker is None else f" worker {worker} [%(process)d]"
     logging.basicConfig(
         level=level.upper(), format=f"%(asctime)s %(levelname)s{who} %(name)s: %(message)s"
     )
+    install_on_root()
     logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per transition

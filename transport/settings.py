@@ -1,10 +1,16 @@
 """Server settings: defaults, the TOML config file, and command-line overrides.
 
 [server]   host, port, backend (cpu|scripted|gpu|remote), profile (speech|camera), api_key,
-           allowed_origins, workers (worker processes; default: one per core, one for gpu)
-[backend]  options for the backend factory (asr_model, tts_voice, vad_model, placement)
+           allowed_origins (empty: no Origin, the server's own and loopback origins; "*":
+           any; see transport/access_policy.py), protect_probes (/readyz and /metrics need
+           the key), workers (worker processes; default: one per core, one for gpu)
+[backend]  options for the backend factory (asr_model, tts_voice, vad_model,
+           turn_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
            checked here, before the server starts, when the backend is `remote`
+[delegation] the background model that answers delegated questions (B31): an
+           OpenAI-compatible chat server (backends/remote/config.py); any backend; absent:
+           delegated questions are dropped and only the note is spoken
 [limits]   any field of spec.limits.Limits
 [session]  the default session object, checked by the public session validator
 """
@@ -20,11 +26,21 @@ from typing import Any
 from spec.errors import InvalidSessionConfig
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
+from transport.access_policy import check_origin_setting
 
 __all__ = ["BACKEND_NAMES", "ServerSettings", "default_workers", "load_settings"]
 
 BACKEND_NAMES = ("cpu", "scripted", "gpu", "remote")
-_SERVER_KEYS = {"host", "port", "backend", "profile", "api_key", "allowed_origins", "workers"}
+_SERVER_KEYS = {
+    "host",
+    "port",
+    "backend",
+    "profile",
+    "api_key",
+    "allowed_origins",
+    "protect_probes",
+    "workers",
+}
 
 
 def default_workers(backend: str) -> int:
@@ -40,7 +56,8 @@ class ServerSettings:
     backend: str = "cpu"
     profile: str = "speech"
     api_key: str | None = None
-    allowed_origins: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()  # empty: the default policy (access_policy.py)
+    protect_probes: bool = False  # /readyz and /metrics answer 401 without the key
     workers: int | None = None  # worker processes; None: `default_workers(backend)`
     backend_options: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
@@ -56,7 +73,14 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
     settings = ServerSettings()
     if path is not None:
         data = tomllib.loads(Path(path).read_text())
-        unknown = set(data) - {"server", "backend", "limits", "session", "remote"}
+        unknown = set(data) - {
+            "server",
+            "backend",
+            "limits",
+            "session",
+            "remote",
+            "delegation",
+        }
         if unknown:
             raise ValueError(f"unknown config table [{sorted(unknown)[0]}]")
         server = dict(data.get("server", {}))
@@ -64,7 +88,10 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         if bad:
             raise ValueError(f"unknown key `server.{sorted(bad)[0]}`")
         if "allowed_origins" in server:
-            server["allowed_origins"] = tuple(server["allowed_origins"])
+            origins = server["allowed_origins"]
+            if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
+                raise ValueError("server.allowed_origins must be a list of strings")
+            server["allowed_origins"] = tuple(origins)
         try:
             session = validate_session(data.get("session", {}))
         except InvalidSessionConfig as exc:
@@ -72,6 +99,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         backend_options = dict(data.get("backend", {}))
         if "remote" in data:
             backend_options["remote"] = data["remote"]
+        if "delegation" in data:
+            backend_options["delegation"] = data["delegation"]
         settings = replace(
             settings,
             **server,
@@ -92,6 +121,16 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
 
         # a RemoteConfigError is a ValueError naming the key: refused before binding
         parse_remote_config(settings.backend_options.get("remote"), profile=settings.profile)
+    for origin in settings.allowed_origins:
+        check_origin_setting(origin)
+    if type(settings.protect_probes) is not bool:
+        raise ValueError(f"protect_probes must be true or false, not {settings.protect_probes!r}")
+    if settings.protect_probes and not settings.api_key:
+        raise ValueError("protect_probes needs an api_key (the probes then ask for it)")
+    if settings.backend_options.get("delegation") is not None:
+        from backends.remote.config import parse_delegation_config
+
+        parse_delegation_config(settings.backend_options["delegation"])
     workers = settings.workers
     if workers is not None and (type(workers) is not int or workers < 1):
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")

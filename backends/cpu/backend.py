@@ -1,4 +1,4 @@
-"""`create_backend`: the registry entry "cpu", assembling the four CPU stages.
+"""`create_backend`: the registry entry "cpu", assembling the CPU stages.
 
 Building the backend is cheap and loads nothing; `async with backend` loads every stage
 (logging each step to `joyduplex.backends.cpu`) and `await backend.warmup()` runs each
@@ -12,7 +12,9 @@ from pathlib import Path
 
 from backends.base import Backend, BackendUnavailable
 from backends.cpu.asr import WhisperAsr
+from backends.cpu.assets import smart_turn_model_path
 from backends.cpu.describer import FrameDescriber
+from backends.cpu.smart_turn import SmartTurn
 from backends.cpu.tts import PiperTts
 from backends.cpu.vad import SileroVad
 
@@ -28,6 +30,7 @@ def create_backend(
     asr_model: str | None = None,
     tts_voice: str | None = None,
     vad_model: str | None = None,
+    turn_model: str | None = None,
     profile: str = "speech",
 ) -> Backend:
     """The embedded CPU backend, not yet loaded.
@@ -36,6 +39,10 @@ def create_backend(
         asr_model: a local faster-whisper model directory (default Whisper tiny.en).
         tts_voice: a Piper `.onnx` voice (default joe, en_US medium).
         vad_model: a Silero ONNX file, SHA-256 pinned (default the silero-vad wheel's).
+        turn_model: a Smart Turn v3.2 ONNX file, SHA-256 pinned (default the pipecat-ai
+            wheel's). Without pipecat-ai installed the backend has no end-of-turn model:
+            a warning says how to install it, and `semantic_vad` ends pauses as server
+            VAD would (D33). A configured file that is missing fails loading.
         profile: `speech` (ASR on) or `camera` (no ASR stage).
 
     Raises:
@@ -55,7 +62,18 @@ def create_backend(
     )
     voice_name = "Piper (joe)" if tts_voice is None else f"Piper ({Path(tts_voice).stem})"
     vad_name = "Silero VAD" if vad_model is None else f"Silero VAD ({Path(vad_model).name})"
-    description = f"cpu: {vad_name}, {asr_name}, {voice_name}, frame describer (stand-in for a VLM)"
+    turn_end: SmartTurn | None = SmartTurn(turn_model)
+    turn_name = "Smart Turn v3.2"
+    if turn_model is None:
+        try:
+            smart_turn_model_path()
+        except BackendUnavailable as exc:
+            log.warning("%s; semantic_vad ends pauses as server_vad would", exc.message)
+            turn_end, turn_name = None, "no end-of-turn model"
+    description = (
+        f"cpu: {vad_name}, {turn_name}, {asr_name}, {voice_name}, "
+        "frame describer (stand-in for a VLM)"
+    )
     log.info("%s", description)
     return Backend(
         name="cpu",
@@ -64,4 +82,5 @@ def create_backend(
         vlm=FrameDescriber(),
         tts=PiperTts(tts_voice),
         description=description,
+        turn_end=turn_end,
     )

@@ -26,6 +26,18 @@
     voice = "vivian"
     sample_rate_hz = 24000       # the rate the server streams at (Qwen3-TTS: 24 kHz)
 
+The `[delegation]` table (optional, any backend) names the background model that answers
+the questions the VLM delegates (B31), an OpenAI-compatible `/v1/chat/completions`
+server such as any `vllm serve`:
+
+    [delegation]
+    urls = ["http://llm-0:8000"]  # or url = "http://llm-0:8000"
+    model = "Qwen/Qwen3-8B"
+    api_key_env = "DELEGATION_KEY" # or api_key = "..."; optional
+    timeout_s = 30.0             # longest wait for the answer's bytes
+    max_tokens = 256             # answer cap
+    instructions = "..."         # optional: the background model's system prompt
+
 A URL is a server root (`http://host:port`, optionally with a path prefix); the API
 paths (`/v1/...`) and the health path (`/health`) are appended to it. Every error names
 the offending key (`remote.vlm.urls[1]`), so a bad file is refused before the server
@@ -42,7 +54,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-__all__ = ["RemoteConfig", "RemoteConfigError", "StageConfig", "parse_remote_config"]
+__all__ = [
+    "RemoteConfig",
+    "RemoteConfigError",
+    "StageConfig",
+    "parse_delegation_config",
+    "parse_remote_config",
+]
 
 STAGES: Final = ("asr", "vlm", "tts")
 _TOP_KEYS: Final = {"probe_interval_s", "connect_timeout_s", *STAGES}
@@ -52,8 +70,9 @@ _STAGE_KEYS: Final = {
     "vlm": _COMMON_KEYS
     | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"},
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
+    "delegation": _COMMON_KEYS | {"max_tokens", "instructions"},
 }
-_DEFAULT_TIMEOUT_S: Final = {"asr": 15.0, "vlm": 30.0, "tts": 30.0}
+_DEFAULT_TIMEOUT_S: Final = {"asr": 15.0, "vlm": 30.0, "tts": 30.0, "delegation": 30.0}
 
 
 class RemoteConfigError(ValueError):
@@ -80,6 +99,8 @@ class StageConfig:
     # tts
     voice: str | None = None
     sample_rate_hz: int = 24_000
+    # delegation: the background model's system prompt (None: the default)
+    instructions: str | None = None
 
     @property
     def budget_tokens(self) -> int:
@@ -147,8 +168,8 @@ def _url(value: Any, key: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def _stage(name: str, raw: Any, prefix: str) -> StageConfig:
-    key = f"{prefix}.{name}"
+def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> StageConfig:
+    key = key or f"{prefix}.{name}"
     if not isinstance(raw, Mapping):
         raise RemoteConfigError(f"`{key}` must be a table")
     unknown = sorted(set(raw) - _STAGE_KEYS[name])
@@ -187,6 +208,8 @@ def _stage(name: str, raw: Any, prefix: str) -> StageConfig:
         options["language"] = _text(raw["language"], f"{key}.language")
     if "voice" in raw:
         options["voice"] = _text(raw["voice"], f"{key}.voice")
+    if "instructions" in raw:
+        options["instructions"] = _text(raw["instructions"], f"{key}.instructions")
     if "sample_rate_hz" in raw:
         options["sample_rate_hz"] = _whole(
             raw["sample_rate_hz"], f"{key}.sample_rate_hz", minimum=8000
@@ -236,3 +259,19 @@ def parse_remote_config(
         probe_interval_s=_number(raw.get("probe_interval_s", 2.0), f"{prefix}.probe_interval_s"),
         connect_timeout_s=_number(raw.get("connect_timeout_s", 2.0), f"{prefix}.connect_timeout_s"),
     )
+
+
+def parse_delegation_config(raw: Any, *, prefix: str = "delegation") -> StageConfig:
+    """Check the `[delegation]` table (the background model, B31) and return it typed;
+    `url` is accepted for a single server.
+
+    Raises:
+        RemoteConfigError: naming the first missing, unknown or bad key.
+    """
+    if not isinstance(raw, Mapping):
+        raise RemoteConfigError(f"`{prefix}` must be a table")
+    if "url" in raw:
+        if "urls" in raw:
+            raise RemoteConfigError(f"`{prefix}`: set url or urls, not both")
+        raw = {**{k: v for k, v in raw.items() if k != "url"}, "urls": [raw["url"]]}
+    return _stage("delegation", raw, prefix, key=prefix)

@@ -1,4 +1,5 @@
-"""`create_backend`: the registry entry "scripted", four scripted stages sharing one Script.
+"""`create_backend`: the registry entry "scripted", its scripted stages sharing one Script
+(with an end-of-turn stage whose verdicts the Script holds).
 
 Tests reach the Script of a backend the server built with `script_of(backend)` (or any
 stage's `.script`). The `camera` profile has no ASR stage (B1).
@@ -8,7 +9,13 @@ from __future__ import annotations
 
 from backends.base import Backend, BackendUnavailable
 from backends.scripted.script import Script
-from backends.scripted.stages import ScriptedAsr, ScriptedTts, ScriptedVad, ScriptedVlm
+from backends.scripted.stages import (
+    ScriptedAsr,
+    ScriptedTts,
+    ScriptedTurnEnd,
+    ScriptedVad,
+    ScriptedVlm,
+)
 
 __all__ = ["DESCRIPTION", "PROFILES", "create_backend", "script_of"]
 
@@ -17,7 +24,11 @@ DESCRIPTION = "scripted: deterministic test backend"
 
 
 def create_backend(
-    *, script: Script | None = None, profile: str = "speech", **_: object
+    *,
+    script: Script | None = None,
+    profile: str = "speech",
+    max_records: int | None = None,
+    **_: object,
 ) -> Backend:
     """The scripted backend (not yet entered); other options are accepted and ignored.
 
@@ -25,6 +36,8 @@ def create_backend(
         script: the behaviour to follow and where requests are recorded (default: a new
             `Script()` with its defaults).
         profile: `speech` (ASR on) or `camera` (no ASR stage).
+        max_records: for a new script, keep only about the latest this many records
+            (the `[backend]` table of a served scripted backend: tools/soak.py sets it)
 
     Raises:
         BackendUnavailable: an unknown profile.
@@ -33,7 +46,7 @@ def create_backend(
         raise BackendUnavailable(
             f"scripted: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
         )
-    script = script if script is not None else Script()
+    script = script if script is not None else Script(max_records=max_records)
     return Backend(
         name="scripted",
         vad=ScriptedVad(script),
@@ -41,6 +54,7 @@ def create_backend(
         vlm=ScriptedVlm(script),
         tts=ScriptedTts(script),
         description=DESCRIPTION,
+        turn_end=ScriptedTurnEnd(script),
     )
 
 

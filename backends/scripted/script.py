@@ -5,6 +5,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     latency      seconds per stage: before an ASR answer, before every streamed VLM item
                  and TTS chunk, before a VAD batch (VAD defaults to 0: it runs every tick)
     transcripts  ASR answers, consumed oldest first; `default_transcript` when empty
+    turn_ends    end-of-turn verdicts (`semantic_vad`, B32): probabilities that the speaker
+                 finished, consumed oldest first; `default_turn_end` (1.0) when empty
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -13,7 +15,14 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
                  `await wait_parked(stage)` returns once a request is waiting
     death        `kill(stage)`: `EngineDead` for every later step of that stage until
                  `revive(stage)` (requests already streaming fail at their next item)
-    records      `requests` (every request received, in order) and `aborts`
+    faults       `inject(stage, step, kind)`: the next request of `stage` (optionally only
+                 one whose id starts with a prefix, such as a session's `sess_x/`) raises
+                 `StageFailed`, hangs until cancelled, or reports `EngineDead`, at one step:
+                 `submit`, its `first` or a `mid`dle streamed item, or at `finish` (ASR's
+                 transcript, VLM's decision, the end of TTS's stream)
+    records      `requests` (every request received, in order) and `aborts`; with
+                 `max_records` only about the latest that many of each are kept (a long-
+                 running served backend, such as a soak's, must not grow with every turn)
 
 Tests may mutate a Script while a server runs with it, also from another thread: queues
 are deques, parked requests are woken through their own event loop's token.
@@ -21,7 +30,8 @@ are deques, parked requests are woken through their own event loop's token.
 A request's path through a stage (`admit`, then `checkpoint` before every item):
 
     record -> park (until released or aborted) -> dead? -> failure at submission?
-           -> [latency -> aborted? -> dead? -> failure after N items? -> item] ...
+           -> fault at submit? -> [latency -> aborted? -> dead? -> failure after N items?
+           -> fault at this step? -> item] ... -> fault at finish?
 """
 
 from __future__ import annotations
@@ -36,30 +46,49 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from backends.base import BackendError, EngineDead, VlmAction
+from backends.base import BackendError, EngineDead, StageFailed, VlmAction
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
 __all__ = [
     "DEFAULT_TRANSCRIPT",
+    "FAULT_STEPS",
     "STAGES",
     "Admission",
+    "FaultKind",
+    "FaultStep",
     "RecordedAbort",
     "RecordedRequest",
     "Script",
     "ScriptedFailure",
+    "ScriptedFault",
     "ScriptedReply",
     "StageName",
 ]
 
-StageName = Literal["vad", "asr", "vlm", "tts"]
+StageName = Literal["vad", "asr", "vlm", "tts", "turn_end"]
 STAGES: tuple[StageName, ...] = get_args(StageName)
 #: stages whose answers stream, so a failure can come after some items
 STREAMING_STAGES: frozenset[StageName] = frozenset({"vlm", "tts"})
 
+FaultStep = Literal["submit", "first", "mid", "finish"]
+FaultKind = Literal["raise", "hang", "dead"]
+#: the steps of each stage a fault can be injected at (ASR does not stream)
+FAULT_STEPS: dict[StageName, tuple[FaultStep, ...]] = {
+    "asr": ("submit", "finish"),
+    "vlm": ("submit", "first", "mid", "finish"),
+    "tts": ("submit", "first", "mid", "finish"),
+}
+
 DEFAULT_TRANSCRIPT = "scripted transcript"
-DEFAULT_LATENCY_S: dict[StageName, float] = {"vad": 0.0, "asr": 0.01, "vlm": 0.01, "tts": 0.01}
+DEFAULT_LATENCY_S: dict[StageName, float] = {
+    "vad": 0.0,
+    "asr": 0.01,
+    "vlm": 0.01,
+    "tts": 0.01,
+    "turn_end": 0.0,
+}
 
 
 class ScriptedReply(NamedTuple):
@@ -78,6 +107,18 @@ class ScriptedFailure:
     message: str
     after_items: int | None = None  # None: at submission; k: after k streamed items
     request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedFault:
+    """A fault waiting for the next request of its stage whose id starts with
+    `request_prefix`: at `step` it raises `StageFailed` (`raise`), waits until cancelled
+    (`hang`: the runner's stage timeout or an abort ends it) or raises `EngineDead`
+    (`dead`: the engine reports it died)."""
+
+    step: FaultStep
+    kind: FaultKind
+    request_prefix: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +155,7 @@ class Admission:
     stage: StageName
     request_id: str
     failure: ScriptedFailure | None  # a failure due after some items, if any
+    fault: ScriptedFault | None = None  # a fault due at a later step, if any
 
     @property
     def aborted(self) -> bool:
@@ -128,6 +170,20 @@ class Admission:
         self.failure = None
         raise failure.error(failure.message, stage=self.stage)
 
+    async def reach(self, *steps: FaultStep) -> None:
+        """The request is at `steps` (an item can be both the first and the last): carry
+        out the fault due at one of them."""
+        fault = self.fault
+        if fault is None or fault.step not in steps:
+            return
+        self.fault = None
+        if fault.kind == "hang":
+            await anyio.sleep_forever()
+        error = EngineDead if fault.kind == "dead" else StageFailed
+        raise error(
+            f"scripted {fault.kind} fault at {fault.step} in {self.stage}", stage=self.stage
+        )
+
 
 @dataclass
 class Script:
@@ -137,6 +193,8 @@ class Script:
     transcripts: deque[str] = field(default_factory=deque)
     default_transcript: str = DEFAULT_TRANSCRIPT
     replies: deque[ScriptedReply] = field(default_factory=deque)
+    turn_ends: deque[float] = field(default_factory=deque)
+    default_turn_end: float = 1.0
     echo_transcript: bool = True
     requests: list[RecordedRequest] = field(default_factory=list)
     aborts: list[RecordedAbort] = field(default_factory=list)
@@ -144,19 +202,29 @@ class Script:
         default_factory=lambda: {stage: deque() for stage in STAGES}
     )
     dead: set[StageName] = field(default_factory=set)
+    faults: dict[StageName, deque[ScriptedFault]] = field(
+        default_factory=lambda: {stage: deque() for stage in STAGES}
+    )
     warmed_up: set[StageName] = field(default_factory=set)
+    #: keep between this many and twice this many of the latest records (None: all)
+    max_records: int | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._parking: set[StageName] = set()
         self._parked: dict[StageName, dict[str, _Parked]] = {stage: {} for stage in STAGES}
-        self._aborted: set[str] = set()
+        self._aborted: dict[str, None] = {}  # an ordered set: the oldest go first
 
     # --- programming (tests) -----------------------------------------------------------
 
     def say(self, *transcripts: str) -> Script:
         """Queue ASR transcripts, one per later request."""
         self.transcripts.extend(transcripts)
+        return self
+
+    def judge_turns(self, *probabilities: float) -> Script:
+        """Queue end-of-turn verdicts, one per later `semantic_vad` pause."""
+        self.turn_ends.extend(probabilities)
         return self
 
     def reply(
@@ -192,6 +260,20 @@ class Script:
             raise ValueError("after_items needs a streaming stage (vlm, tts) and k >= 0")
         text = message or f"scripted {error.__name__} in {stage}"
         self.failures[stage].append(ScriptedFailure(error, text, after_items, request_id))
+        return self
+
+    def inject(
+        self, stage: StageName, step: FaultStep, kind: FaultKind, *, request_prefix: str = ""
+    ) -> Script:
+        """Make the next request of `stage` whose id starts with `request_prefix` fail
+        (`raise`), hang (`hang`) or report its engine dead (`dead`) at `step`.
+
+        Raises:
+            ValueError: `stage` has no such step (`FAULT_STEPS`).
+        """
+        if step not in FAULT_STEPS.get(stage, ()):
+            raise ValueError(f"{stage} has no fault step `{step}`")
+        self.faults[stage].append(ScriptedFault(step, kind, request_prefix))
         return self
 
     def kill(self, stage: StageName) -> None:
@@ -256,6 +338,12 @@ class Script:
         except IndexError:
             return self.default_transcript
 
+    def next_turn_end(self) -> float:
+        try:
+            return self.turn_ends.popleft()
+        except IndexError:
+            return self.default_turn_end
+
     def next_reply(self, transcript: str | None) -> ScriptedReply:
         """The queued reply, else the echo reply."""
         try:
@@ -271,12 +359,20 @@ class Script:
         """Record a request, park it if its stage is parked, then raise what is due at
         submission (engine death, a scripted failure)."""
         self.requests.append(RecordedRequest(stage, request_id, request))
+        self._trim(self.requests)
         await self._park_if_parked(stage, request_id)
         self.raise_if_dead(stage)
         failure = self._take_failure(stage, request_id)
         if failure is not None and failure.after_items is None:
             raise failure.error(failure.message, stage=stage)
-        return Admission(self, stage, request_id, failure)
+        fault = next(
+            (f for f in self.faults[stage] if request_id.startswith(f.request_prefix)), None
+        )
+        if fault is not None:
+            self.faults[stage].remove(fault)
+        admission = Admission(self, stage, request_id, failure, fault)
+        await admission.reach("submit")
+        return admission
 
     def raise_if_dead(self, stage: StageName) -> None:
         if stage in self.dead:
@@ -285,14 +381,23 @@ class Script:
     def record_abort(self, stage: StageName, request_id: str) -> None:
         """Record an abort; a parked request of that id wakes up and ends."""
         self.aborts.append(RecordedAbort(stage, request_id))
+        self._trim(self.aborts)
         with self._lock:
-            self._aborted.add(request_id)
+            self._aborted[request_id] = None
+            if self.max_records is not None and len(self._aborted) > 2 * self.max_records:
+                for old in list(self._aborted)[: self.max_records]:
+                    del self._aborted[old]
             parked = self._parked[stage].pop(request_id, None)
         if parked is not None:
             _wake(parked)
 
     def is_aborted(self, request_id: str) -> bool:
         return request_id in self._aborted
+
+    def _trim(self, records: list[RecordedRequest] | list[RecordedAbort]) -> None:
+        """Drop the older half once twice `max_records` are kept (amortized O(1))."""
+        if self.max_records is not None and len(records) > 2 * self.max_records:
+            del records[: len(records) - self.max_records]
 
     def _take_failure(self, stage: StageName, request_id: str) -> ScriptedFailure | None:
         queue = self.failures[stage]

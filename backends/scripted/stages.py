@@ -12,7 +12,7 @@
 
 Every stage must be entered before use (`BackendUnavailable` otherwise), records each
 request in the script, honours the script's latency before every answer or streamed item,
-and takes the script's parking, failures and engine death (see `script.py`).
+and takes the script's parking, failures, faults and engine death (see `script.py`).
 
 Abort: `abort(request_id)` is recorded; a parked request wakes up; a streaming VLM or TTS
 request stops quietly before its next item; an aborted ASR request raises `StageFailed`.
@@ -37,6 +37,7 @@ from backends.base import (
     Transcript,
     TtsChunk,
     TtsRequest,
+    TurnEndRequest,
     VadState,
     VlmAction,
     VlmDecision,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from backends.base import Float32Array
-    from backends.scripted.script import Script, StageName
+    from backends.scripted.script import FaultStep, Script, StageName
 
 __all__ = [
     "CHUNK_MS",
@@ -59,6 +60,7 @@ __all__ = [
     "SPEECH_RMS",
     "ScriptedAsr",
     "ScriptedTts",
+    "ScriptedTurnEnd",
     "ScriptedVad",
     "ScriptedVlm",
     "VadBatch",
@@ -210,7 +212,22 @@ class ScriptedAsr(_ScriptedStage):
         if admission.aborted:
             raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
         admission.checkpoint(0)
+        await admission.reach("finish")
         return Transcript(request.request_id, self.script.next_transcript())
+
+
+class ScriptedTurnEnd(_ScriptedStage):
+    """Answers the script's next end-of-turn verdict (B32) after its latency."""
+
+    stage: ClassVar[StageName] = "turn_end"
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """Raises: whatever the script has due."""
+        self._require_entered()
+        admission = await self.script.admit(self.stage, request.request_id, request)
+        await self._wait_latency()
+        admission.checkpoint(0)
+        return self.script.next_turn_end()
 
 
 class ScriptedVlm(_ScriptedStage):
@@ -233,6 +250,9 @@ class ScriptedVlm(_ScriptedStage):
             if admission.aborted:
                 return
             admission.checkpoint(sent)
+            await admission.reach(
+                *_steps(sent, len(items)), *(("finish",) if item is items[-1] else ())
+            )
             yield item
 
 
@@ -255,7 +275,15 @@ class ScriptedTts(_ScriptedStage):
             if admission.aborted:
                 return
             admission.checkpoint(sent)
+            await admission.reach(*_steps(sent, len(chunks)))
             yield chunk
+        await admission.reach("finish")
+
+
+def _steps(index: int, total: int) -> tuple[FaultStep, ...]:
+    """The fault steps streamed item `index` of `total` is: the first and/or the middle."""
+    steps: tuple[FaultStep, ...] = ("first",) if index == 0 else ()
+    return (*steps, "mid") if index == total // 2 else steps
 
 
 def _tone_chunks(text: str, rate: int) -> list[TtsChunk]:

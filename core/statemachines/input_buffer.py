@@ -127,6 +127,24 @@ class InputBuffer:
         kept = (self.frames + added_frames)[-max_frames:]
         return self.audio_bytes + added_audio + sum(len(f) for f in kept)
 
+    def audio_tail(self, max_bytes: int, *, drop_bytes: int = 0) -> bytes:
+        """At most the last `max_bytes` of the audio held, ending `drop_bytes` before its
+        end (a copy; the buffer keeps everything)."""
+        parts: list[bytes] = []
+        skip, want = drop_bytes, max_bytes
+        for chunk in reversed(self.chunks):
+            if want <= 0:
+                break
+            end = len(chunk)
+            if skip:
+                cut = min(skip, end)
+                skip -= cut
+                end -= cut
+            if end:
+                parts.append(chunk[max(0, end - want) : end])
+                want -= min(want, end)
+        return b"".join(reversed(parts))
+
     # --- verbs ----------------------------------------------------------------------
 
     def start_capture(self) -> None:

@@ -1,4 +1,5 @@
-"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10).
+"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10), and
+the pauses `semantic_vad` puts under review by the end-of-turn model (B32).
 
 Spec: `spec.tables.turn_detector.TURN_DETECTOR`. Diagram: `docs/statemachines/turn_detector.md`.
 
@@ -11,6 +12,16 @@ of frames at or above `threshold` lasting `max(min_speech_duration_ms, 32)` star
 reset. In `speech`, a frame at or above the threshold resets the silence run; a frame below
 `max(threshold - 0.15, 0.01)` extends it and may end the turn once the run reaches
 `silence_duration_ms`; frames in between extend the run but cannot end it (hysteresis).
+
+Under `semantic_vad` (B32) the same low frame ends not the turn but its speech, once the
+run reaches `SEMANTIC_PAUSE_MS`: the pause goes under review (`pause`, one `SubmitTurnEnd`
+for the utterance so far, its request id kept in `turn_end_id`). A frame at or above the
+threshold resumes speech (the verdict still awaited is then stale and dropped); the
+verdict ends the turn (`finish`) or holds it (`hold`); a held or reviewed pause ends at its
+wait (`time_out`): the eagerness's maximum wait, or `silence_duration_ms` when no verdict
+came. The wait is measured on the audio clock (the run of frames below the threshold) and
+on the session clock (`deadline_ms`), whichever comes first: audio may arrive faster than
+real time, or stop arriving.
 """
 
 from __future__ import annotations
@@ -18,7 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from core.statemachines._rulebook import build, fire
+from spec.effects import SubmitTurnEnd
 from spec.events import InputAudioBufferSpeechStarted, InputAudioBufferSpeechStopped
+from spec.session_config import SEMANTIC_PAUSE_MS
 from spec.tables import TURN_DETECTOR, DetectorState
 from spec.tables.turn_detector import FRAME_MS
 
@@ -28,11 +41,16 @@ if TYPE_CHECKING:
     from core.outbox import Outbox
     from spec.session_config import TurnDetection
 
-__all__ = ["TurnDetector"]
+__all__ = ["TurnDetector", "TurnEnd"]
 
 _RULES = build(TURN_DETECTOR)
 
-Boundary = Literal["start", "stop"]
+Boundary = Literal["start", "stop", "pause", "resume", "time_out"]
+
+#: the triggers that end a turn: server VAD's silence, a reviewed pause's verdict or wait
+TurnEnd = Literal["stop", "finish", "time_out"]
+
+_PAUSED = (DetectorState.REVIEW, DetectorState.HELD)
 
 FRAME_SAMPLES = FRAME_MS * 16
 
@@ -43,6 +61,7 @@ class TurnDetector:
     only audio appended while it is on is scored)."""
 
     __slots__ = (
+        "deadline_ms",
         "frames_seen",
         "item_id",
         "last_reset",
@@ -53,6 +72,8 @@ class TurnDetector:
         "silence_frames",
         "silence_start",
         "state",
+        "turn_end_id",
+        "wait_ms",
     )
 
     def __init__(self, outbox: Outbox) -> None:
@@ -66,10 +87,28 @@ class TurnDetector:
         self.silence_start = 0
         self.last_reset = 0
         self.item_id: str | None = None
+        #: semantic_vad: the verdict awaited for the pause under review
+        self.turn_end_id: str | None = None
+        #: semantic_vad: how long the current pause may last, and when that is on the
+        #: session clock (None outside a pause)
+        self.wait_ms = 0
+        self.deadline_ms: int | None = None
 
     @property
     def speaking(self) -> bool:
-        return self.state is DetectorState.SPEECH
+        """Inside a turn: speech, or a pause of it under review or held."""
+        return self.state is not DetectorState.SILENCE
+
+    @property
+    def paused(self) -> bool:
+        return self.state in _PAUSED
+
+    def overdue(self, now_ms: int) -> bool:
+        """A pause that has reached its wait, on the session clock or the audio clock."""
+        if not self.paused:
+            return False
+        by_clock = self.deadline_ms is not None and now_ms >= self.deadline_ms
+        return by_clock or self.silence_frames * FRAME_MS >= self.wait_ms
 
     def feed(self, probability: float, config: TurnDetection) -> Boundary | None:
         """Account one frame; returns the boundary it crosses, if any (not yet fired)."""
@@ -88,13 +127,18 @@ class TurnDetector:
         low = max(config.threshold - 0.15, 0.01)
         if probability >= config.threshold:
             self.silence_frames = 0
-            return None
+            return "resume" if self.paused else None
         if self.silence_frames == 0:
             self.silence_start = at
         self.silence_frames += 1
-        if probability < low and self.silence_frames * FRAME_MS >= config.silence_duration_ms:
-            return "stop"
-        return None
+        silence_ms = self.silence_frames * FRAME_MS
+        if self.paused:
+            return "time_out" if silence_ms >= self.wait_ms else None
+        if probability >= low:
+            return None
+        if config.end_of_turn is not None:
+            return "pause" if silence_ms >= SEMANTIC_PAUSE_MS else None
+        return "stop" if silence_ms >= config.silence_duration_ms else None
 
     def start_ms(self, config: TurnDetection) -> int:
         """Where the speech began, with its prefix padding, never before the last reset."""
@@ -112,19 +156,40 @@ class TurnDetector:
         self.run_frames = 0
         self.silence_frames = 0
 
-    def stop(self) -> str:
-        """End the turn; returns the item id the utterance becomes."""
+    def stop(self, trigger: TurnEnd = "stop") -> str:
+        """End the turn (server VAD's silence, or a reviewed pause's verdict or wait);
+        returns the item id the utterance becomes."""
         item_id = self.item_id or ""
-        fire(_RULES, self, "stop", item_id=item_id, audio_end_ms=self.end_sample() // 16)
+        fire(_RULES, self, trigger, item_id=item_id, audio_end_ms=self.end_sample() // 16)
+        self._end_pause()
         self.item_id = None
         self.run_frames = 0
         self.silence_frames = 0
         return item_id
 
+    def pause(self, *, request_id: str, pcm16: bytes, now_ms: int, max_wait_ms: int) -> None:
+        """Put the pause under review: ask for a verdict on `pcm16` (the utterance so far).
+        Its wait is counted from the pause's first silent frame."""
+        fire(_RULES, self, "pause", request_id=request_id, pcm16=pcm16)
+        self.turn_end_id = request_id
+        self._wait(max_wait_ms, now_ms)
+
+    def hold(self, *, wait_ms: int, now_ms: int) -> None:
+        """The verdict: not finished (or none): the pause may last `wait_ms`."""
+        fire(_RULES, self, "hold")
+        self.turn_end_id = None
+        self._wait(wait_ms, now_ms)
+
+    def resume(self) -> None:
+        """Speech again inside a reviewed or held pause; its verdict is no longer wanted."""
+        fire(_RULES, self, "resume")
+        self._end_pause()
+
     def reset(self, now_sample: int, *, restart: bool = False) -> None:
         """Back to silence; nothing before `now_sample` may start speech. `restart`: the
         scores start over at `now_sample` (server VAD was just switched on)."""
         fire(_RULES, self, "reset")
+        self._end_pause()
         self.item_id = None
         self.run_frames = 0
         self.silence_frames = 0
@@ -133,7 +198,25 @@ class TurnDetector:
             self.origin = now_sample
             self.frames_seen = 0
 
+    def _wait(self, wait_ms: int, now_ms: int) -> None:
+        self.wait_ms = wait_ms
+        self.deadline_ms = now_ms + max(0, wait_ms - self.silence_frames * FRAME_MS)
+
+    def _end_pause(self) -> None:
+        self.turn_end_id = None
+        self.wait_ms = 0
+        self.deadline_ms = None
+
     # --- effects --------------------------------------------------------------------
+
+    def request_turn_end(self, event: EventData) -> None:
+        self.outbox.effect(
+            SubmitTurnEnd(
+                request_id=event.kwargs["request_id"],
+                item_id=self.item_id or "",
+                pcm16=event.kwargs["pcm16"],
+            )
+        )
 
     def emit_speech_started(self, event: EventData) -> None:
         self.outbox.emit(

@@ -75,6 +75,9 @@ from spec.events.server import (
     SessionClosed,
     SessionCreated,
     SessionHeartbeatAck,
+    SessionReplaced,
+    SessionResumed,
+    SessionResyncRequired,
     SessionUpdated,
 )
 
@@ -104,6 +107,9 @@ ServerEventT: TypeAlias = (
     | SessionUpdated
     | SessionClosed
     | SessionHeartbeatAck
+    | SessionResumed
+    | SessionReplaced
+    | SessionResyncRequired
     | InputAudioBufferSpeechStarted
     | InputAudioBufferSpeechStopped
     | InputAudioBufferCommitted
@@ -198,7 +204,10 @@ __all__ = [
     "SessionHeartbeatAck",
     "SessionObject",
     "SessionPatch",
+    "SessionReplaced",
     "SessionResume",
+    "SessionResumed",
+    "SessionResyncRequired",
     "SessionUpdate",
     "SessionUpdated",
 ]

@@ -20,6 +20,11 @@ class ClientEvent(msgspec.Struct, tag_field="type", kw_only=True, frozen=True, o
 
 
 class ServerEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
-    """An event the server sends; `event_id` is always set by the sender."""
+    """An event the server sends; `event_id` is always set by the sender.
+
+    `server_event_seq` numbers the events of a resumable session (1, 2, ...: the cursor of
+    `session.resume`, docs/session-semantics.md D27); it is absent on every other session.
+    """
 
     event_id: str = ""
+    server_event_seq: int | None = None

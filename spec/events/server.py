@@ -6,7 +6,7 @@ saw a cancel can drop anything stamped with an older epoch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -51,6 +51,9 @@ __all__ = [
     "SessionClosed",
     "SessionCreated",
     "SessionHeartbeatAck",
+    "SessionReplaced",
+    "SessionResumed",
+    "SessionResyncRequired",
     "SessionUpdated",
 ]
 
@@ -65,9 +68,15 @@ class _Duplex(ServerEvent, kw_only=True):
 
 
 class SessionCreated(ServerEvent, tag="session.created", kw_only=True):
-    """The session exists; its configuration follows."""
+    """The session exists; its configuration follows.
+
+    A resumable session (D27) also names its first `resume_token` and attachment
+    generation (1); other sessions carry neither.
+    """
 
     session: SessionObject
+    resume_token: str | None = None
+    attachment_generation: int | None = None
 
 
 class SessionUpdated(ServerEvent, tag="session.updated", kw_only=True):
@@ -84,6 +93,45 @@ class SessionClosed(ServerEvent, tag="session.closed", kw_only=True):
 
 class SessionHeartbeatAck(ServerEvent, tag="session.heartbeat_ack", kw_only=True):
     """Answer to `session.heartbeat`."""
+
+
+# --- resume (D27, D28): events of one connection, never journaled, never numbered ------
+
+
+class SessionResumed(ServerEvent, tag="session.resumed", kw_only=True):
+    """`session.resume` was accepted: this connection now carries the session.
+
+    `resume_token` replaces the one used (which no longer resumes anything). The events
+    numbered `replay_from_seq` .. `last_server_event_seq` follow, in order, before any
+    new one (none when `replay_from_seq` is larger).
+    """
+
+    session_id: str
+    resume_token: str
+    attachment_generation: int
+    replay_from_seq: int
+    last_server_event_seq: int
+
+
+class SessionReplaced(ServerEvent, tag="session.replaced", kw_only=True):
+    """The last event on a connection whose session was resumed on another connection."""
+
+    session_id: str
+    attachment_generation: int  # the generation of the connection that took over
+
+
+class SessionResyncRequired(ServerEvent, tag="session.resync_required", kw_only=True):
+    """After `session.resumed`: the events the client asked for can no longer be replayed.
+
+    `journal_overflow`: they were dropped from the journal (its byte or age bound);
+    `journal_gap`: the client's cursor names events it acknowledged or that never existed.
+    The session goes on from `last_server_event_seq`; the client rebuilds its view
+    (`conversation.item.retrieve`) or closes.
+    """
+
+    session_id: str
+    reason: Literal["journal_gap", "journal_overflow"]
+    last_server_event_seq: int
 
 
 # --- input -----------------------------------------------------------------------------

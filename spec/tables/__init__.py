@@ -9,6 +9,7 @@ diagrams in `docs/statemachines/` from the same rows.
 
 from __future__ import annotations
 
+from spec.tables.attachment import ATTACHMENT, AttachmentState
 from spec.tables.base import T, Table
 from spec.tables.commit import COMMIT, CommitState
 from spec.tables.input_buffer import INPUT_BUFFER, BufferState
@@ -18,6 +19,7 @@ from spec.tables.response import RESPONSE, ResponseState
 from spec.tables.turn_detector import TURN_DETECTOR, DetectorState
 
 __all__ = [
+    "ATTACHMENT",
     "COMMIT",
     "INPUT_BUFFER",
     "ITEM",
@@ -25,6 +27,7 @@ __all__ = [
     "RESPONSE",
     "TABLES",
     "TURN_DETECTOR",
+    "AttachmentState",
     "BufferState",
     "CommitState",
     "DetectorState",
@@ -36,4 +39,12 @@ __all__ = [
 ]
 
 #: every server-side machine table, in documentation order
-TABLES: tuple[Table, ...] = (ITEM, INPUT_BUFFER, COMMIT, TURN_DETECTOR, RESPONSE, PLAYBACK)
+TABLES: tuple[Table, ...] = (
+    ITEM,
+    INPUT_BUFFER,
+    COMMIT,
+    TURN_DETECTOR,
+    RESPONSE,
+    PLAYBACK,
+    ATTACHMENT,
+)

@@ -83,23 +83,44 @@ _VAD_TURN_DETECTION: Final = {
 }
 
 
-def session_payload(mode: str) -> dict[str, Any]:
+#: the turn detections the hands-free mode offers: server VAD, or semantic VAD (B32) at
+#: each eagerness; the first is the default
+TURN_DETECTIONS: Final[dict[str, dict[str, Any]]] = {
+    "server_vad": _VAD_TURN_DETECTION,
+    **{
+        f"semantic_vad_{eagerness}": {
+            "type": "semantic_vad",
+            "eagerness": eagerness,
+            "create_response": True,
+            "interrupt_response": True,
+        }
+        for eagerness in ("auto", "low", "medium", "high")
+    },
+}
+
+
+def session_payload(mode: str, turn_detection: str = "server_vad") -> dict[str, Any]:
     """The `session` object of the client's `session.update` in `mode` (B9: it passes
-    `spec.session_config.validate_session`).
+    `spec.session_config.validate_session`); `turn_detection` names the hands-free mode's
+    entry of `TURN_DETECTIONS` (push-to-talk has none).
 
     Raises:
-        ValueError: an unknown mode.
+        ValueError: an unknown mode or turn detection.
     """
     if mode not in CLIENT_MODES:
         raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
-    turn_detection = dict(_VAD_TURN_DETECTION) if mode == "vad" else None
+    if turn_detection not in TURN_DETECTIONS:
+        raise ValueError(
+            f"unknown turn detection `{turn_detection}`; expected one of {list(TURN_DETECTIONS)}"
+        )
+    detection = dict(TURN_DETECTIONS[turn_detection]) if mode == "vad" else None
     return {
         "type": "realtime",
         "output_modalities": ["audio"],
         "audio": {
             "input": {
                 "format": {"type": "audio/pcm", "rate": CAPTURE_RATE_HZ},
-                "turn_detection": turn_detection,
+                "turn_detection": detection,
             },
             "output": {"format": {"type": "audio/pcm", "rate": PLAYBACK_RATE_HZ}},
         },
@@ -120,4 +141,5 @@ CLIENT_CONSTANTS: Final[dict[str, Any]] = {
     "finished_hold_memory": FINISHED_HOLD_MEMORY,
     "modes": list(CLIENT_MODES),
     "session_payloads": {mode: session_payload(mode) for mode in CLIENT_MODES},
+    "turn_detections": TURN_DETECTIONS,
 }

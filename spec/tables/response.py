@@ -57,7 +57,7 @@ RESPONSE = Table(
             ACTIVE_RESPONSE_STATES,
             S.FAILED,
             effect="emit_done",
-            behaviours=("B3", "B17", "B18", "B24"),
+            behaviours=("B3", "B17", "B18", "B24", "B28"),
         ),
     ),
     invariants={

@@ -1,4 +1,5 @@
-"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10)."""
+"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10), and
+`semantic_vad`'s pauses under review by the end-of-turn model (B32)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ FRAME_MS = 32
 class DetectorState(enum.Enum):
     SILENCE = "silence"
     SPEECH = "speech"
+    #: semantic_vad: a pause, the end-of-turn verdict on the utterance so far awaited
+    REVIEW = "review"
+    #: semantic_vad: a pause the verdict called unfinished (or gave no verdict for): the
+    #: speaker may go on until the pause reaches its wait
+    HELD = "held"
 
 
 S = DetectorState
@@ -24,8 +30,12 @@ TURN_DETECTOR = Table(
     doc=(
         "Segments speech from 32 ms frame probabilities. Speech starts after "
         "min_speech_duration_ms of frames at or above the threshold; it ends only on frames "
-        "below threshold - 0.15 once the silence run reaches silence_duration_ms. Frames are "
-        "counter updates; only start and stop are transitions."
+        "below threshold - 0.15 once the silence run reaches silence_duration_ms. Under "
+        "semantic_vad a 200 ms pause is reviewed instead: the end-of-turn model's verdict "
+        "ends the turn (finish) or holds it (hold) until speech resumes or the pause reaches "
+        "the eagerness's maximum wait (time_out; silence_duration_ms when there was no "
+        "verdict), on the audio clock or the session clock, whichever comes first. Frames "
+        "are counter updates; only boundaries are transitions."
     ),
     states=DetectorState,
     initial=S.SILENCE,
@@ -33,7 +43,24 @@ TURN_DETECTOR = Table(
     transitions=(
         T("start", S.SILENCE, S.SPEECH, effect="emit_speech_started", behaviours=("B10", "B11")),
         T("stop", S.SPEECH, S.SILENCE, effect="emit_speech_stopped", behaviours=("B10",)),
-        T("reset", (S.SILENCE, S.SPEECH), S.SILENCE, behaviours=("B10",)),
+        T("pause", S.SPEECH, S.REVIEW, effect="request_turn_end", behaviours=("B32",)),
+        T("finish", S.REVIEW, S.SILENCE, effect="emit_speech_stopped", behaviours=("B32",)),
+        T("hold", S.REVIEW, S.HELD, behaviours=("B32",)),
+        T("resume", (S.REVIEW, S.HELD), S.SPEECH, behaviours=("B32",)),
+        T(
+            "time_out",
+            (S.REVIEW, S.HELD),
+            S.SILENCE,
+            effect="emit_speech_stopped",
+            behaviours=("B32",),
+        ),
+        T("reset", (S.SILENCE, S.SPEECH, S.REVIEW, S.HELD), S.SILENCE, behaviours=("B10",)),
     ),
-    invariants={"VAD-1": "speech_started and speech_stopped alternate, starting with started"},
+    invariants={
+        "VAD-1": "speech_started and speech_stopped alternate, starting with started",
+        "VAD-2": (
+            "semantic_vad awaits at most one end-of-turn verdict, and applies only the "
+            "verdict of the pause under review"
+        ),
+    },
 )

@@ -15,6 +15,7 @@ from backends.cpu.assets import (
     piper_voice_files,
     read_verified_vad_model,
     silero_vad_model_path,
+    smart_turn_model_path,
     whisper_model_dir,
 )
 from backends.cpu.vad import SileroVad
@@ -122,10 +123,17 @@ def test_registry_builds_cpu_backend_without_loading_anything() -> None:
     backend = load_backend("cpu")
     assert backend.name == "cpu"
     assert backend.ready is False
+    # the end-of-turn model (semantic_vad, B32) is there when pipecat-ai is installed (D33)
+    try:
+        smart_turn_model_path()
+        turn, turn_stages = "Smart Turn v3.2", ["turn_end"]
+    except BackendUnavailable:
+        turn, turn_stages = "no end-of-turn model", []
     assert backend.description == (
-        "cpu: Silero VAD, Whisper tiny.en, Piper (joe), frame describer (stand-in for a VLM)"
+        f"cpu: Silero VAD, {turn}, Whisper tiny.en, Piper (joe), "
+        "frame describer (stand-in for a VLM)"
     )
-    assert [stage.name for stage in backend.stages()] == ["vad", "asr", "vlm", "tts"]
+    assert [stage.name for stage in backend.stages()] == ["vad", "asr", "vlm", "tts", *turn_stages]
     assert backend.tts.output_sample_rate_hz == 24_000
 
 
@@ -133,7 +141,7 @@ def test_camera_profile_has_no_asr_stage() -> None:
     backend = load_backend("cpu", profile="camera")
     assert backend.asr is None
     assert "no ASR" in backend.description
-    assert [stage.name for stage in backend.stages()] == ["vad", "vlm", "tts"]
+    assert [stage.name for stage in backend.stages()][:3] == ["vad", "vlm", "tts"]
 
 
 def test_unknown_profile_is_unavailable() -> None:

@@ -30,7 +30,7 @@ from backends.base import (
     load_backend,
 )
 from backends.scripted.backend import DESCRIPTION, create_backend, script_of
-from backends.scripted.script import Script
+from backends.scripted.script import FaultStep, Script
 from backends.scripted.stages import (
     SILENCE_PROBABILITY,
     SPEECH_PROBABILITY,
@@ -95,7 +95,7 @@ def test_registry_builds_scripted_backend_with_all_stages() -> None:
     assert backend.name == "scripted"
     assert backend.description == DESCRIPTION
     assert all(isinstance(stage, Stage) for stage in backend.stages())
-    assert len(backend.stages()) == 4
+    assert [stage.name for stage in backend.stages()] == ["vad", "asr", "vlm", "tts", "turn_end"]
     assert script_of(backend) is _vlm(backend).script is _tts(backend).script
 
 
@@ -117,7 +117,7 @@ async def test_stage_used_before_entering_is_unavailable() -> None:
 @pytest.mark.anyio
 async def test_warmup_consumes_no_scripted_answer(backend: Backend) -> None:
     script = script_of(backend)
-    assert script.warmed_up == {"vad", "asr", "vlm", "tts"}
+    assert script.warmed_up == {"vad", "asr", "vlm", "tts", "turn_end"}
     assert script.requests == []
 
 
@@ -329,6 +329,71 @@ async def test_engine_dying_mid_stream_fails_the_stream(backend: Backend) -> Non
             received.append(chunk)
             script.kill("tts")
     assert len(received) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("step", "received"), [("submit", 0), ("first", 0), ("mid", 2), ("finish", 4)]
+)
+async def test_an_injected_vlm_fault_raises_at_its_step(
+    backend: Backend, step: FaultStep, received: int
+) -> None:
+    """One reply of four word pieces and a decision: five items, the middle one third."""
+    script = script_of(backend)
+    script.reply("one two three four").inject("vlm", step, "raise")
+    items: list[VlmTextDelta | VlmDecision] = []
+    with pytest.raises(StageFailed, match=f"at {step}"):
+        async for item in _vlm(backend).generate(_turn("go")):
+            items.append(item)
+    assert len(items) == received
+    assert len(await _reply(backend, _turn("again"))) == 5  # spent on one request
+
+
+@pytest.mark.anyio
+async def test_an_injected_tts_fault_at_finish_follows_every_chunk(backend: Backend) -> None:
+    script_of(backend).inject("tts", "finish", "dead")
+    chunks: list[TtsChunk] = []
+    with pytest.raises(EngineDead):
+        async for chunk in _tts(backend).synthesize(TtsRequest("r:tts:1", "x" * 20)):
+            chunks.append(chunk)
+    assert len(chunks) == 12  # 1.2 s of speech: every chunk, then the death
+
+
+@pytest.mark.anyio
+async def test_an_injected_hang_waits_until_cancelled(backend: Backend) -> None:
+    script_of(backend).inject("asr", "finish", "hang")
+    with anyio.move_on_after(0.05) as scope:  # the runner's stage timeout, in small
+        await _asr(backend).transcribe(_utterance())
+    assert scope.cancelled_caught
+
+
+@pytest.mark.anyio
+async def test_an_injected_fault_aims_at_its_request_prefix(backend: Backend) -> None:
+    script_of(backend).inject("asr", "submit", "raise", request_prefix="sess_b/")
+    assert (await _asr(backend).transcribe(_utterance("sess_a/resp_1:asr:1"))).text
+    with pytest.raises(StageFailed):
+        await _asr(backend).transcribe(_utterance("sess_b/resp_1:asr:1"))
+
+
+def test_a_fault_at_a_step_the_stage_does_not_have_is_refused() -> None:
+    with pytest.raises(ValueError, match="no fault step `mid`"):
+        Script().inject("asr", "mid", "raise")
+
+
+@pytest.mark.anyio
+async def test_max_records_keeps_only_the_latest_records() -> None:
+    """A served scripted backend (a soak's) must not keep every request it served."""
+    backend = create_backend(max_records=3)
+    async with backend:
+        script = script_of(backend)
+        script.latency = dict.fromkeys(script.latency, 0.0)
+        for i in range(20):
+            await _asr(backend).transcribe(_utterance(f"r:asr:{i}"))
+            await _asr(backend).abort(f"r:asr:{i}")
+    assert 3 <= len(script.requests) <= 6
+    assert script.requests[-1].request_id == "r:asr:19"
+    assert 3 <= len(script.aborts) <= 6
+    assert script.is_aborted("r:asr:19") and not script.is_aborted("r:asr:0")
 
 
 # --- aborts ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from core.errors import InvalidTransition
 from core.outbox import Outbox
 from core.statemachines._rulebook import build, fire
+from core.statemachines.attachment import Attachment
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
@@ -49,6 +50,7 @@ FACTORIES: dict[str, Callable[[Outbox], Any]] = {
         modalities=("audio",),
     ),
     "playback": lambda out: Playback(out, response_id="resp_1", item_id="item_2"),
+    "attachment": lambda out: Attachment("sess_1", "token_1"),
 }
 
 KWARGS: dict[str, dict[str, Any]] = {

@@ -102,3 +102,16 @@ def test_session_update_refuses_a_voice_the_tts_backend_lacks() -> None:
     assert protocol.config.voice is None
     protocol.receive(ev.SessionUpdate(session={"voice": "Vivian"}), 20)  # type: ignore[arg-type]
     assert protocol.config.voice == "Vivian"
+
+
+def test_an_id_deleted_and_created_again_is_history_not_the_responses_own_segment() -> None:
+    """The prompt leaves out the response's own segments by item version (B5): an id the
+    client deleted and created again meanwhile is another, completed item, so it is
+    history (the oracle's reading; found by the stateful comparison)."""
+    d = Driver()
+    d.speech_turn()
+    asr: SubmitAsr = d.last(SubmitAsr)
+    d.send(ev.ConversationItemDelete(item_id=asr.item.item_id))
+    d.send(item_create(_text("a new item"), item_id=asr.item.item_id))
+    d.transcribe("the first words", asr)
+    assert d.last(SubmitVlm).prompt.history == (("user", "a new item"),)

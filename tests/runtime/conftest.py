@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ from backends.scripted.backend import create_backend
 from backends.scripted.script import Script
 from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
+from runtime.session_runner import StageTimeouts
 from spec import events as ev
 from spec.limits import Limits
 from spec.session_config import validate_session
@@ -95,12 +97,15 @@ class Harness:
 
 
 @contextlib.asynccontextmanager
-async def hosted(limits: Limits) -> AsyncIterator[Harness]:
+async def hosted(
+    limits: Limits, *, timeouts: StageTimeouts | None = None
+) -> AsyncIterator[Harness]:
     """A started host on the scripted backend, its sessions in one task group."""
     script = Script()
-    host = SessionHost(
-        HostSettings(backend="scripted", limits=limits), backend=create_backend(script=script)
-    )
+    settings = HostSettings(backend="scripted", limits=limits)
+    if timeouts is not None:
+        settings = dataclasses.replace(settings, timeouts=timeouts)
+    host = SessionHost(settings, backend=create_backend(script=script))
     await host.start()
     async with anyio.create_task_group() as tg:
         h = Harness(script, host, tg)

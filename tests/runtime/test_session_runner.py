@@ -8,7 +8,7 @@ from dataclasses import replace
 import anyio
 import pytest
 
-from backends.base import StageFailed, VlmRequest
+from backends.base import StageFailed, TurnEndRequest, VlmRequest
 from spec import events as ev
 from spec.effects import HistoryTurn, PromptInput
 from tests.runtime.conftest import HANG_GUARD_S, Harness, eventually, tone
@@ -210,3 +210,33 @@ async def test_b10_appends_and_heartbeats_do_not_wait_for_the_vad_but_a_commit_d
         harness.script.release("vad")
     committed = await client.until("input_audio_buffer.committed")
     assert committed.client_event_id == "c1"
+
+
+async def test_b32_semantic_vad_turn_with_scripted_end_of_turn_verdicts(harness: Harness) -> None:
+    """A pause judged unfinished holds the turn; the next, judged finished, ends it."""
+    harness.script.judge_turns(0.1, 0.9)
+    client = await harness.connect(config={"turn_detection": {"type": "semantic_vad"}})
+    for audio in (tone(400), bytes(12_800), tone(400), bytes(25_600)):  # 400 ms each, 800
+        for start in range(0, len(audio), 640):
+            await client.send(ev.InputAudioBufferAppend(audio=audio[start : start + 640]))
+    await client.until("input_audio_buffer.speech_stopped")
+    assert (await client.until("response.done")).response.status == "completed"
+    tags = [e.__struct_config__.tag for e in client.seen]
+    assert tags.count("input_audio_buffer.speech_started") == 1
+    assert tags.count("input_audio_buffer.committed") == 1
+    requests = harness.script.requests_of("turn_end")
+    assert len(requests) == 2
+    assert all(isinstance(r, TurnEndRequest) and len(r.pcm) for r in requests)
+
+
+async def test_b32_without_an_end_of_turn_model_semantic_vad_ends_pauses_as_server_vad(
+    harness: Harness,
+) -> None:
+    harness.host.backend.turn_end = None
+    client = await harness.connect(config={"turn_detection": {"type": "semantic_vad"}})
+    for audio in (tone(400), bytes(25_600)):
+        for start in range(0, len(audio), 640):
+            await client.send(ev.InputAudioBufferAppend(audio=audio[start : start + 640]))
+    await client.until("input_audio_buffer.speech_stopped")
+    assert (await client.until("response.done")).response.status == "completed"
+    assert harness.script.requests_of("turn_end") == []

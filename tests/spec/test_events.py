@@ -72,11 +72,15 @@ def test_every_documented_event_name_is_in_a_union() -> None:
         "session.heartbeat",
         "session.close",
         "session.resume",
+        "session.event_ack",
     ]
     server = [
         "session.created",
         "session.updated",
         "session.closed",
+        "session.resumed",
+        "session.replaced",
+        "session.resync_required",
         "input_audio_buffer.speech_started",
         "input_audio_buffer.speech_stopped",
         "input_audio_buffer.committed",

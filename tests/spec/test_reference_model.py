@@ -719,7 +719,7 @@ def test_idle_retention_frees_room_before_the_backpressure_check() -> None:
 
 def test_session_update_refusal_carries_the_validator_code() -> None:
     s = Session()
-    patch = SessionPatch(turn_detection={"type": "semantic_vad"})
+    patch = SessionPatch(turn_detection={"type": "semantic_vad", "eagerness": "eager"})
     exc = s.reject(SessionUpdate(event_id="u", session=patch))
     assert (exc.code, exc.event_id) == (ErrorCode.UNSUPPORTED_TURN_DETECTION, "u")
     outs = s.send(SessionUpdate(session=SessionPatch(turn_detection={"threshold": 0.6})))

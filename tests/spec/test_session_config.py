@@ -7,6 +7,7 @@ import pytest
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events import SessionPatch
 from spec.session_config import (
+    EAGERNESS,
     AudioFormatSpec,
     SessionConfig,
     TurnDetection,
@@ -113,7 +114,12 @@ _TD = "session.audio.input.turn_detection"
 @pytest.mark.parametrize(
     ("td", "param"),
     [
-        ({"type": "semantic_vad"}, f"{_TD}.type"),
+        ({"type": "near_field_vad"}, f"{_TD}.type"),
+        ({"type": "semantic_vad", "eagerness": "eager"}, f"{_TD}.eagerness"),
+        ({"type": "semantic_vad", "eagerness": 2}, f"{_TD}.eagerness"),
+        ({"type": "semantic_vad", "silence_duration_ms": 300}, f"{_TD}.silence_duration_ms"),
+        ({"type": "semantic_vad", "create_response": 1}, f"{_TD}.create_response"),
+        ({"type": "server_vad", "eagerness": "low"}, f"{_TD}.eagerness"),
         ({"type": "server_vad", "threshold": 0.15}, f"{_TD}.threshold"),
         ({"type": "server_vad", "threshold": 0.0}, f"{_TD}.threshold"),
         ({"type": "server_vad", "threshold": 1.01}, f"{_TD}.threshold"),
@@ -144,7 +150,9 @@ def test_threshold_upper_bound_is_inclusive() -> None:
 
 
 def test_formats_are_checked_before_turn_detection() -> None:
-    err = _refused({"input_audio_format": "mp3", "turn_detection": {"type": "semantic_vad"}})
+    err = _refused(
+        {"input_audio_format": "mp3", "turn_detection": {"type": "semantic_vad", "eagerness": 9}}
+    )
     assert err.code is ErrorCode.UNSUPPORTED_AUDIO_FORMAT
 
 
@@ -199,3 +207,30 @@ def test_public_object_has_ga_nesting_and_flat_echoes() -> None:
     assert obj.audio["output"]["voice"] == "joe"
     assert obj.turn_detection == obj.audio["input"]["turn_detection"]
     assert (obj.input_audio_format, obj.epoch, obj.id) == ("pcm16", 3, "sess_1")
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto", None])
+def test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given(
+    eagerness: str | None,
+) -> None:
+    td: dict = {"type": "semantic_vad", "interrupt_response": False}
+    if eagerness is not None:
+        td["eagerness"] = eagerness
+    cfg = validate_session({"audio": {"input": {"turn_detection": td}}})
+    assert cfg.turn_detection is not None
+    assert cfg.turn_detection.public() == {
+        "type": "semantic_vad",
+        "eagerness": eagerness or "auto",
+        "create_response": True,
+        "interrupt_response": False,
+    }
+    policy = cfg.turn_detection.end_of_turn
+    assert policy == EAGERNESS[eagerness or "auto"]
+    assert EAGERNESS["auto"] == EAGERNESS["medium"]
+    assert [EAGERNESS[e].max_wait_ms for e in ("low", "medium", "high")] == [8000, 4000, 2000]
+
+
+def test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness() -> None:
+    cfg = validate_session({"turn_detection": {"type": "server_vad"}})
+    assert cfg.turn_detection is not None and cfg.turn_detection.end_of_turn is None
+    assert "eagerness" not in cfg.turn_detection.public()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.statemachines.attachment import Attachment
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
@@ -27,6 +28,7 @@ MODELS = {
     "turn_detector": TurnDetector,
     "response": Response,
     "playback": Playback,
+    "attachment": Attachment,
     "client_connection": Connection,
     "client_hold": Hold,
     "client_playback": ClientPlayback,

@@ -63,16 +63,18 @@ from spec.reference_model import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrTranscript,
+    DelegationAnswer,
     StageFailure,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
     VlmDelta,
 )
 from tests.stateful.observer import Observer, project
 
-__all__ = ["LIMITS", "VAD", "SessionMachine"]
+__all__ = ["LIMITS", "SEMANTIC", "VAD", "SessionMachine"]
 
 #: small limits so backpressure, the commit cap, the context cap, the truncation of the
 #: oldest items (by count and by history bytes) and forgetting the oldest responses are
@@ -89,6 +91,8 @@ LIMITS = Limits(
 )
 #: short VAD durations so a few score frames cross them
 VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
+#: semantic VAD at its shortest wait (2 s: 63 frames, a few score rules)
+SEMANTIC = TurnDetection(type="semantic_vad", eagerness="high")
 
 JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40
 PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 40
@@ -131,7 +135,16 @@ SESSION_PATCHES = st.sampled_from(
         SessionPatch(turn_detection={**VAD.public(), "create_response": False}),
         SessionPatch(turn_detection=None),
         SessionPatch(turn_detection={"threshold": 0.1}),  # refused
-        SessionPatch(turn_detection={"type": "semantic_vad"}),  # refused
+        SessionPatch(turn_detection={"type": "semantic_vad", "eagerness": "eager"}),  # refused
+        SessionPatch(turn_detection=SEMANTIC.public()),
+        SessionPatch(turn_detection={"type": "semantic_vad", "eagerness": "medium"}),
+        SessionPatch(
+            turn_detection={
+                **SEMANTIC.public(),
+                "create_response": False,
+                "interrupt_response": False,
+            }
+        ),
         SessionPatch(input_audio_format="mp3"),  # refused
         SessionPatch(idle_timeout_s=3.0),
         SessionPatch(idle_timeout_s=None),
@@ -143,6 +156,7 @@ SESSION_PATCHES = st.sampled_from(
 )
 FOREIGN_ITEMS = st.sampled_from(["item_999", "nope", "resp_1", ""])
 FOREIGN_RESPONSES = st.sampled_from(["resp_999", "item_1", "x"])
+VERDICTS = st.sampled_from([None, 0.05, 0.3, 0.5, 0.95])
 SCORES = st.sampled_from([0.97, 0.9, 0.6, 0.45, 0.3, 0.1, 0.0])
 
 
@@ -185,15 +199,23 @@ class SessionMachine(RuleBasedStateMachine):
 
     @initialize(
         profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
-        vad=st.booleans(),
+        vad=st.sampled_from(["off", "server", "semantic"]),
         auto=st.booleans(),
+        delegation=st.sampled_from([True, True, True, False]),
     )
-    def start(self, profile: str, vad: bool, auto: bool) -> None:
-        config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
+    def start(self, profile: str, vad: str, auto: bool, delegation: bool) -> None:
+        detection = {"off": None, "server": VAD, "semantic": SEMANTIC}[vad]
+        config = SessionConfig(turn_detection=detection, auto_response=auto)
         self.ref = ReferenceSession(
-            session_id="s1", config=config, limits=LIMITS, profile=profile, now_ms=0
+            session_id="s1",
+            config=config,
+            limits=LIMITS,
+            profile=profile,
+            now_ms=0,
+            delegation=delegation,
         )
         self.sut = type(self).make_sut(config, LIMITS, profile)
+        self.sut.delegation = delegation  # a background model answers (3.6)
         self.settle()
 
     def settle(self, transcript_for: str | None = None) -> list[Any]:
@@ -459,12 +481,59 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
     @rule(
         data=st.data(),
-        action=st.sampled_from(["speak", "speak", "listen", "delegate"]),
+        action=st.sampled_from(["speak", "speak", "listen", "delegate", "delegate"]),
         text=st.sampled_from(["", "Sure.", "Here it is. Done"]),
+        question=st.sampled_from(["", "How far is the moon?", "How far is the moon?", "  "]),
     )
-    def vlm_decision(self, data: st.DataObject, action: str, text: str) -> None:
+    def vlm_decision(self, data: st.DataObject, action: str, text: str, question: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
-        self.backend(VlmDecisionResult(request_id=req, action=action, text=text), answered=req)
+        self.backend(
+            VlmDecisionResult(request_id=req, action=action, text=text, question=question),
+            answered=req,
+        )
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), text=st.sampled_from(["", "Let me check."]))
+    def vlm_delegates(self, data: st.DataObject, text: str) -> None:
+        """A delegation with a question (3.6): its own rule, so answers get explored."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text=text, question="What is that?"
+        )
+        self.backend(decision, answered=req)
+
+    @precondition(lambda self: bool(self.obs.delegations))
+    @rule(
+        data=st.data(),
+        text=st.sampled_from(["About 384,000 km. It varies", "Yes.", "", "Far! "]),
+        fail=st.sampled_from([False, False, True]),
+    )
+    def delegation_result(self, data: st.DataObject, text: str, fail: bool) -> None:
+        req = data.draw(st.sampled_from(sorted(self.obs.delegations)))
+        result: Any = (
+            StageFailure(request_id=req, code=ErrorCode.STAGE_FAILED, message="HTTP 500")
+            if fail
+            else DelegationAnswer(request_id=req, text=text)
+        )
+        self.backend(result, answered=req)
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(data=st.data(), fail=st.booleans())
+    def vlm_delegates_and_is_answered_at_once(self, data: st.DataObject, fail: bool) -> None:
+        """The answer (or failure) comes while the note is still speaking: it waits for
+        the slot (D32)."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        decision = VlmDecisionResult(
+            request_id=req, action="delegate", text="Let me check.", question="Why?"
+        )
+        self.backend(decision, answered=req)
+        for delegation in sorted(self.obs.delegations):
+            result: Any = (
+                StageFailure(request_id=delegation, code=ErrorCode.STAGE_FAILED, message="down")
+                if fail
+                else DelegationAnswer(request_id=delegation, text="Because. It is so.")
+            )
+            self.backend(result, answered=delegation)
 
     @precondition(lambda self: bool(self.obs.open_of("tts")))
     @rule(
@@ -506,11 +575,11 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(
         request_id=requests,
-        kind=st.sampled_from(["asr", "delta", "decision", "audio", "done", "fail"]),
+        kind=st.sampled_from(["asr", "delta", "decision", "audio", "done", "fail", "answer"]),
     )
     def stale_result(self, request_id: str, kind: str) -> None:
         """Any result for any request ever opened: dropped unless still open."""
-        if request_id in self.obs.open:
+        if request_id in self.obs.open or request_id in self.obs.delegations:
             return  # the rules above cover open requests
         result: Any = {
             "asr": AsrTranscript(request_id=request_id, text="late"),
@@ -521,6 +590,7 @@ class SessionMachine(RuleBasedStateMachine):
             "fail": StageFailure(
                 request_id=request_id, code=ErrorCode.ENGINE_ERROR, message="late"
             ),
+            "answer": DelegationAnswer(request_id=request_id, text="Late."),
         }[kind]
         self.backend(result)
 
@@ -542,7 +612,50 @@ class SessionMachine(RuleBasedStateMachine):
         else:
             scores = data.draw(st.lists(SCORES, min_size=n, max_size=n))
         self.obs.scored(n)
+        asked = len(self.obs.turn_ends)
         self.backend(VadScores(tuple(scores)))
+        if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
+            # a semantic VAD pause went under review: its verdict often comes at once
+            probability = data.draw(VERDICTS)
+            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+
+    def _in_semantic_speech(self) -> bool:
+        ref = self.ref
+        td = ref.config.turn_detection if ref is not None else None
+        return (
+            ref is not None
+            and td is not None
+            and td.type == "semantic_vad"
+            and ref.vad.state == "speech"
+            and self.obs.vad_frames_available() >= 7
+        )
+
+    @precondition(lambda self: self._in_semantic_speech())
+    @rule(data=st.data())
+    def semantic_pause(self, data: st.DataObject) -> None:
+        """Semantic VAD speech, then a pause long enough for review (7 quiet frames), and
+        often its verdict at once: the review, held and resumed states are reached."""
+        asked = len(self.obs.turn_ends)
+        self.obs.scored(7)
+        self.backend(VadScores((0.02,) * 7))
+        if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
+            probability = data.draw(VERDICTS)
+            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+
+    @precondition(lambda self: bool(self.obs.turn_ends))
+    @rule(
+        data=st.data(),
+        probability=VERDICTS,
+        latest=st.booleans(),
+    )
+    def turn_end_verdict(
+        self, data: st.DataObject, probability: float | None, latest: bool
+    ) -> None:
+        """An end-of-turn verdict: for the latest request (usually), else any earlier one
+        (stale: dropped)."""
+        requests = self.obs.turn_ends
+        request_id = requests[-1] if latest else data.draw(st.sampled_from(requests))
+        self.backend(TurnEndVerdict(request_id=request_id, probability=probability))
 
     # --- the clock ---------------------------------------------------------------------
 

@@ -13,7 +13,9 @@ from spec.effects import (
     EvictReplica,
     ScoreVad,
     SubmitAsr,
+    SubmitDelegation,
     SubmitTts,
+    SubmitTurnEnd,
     SubmitVlm,
 )
 from spec.events import (
@@ -70,8 +72,10 @@ def project(o: Any) -> tuple[Any, ...]:
                 out.append((name, getattr(o, name)))
         if isinstance(o, EvictReplica):
             out.append(("stage", o.stage))
-        if isinstance(o, SubmitAsr | ScoreVad):
+        if isinstance(o, SubmitAsr | ScoreVad | SubmitTurnEnd):
             out.append(("pcm16 bytes", len(o.pcm16)))
+        if isinstance(o, SubmitTurnEnd):
+            out.append(("item_id", o.item_id))
         if isinstance(o, ScoreVad):
             out.append(("start_ms", o.start_ms))
         if isinstance(o, SubmitVlm):
@@ -91,6 +95,8 @@ def project(o: Any) -> tuple[Any, ...]:
             )
         if isinstance(o, SubmitTts):
             out.append(("tts", o.seq, o.text, o.sample_rate_hz, o.voice))
+        if isinstance(o, SubmitDelegation):
+            out.append(("delegation", o.response_id, o.question, o.history, o.transcript))
         return tuple(out)
     fields: list[Any] = [tag(o), o.event_id]
     for name in (
@@ -143,6 +149,8 @@ class Observer:
         self.done: Counter[str] = Counter()
         self.status: dict[str, str] = {}
         self.open: dict[str, tuple[str, str]] = {}  # request id -> (stage, response id)
+        #: open delegations (3.6): request id -> the note's response; they outlive it
+        self.delegations: dict[str, str] = {}
         self.epoch = 0
         self.generated: dict[str, float] = {}
         self.assistant_item: dict[str, str] = {}
@@ -156,6 +164,8 @@ class Observer:
         self.new_items: list[str] = []
         self.new_responses: list[str] = []
         self.new_requests: list[str] = []
+        #: end-of-turn verdicts asked for (semantic VAD), oldest first
+        self.turn_ends: list[str] = []
         self.events = 0
 
     # --- what the test can ask -----------------------------------------------------
@@ -169,6 +179,7 @@ class Observer:
     def answered(self, request_id: str) -> None:
         """The test fed a terminal result for this request."""
         self.open.pop(request_id, None)
+        self.delegations.pop(request_id, None)
 
     def scored(self, n: int) -> None:
         self.vad_frames += n
@@ -217,9 +228,22 @@ class Observer:
                 live = self.live.get(o.item.item_id)
                 assert live is not None, f"ASR for a dead item {o.item}"
                 self.asr_item[o.request_id] = (o.item.item_id, live)
+        elif isinstance(o, SubmitDelegation):
+            assert o.response_id == self.active, f"{tag(o)} for inactive {o.response_id}"
+            assert o.epoch == self.epoch, f"I2: {tag(o)} epoch {o.epoch} != {self.epoch}"
+            assert o.request_id not in self.delegations, f"request id reused: {o.request_id}"
+            self.delegations[o.request_id] = o.response_id
+            self.new_requests.append(o.request_id)
+        elif isinstance(o, Abort) and o.stage == "delegation":
+            # a delegation outlives the note's response (3.6)
+            assert self.delegations.pop(o.request_id, None) is not None, "Abort of no delegation"
         elif isinstance(o, Abort):
             assert not self._finished(o.response_id), "I2: Abort after done"
             self.open.pop(o.request_id, None)
+        elif isinstance(o, SubmitTurnEnd):
+            assert self.vad_on, "SubmitTurnEnd while VAD is off"
+            assert o.request_id not in self.turn_ends, f"request id reused: {o.request_id}"
+            self.turn_ends.append(o.request_id)
         elif isinstance(o, ScoreVad):
             assert self.vad_on, "ScoreVad while VAD is off"
             self.vad_audio_ms += (len(o.pcm16) // 2) / 16.0

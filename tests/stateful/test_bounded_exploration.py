@@ -37,6 +37,7 @@ from spec.stage_results import (
     StageFailure,
     TtsAudio,
     TtsDone,
+    TurnEndVerdict,
     VadScores,
     VlmDecisionResult,
 )
@@ -45,6 +46,8 @@ from tests.stateful.observer import Observer
 DEPTH = 6
 LIMITS = Limits(max_pending_input_bytes=16_000, max_pending_commits=2, idle_timeout_s=60.0)
 VAD = TurnDetection(silence_duration_ms=64, min_speech_duration_ms=64, prefix_padding_ms=32)
+#: semantic VAD (B32): its pause is 7 frames; `high` waits 2 s at most
+SEMANTIC = TurnDetection(type="semantic_vad", eagerness="high")
 SPEECH = struct.pack("<1024h", *([9000, -9000] * 512))  # 64 ms: two VAD frames
 QUIET = bytes(2048)  # 64 ms
 LONG_QUIET = bytes(12_800)  # 400 ms: two of them overflow the pre-roll
@@ -68,7 +71,7 @@ def _first(obs: Observer, stage: str) -> str | None:
     return reqs[0] if reqs else None
 
 
-def _alphabet(vad: bool) -> dict[str, Callable[[Observer], Input | None]]:
+def _alphabet(vad: bool, semantic: bool = False) -> dict[str, Callable[[Observer], Input | None]]:
     """Symbol -> the input it stands for in the current state (None: not applicable)."""
 
     def asr(o: Observer) -> Input | None:
@@ -127,6 +130,14 @@ def _alphabet(vad: bool) -> dict[str, Callable[[Observer], Input | None]]:
         symbols["vad.stop"] = lambda o: (
             VadScores((0.02, 0.02)) if o.vad_frames_available() >= 2 else None
         )
+    if semantic:
+        symbols["vad.pause"] = lambda o: (
+            VadScores((0.02,) * 7) if o.vad_frames_available() >= 7 else None
+        )
+        for name, probability in (("finished", 0.95), ("unfinished", 0.05), ("none", None)):
+            symbols[f"verdict.{name}"] = lambda o, p=probability: (
+                TurnEndVerdict(request_id=o.turn_ends[-1], probability=p) if o.turn_ends else None
+            )
     return symbols
 
 
@@ -188,9 +199,11 @@ def _core_checks(session: Any) -> Any:
     return snap
 
 
-def explore(make: Callable[[], Any], *, vad: bool, key_of: Callable[[Run], Any]) -> int:
+def explore(
+    make: Callable[[], Any], *, vad: bool, key_of: Callable[[Run], Any], semantic: bool = False
+) -> int:
     """BFS to DEPTH; returns the number of distinct states reached."""
-    alphabet = _alphabet(vad)
+    alphabet = _alphabet(vad, semantic)
 
     def replay(path: tuple[Input, ...]) -> Run:
         run = Run(make(), Observer(vad_on=vad))
@@ -231,8 +244,12 @@ def explore(make: Callable[[], Any], *, vad: bool, key_of: Callable[[Run], Any])
     return len(seen)
 
 
-def _reference(vad: bool) -> Callable[[], ReferenceSession]:
-    config = SessionConfig(turn_detection=VAD if vad else None)
+def _config(mode: str) -> SessionConfig:
+    return SessionConfig(turn_detection={"manual": None, "vad": VAD, "semantic": SEMANTIC}[mode])
+
+
+def _reference(mode: str) -> Callable[[], ReferenceSession]:
+    config = _config(mode)
     return lambda: ReferenceSession(session_id="s1", config=config, limits=LIMITS)
 
 
@@ -243,23 +260,36 @@ def _reference_key(run: Run) -> Any:
     return (session.snapshot(), run.obs.vad_frames_available())
 
 
+MODES = [("manual", 1000), ("vad", 1000), ("semantic", 1000)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("vad", "minimum"), [(False, 1000), (True, 1000)], ids=["manual", "vad"])
+@pytest.mark.parametrize(("mode", "minimum"), MODES, ids=[m for m, _ in MODES])
 def test_bfs_depth_6_holds_invariants_on_every_reachable_state_of_the_reference(
-    vad: bool, minimum: int
+    mode: str, minimum: int
 ) -> None:
-    states = explore(_reference(vad), vad=vad, key_of=_reference_key)
-    print(f"reference BFS ({'vad' if vad else 'manual'}), depth {DEPTH}: {states} states")
+    vad, semantic = mode != "manual", mode == "semantic"
+    detector_states: set[str] = set()
+
+    def key(run: Run) -> Any:
+        detector_states.add(run.session.vad.state)
+        return _reference_key(run)
+
+    states = explore(_reference(mode), vad=vad, key_of=key, semantic=semantic)
+    print(f"reference BFS ({mode}), depth {DEPTH}: {states} states, detector {detector_states}")
     assert states > minimum
+    if semantic:  # B32: the pause under review and the held pause are explored
+        assert {"silence", "speech", "review", "held"} <= detector_states
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("vad", "minimum"), [(False, 1000), (True, 1000)], ids=["manual", "vad"])
+@pytest.mark.parametrize(("mode", "minimum"), MODES, ids=[m for m, _ in MODES])
 def test_bfs_depth_6_holds_invariants_on_every_reachable_state_of_session_protocol(
-    vad: bool, minimum: int
+    mode: str, minimum: int
 ) -> None:
     core = pytest.importorskip("core.session")
-    config = SessionConfig(turn_detection=VAD if vad else None)
+    config = _config(mode)
+    vad, semantic = mode != "manual", mode == "semantic"
 
     def make() -> Any:
         return core.SessionProtocol(session_id="s1", config=config, limits=LIMITS, now_ms=0)
@@ -273,11 +303,12 @@ def test_bfs_depth_6_holds_invariants_on_every_reachable_state_of_session_protoc
             tuple(sorted(s for s, _ in obs.open.values())),
             len(obs.live),
             obs.vad_frames_available(),
+            len(obs.turn_ends),
         )
         return (
             _canon((snap, observed)) if snap is not None else _canon((observed, len(obs.created)))
         )
 
-    states = explore(make, vad=vad, key_of=key)
-    print(f"SessionProtocol BFS ({'vad' if vad else 'manual'}), depth {DEPTH}: {states} states")
+    states = explore(make, vad=vad, key_of=key, semantic=semantic)
+    print(f"SessionProtocol BFS ({mode}), depth {DEPTH}: {states} states")
     assert states > minimum

@@ -40,7 +40,7 @@ def test_serve_scripted_then_client_turn_and_metrics(tmp_path: Path) -> None:
 
 def test_serve_refuses_a_bad_config_file_clearly(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
-    config.write_text('[session]\nturn_detection = {type = "semantic_vad"}\n')
+    config.write_text('[session]\nturn_detection = {type = "semantic_vad", eagerness = "eager"}\n')
     result = subprocess.run(
         [*joyduplex(), "serve", "--config", str(config)],
         capture_output=True,

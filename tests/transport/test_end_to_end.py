@@ -273,20 +273,20 @@ def test_max_sessions_is_refused_with_resource_exhausted_and_close_1013() -> Non
         stop()
 
 
-def test_api_key_via_header_subprotocol_or_query_and_refusal_with_1008() -> None:
+def test_api_key_via_header_subprotocol_or_query_and_refusal_with_http_401() -> None:
+    """A missing or wrong key is answered 401 before the upgrade (B26; it was an `error`
+    event and close 1008 after the upgrade)."""
     live, stop = start_server(ServerSettings(api_key="s3cret"))
     try:
 
         async def attempt(**kw: object) -> str:
             url = live.ws_url + kw.pop("query", "")  # type: ignore[operator]
-            async with websockets.connect(url, **kw) as ws:  # type: ignore[arg-type]
-                first = json.loads(await ws.recv())
-                if first["type"] == "error":
-                    with pytest.raises(websockets.ConnectionClosed):
-                        await ws.recv()
-                    assert ws.close_code == 1008
-                    return first["error"]["code"]
-                return first["type"]
+            try:
+                async with websockets.connect(url, **kw) as ws:  # type: ignore[arg-type]
+                    return str(json.loads(await ws.recv())["type"])
+            except websockets.InvalidStatus as exc:
+                assert exc.response.status_code == 401
+                return str(json.loads(bytes(exc.response.body or b""))["error"]["code"])
 
         async def run() -> list[str]:
             return [
@@ -308,15 +308,21 @@ def test_api_key_via_header_subprotocol_or_query_and_refusal_with_1008() -> None
         stop()
 
 
-def test_disallowed_origin_is_refused() -> None:
+def test_disallowed_origin_is_refused_with_http_403() -> None:
+    """An origin outside `allowed_origins` is answered 403 before the upgrade (B26; it was
+    an `error` event after the upgrade)."""
     live, stop = start_server(ServerSettings(allowed_origins=("http://127.0.0.1:8000",)))
     try:
 
-        async def run() -> str:
-            async with websockets.connect(live.ws_url, origin="http://evil.example") as ws:
-                return json.loads(await ws.recv())["error"]["code"]
+        async def run() -> tuple[int, str]:
+            with pytest.raises(websockets.InvalidStatus) as info:
+                async with websockets.connect(live.ws_url, origin="http://evil.example"):  # type: ignore[arg-type]
+                    pass
+            response = info.value.response
+            body = json.loads(bytes(response.body or b""))
+            return response.status_code, body["error"]["code"]
 
-        assert asyncio.run(run()) == "origin_not_allowed"
+        assert asyncio.run(run()) == (403, "origin_not_allowed")
     finally:
         stop()
 
@@ -359,7 +365,9 @@ def test_server_error_from_the_client_helper(live_server: LiveServer) -> None:
     async def run() -> str:
         async with DuplexClient.connect(live_server.ws_url) as client:
             with pytest.raises(ServerError) as info:
-                await client.update_session(turn_detection={"type": "semantic_vad"})
+                await client.update_session(
+                    turn_detection={"type": "semantic_vad", "eagerness": "eager"}
+                )
             return info.value.code
 
     assert asyncio.run(run()) == "unsupported_turn_detection"

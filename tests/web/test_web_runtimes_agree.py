@@ -50,6 +50,34 @@ def test_fresh_random_traces_replay_identically_in_the_browser_runtime(tmp_path:
     assert report["mismatches"] == [], json.dumps(report["mismatches"][:1], indent=1)[:4000]
 
 
+@pytest.mark.parametrize(
+    "turn_detection",
+    ["semantic_vad_auto", "semantic_vad_low", "semantic_vad_medium", "semantic_vad_high"],
+)
+def test_b32_the_ui_offers_semantic_vad_at_each_eagerness(turn_detection: str) -> None:
+    """Hands-free with semantic VAD: both client runtimes send the same payload, and the
+    public validator accepts it with that eagerness."""
+    from core.client import ClientProtocol
+
+    script = (
+        "import {ClientProtocol} from './web/js/client_protocol.js';"
+        "import {diskSpec} from './tests/web/helpers.mjs';"
+        "const p = new ClientProtocol(await diskSpec(), 'vad', "
+        f"{{turn_detection: '{turn_detection}'}});"
+        "console.log(JSON.stringify(p.connected(0)[0].event));"
+    )
+    result = node("--input-type=module", "-e", script)
+    assert result.returncode == 0, result.stderr
+    event = json.loads(result.stdout)
+    python = ClientProtocol("vad", turn_detection=turn_detection)
+    assert event["session"] == python.connection.session_payload
+    config = validate_session(event["session"])
+    assert config.turn_detection is not None
+    assert config.turn_detection.type == "semantic_vad"
+    assert config.turn_detection.eagerness == turn_detection.removeprefix("semantic_vad_")
+    assert config.turn_detection.interrupt_response
+
+
 @pytest.mark.parametrize("mode", ["ptt", "vad"])
 def test_b09_ui_session_payload_passes_the_public_validator(mode: str) -> None:
     script = (

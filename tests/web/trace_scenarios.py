@@ -440,8 +440,39 @@ def handshake_timeout() -> list[Input]:
     return [at(0, "connected"), at(14_999, "timeout"), at(15_000, "timeout")]
 
 
+def b31_follow_up_reply_plays_like_any_reply() -> list[Input]:
+    """A delegated question: the note answers the hold; the background answer comes as a
+    response the server created (no hold of its own), played and shown like any reply; a
+    later background failure is a notice."""
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        *reply(330, "resp_1", "item_2"),
+        at(345, "playback_started", response_id="resp_1"),
+        at(400, "playback_drained", response_id="resp_1", played_ms=3.0),
+        *reply(900, "resp_2", "item_3"),
+        at(915, "playback_started", response_id="resp_2"),
+        at(960, "playback_drained", response_id="resp_2", played_ms=3.0),
+        srv(
+            1200,
+            "error",
+            error={
+                "type": "server_error",
+                "code": "delegation_failed",
+                "message": "the background model did not answer",
+            },
+        ),
+    ]
+
+
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
+    "b31_follow_up_reply_plays_like_any_reply": (
+        "ptt",
+        {},
+        b31_follow_up_reply_plays_like_any_reply,
+    ),
     "b20_muted_hold": ("ptt", {}, b20_muted_hold),
     "b20_hold_muted_midway_before_upload": ("ptt", {}, b20_hold_muted_midway_before_upload),
     "b20_empty_hold": ("ptt", {}, b20_empty_hold),

@@ -13,6 +13,7 @@ import { loadSpec } from "./spec_loader.js";
 const $ = (id) => document.getElementById(id);
 const ui = {
   mode: $("mode"),
+  turn: $("turn"),
   connect: $("connect"),
   mute: $("mute"),
   camera: $("camera"),
@@ -31,6 +32,7 @@ const ui = {
 
 const params = new URLSearchParams(location.search);
 if (params.get("mode")) ui.mode.value = params.get("mode");
+if (params.get("turn")) ui.turn.value = params.get("turn");
 
 const metrics = {
   latencies: [], // {responseId, firstAudioMs}
@@ -78,6 +80,17 @@ function bytesFromBase64(text) {
   return bytes;
 }
 
+const REFUSED_MESSAGE =
+  "the server refused the connection: it needs an API key (open this page as /#key=<key>) " +
+  "or does not allow this page's origin (allowed_origins), or it is not reachable";
+
+/** The websocket subprotocols to offer: `realtime`, and the API key from the page's
+ * fragment (`#key=...`: never sent to a server in a URL, so never in a log). */
+function offeredProtocols() {
+  const key = new URLSearchParams(location.hash.slice(1)).get("key");
+  return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
+}
+
 function notice(level, code, message) {
   metrics.notices.push({ level, code, message });
   const element = document.createElement("div");
@@ -109,9 +122,13 @@ function transcriptLine(role, id, text, final) {
 // --- the call -------------------------------------------------------------------------
 
 class Call {
-  constructor(mode) {
+  constructor(mode, turnDetection) {
     this.mode = mode;
-    this.protocol = new ClientProtocol(spec, mode, { muted, camera: cameraOn });
+    this.protocol = new ClientProtocol(spec, mode, {
+      muted,
+      camera: cameraOn,
+      turn_detection: turnDetection,
+    });
     this.timer = null;
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
@@ -155,12 +172,22 @@ class Call {
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
 
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`);
-    this.socket.onopen = () => this.run(this.protocol.connected(now()));
+    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`, offeredProtocols());
+    let opened = false;
+    this.socket.onopen = () => {
+      opened = true;
+      this.run(this.protocol.connected(now()));
+    };
     this.socket.onmessage = (event) => this.onServerText(event.data);
-    this.socket.onclose = (event) =>
-      this.run(this.protocol.disconnected(now(), `socket_closed:${event.code}`));
-    this.socket.onerror = () => notice("error", "socket_error", "the connection failed");
+    this.socket.onclose = (event) => {
+      // The server checks the key and the page's origin before the upgrade and answers a
+      // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
+      if (!opened) notice("error", "connection_refused", REFUSED_MESSAGE);
+      this.run(this.protocol.disconnected(now(), opened ? `socket_closed:${event.code}` : "connection_refused"));
+    };
+    this.socket.onerror = () => {
+      if (opened) notice("error", "socket_error", "the connection failed");
+    };
     this.render();
   }
 
@@ -343,6 +370,7 @@ function render(snapshot) {
   ui.connection.textContent = state === "closed" ? "disconnected" : state;
   ui.connect.textContent = snapshot && state !== "closed" ? "Disconnect" : "Connect";
   ui.mode.disabled = Boolean(snapshot);
+  ui.turn.disabled = Boolean(snapshot) || ui.mode.value !== "vad";
   const ready = state === "ready";
   ui.talk.disabled = !(ready && snapshot.mode === "ptt");
   ui.stop.disabled = !ready;
@@ -369,7 +397,7 @@ ui.connect.addEventListener("click", async () => {
     active.run(active.protocol.disconnected(now(), "client_hangup"));
     return;
   }
-  call = new Call(ui.mode.value);
+  call = new Call(ui.mode.value, ui.turn.value);
   try {
     await call.start();
     if (cameraOn) await call.setCamera(true);
@@ -378,6 +406,12 @@ ui.connect.addEventListener("click", async () => {
     call?.shutdown("client_start_failed");
   }
 });
+
+// the turn detection applies to the hands-free mode only
+ui.mode.addEventListener("change", () => {
+  ui.turn.disabled = ui.mode.value !== "vad";
+});
+ui.turn.disabled = ui.mode.value !== "vad";
 
 ui.mute.addEventListener("click", () => {
   muted = !muted;

@@ -241,6 +241,16 @@ export class ClientProtocol {
     this.camera_wanted = options.camera ?? false;
     this.camera_interval_ms = options.camera_interval_ms ?? constants.camera_interval_ms;
     const payload = structuredClone(constants.session_payloads[mode]);
+    // hands-free only: server VAD (the default) or semantic VAD at an eagerness (B32)
+    const turnDetection = options.turn_detection ?? "server_vad";
+    if (!(turnDetection in constants.turn_detections)) {
+      throw new Error(`unknown turn detection \`${turnDetection}\``);
+    }
+    if (payload.audio.input.turn_detection) {
+      payload.audio.input.turn_detection = structuredClone(
+        constants.turn_detections[turnDetection],
+      );
+    }
     const detection = payload.audio.input.turn_detection;
     this.interrupt_on_speech = Boolean(detection && detection.interrupt_response);
     this.rules = {};

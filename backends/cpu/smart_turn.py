@@ -1,0 +1,118 @@
+"""`SmartTurn`: the end-of-turn model of `semantic_vad` (B32), Smart Turn v3.2 on onnxruntime.
+
+One onnxruntime session per process (CPU provider, one intra-op and one inter-op thread)
+serves every session, one prediction at a time (a `CapacityLimiter(1)`, as the VAD). A
+prediction takes the utterance so far, computes Whisper log-mel features of its last 8 s
+(`backends.cpu.log_mel`) and runs the model: input `input_features` [1, 80, 800], output
+the probability that the turn is complete (the export ends in a sigmoid). Both run off the
+event loop in a worker thread; `predict_sync` is the same work, synchronous (benchmarks).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from backends.base import BackendUnavailable, StageLifecycle, TurnEndRequest
+from backends.cpu.assets import (
+    SMART_TURN_SHA256,
+    import_extra,
+    read_verified_turn_model,
+    smart_turn_model_path,
+)
+from backends.cpu.failures import loading_failures, serving_failures
+from backends.cpu.log_mel import log_mel
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy.typing as npt
+
+__all__ = ["SmartTurn"]
+
+log = logging.getLogger("joyduplex.backends.cpu")
+
+
+class SmartTurn(StageLifecycle):
+    """Has the speaker finished? One shared Smart Turn v3.2 model.
+
+    Args:
+        model_path: an explicit Smart Turn ONNX file; it never falls back to the packaged
+            one. Default: the pipecat-ai wheel's `smart-turn-v3.2-cpu.onnx`.
+        expected_sha256: the digest the model bytes must have (default: the pinned v3.2).
+    """
+
+    name = "turn_end"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        expected_sha256: str = SMART_TURN_SHA256,
+    ) -> None:
+        self._configured = model_path
+        self._expected_sha256 = expected_sha256
+        self._session: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    async def load(self) -> None:
+        path = smart_turn_model_path(self._configured)
+        log.info("turn_end: loading Smart Turn from %s", path)
+        started = time.perf_counter()
+        self._session = await anyio.to_thread.run_sync(self._load, path)
+        self._limiter = anyio.CapacityLimiter(1)
+        log.info("turn_end: loaded in %.2f s", time.perf_counter() - started)
+
+    def _load(self, path: Path) -> Any:
+        data = read_verified_turn_model(path, self._expected_sha256)
+        ort = import_extra("onnxruntime", stage="turn_end")
+        with loading_failures("turn_end", f"the Smart Turn model `{path}`"):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            return ort.InferenceSession(
+                data, sess_options=options, providers=["CPUExecutionProvider"]
+            )
+
+    async def release(self) -> None:
+        self._session = None
+        self._limiter = None
+
+    async def warmup(self) -> None:
+        """One prediction on silence (the first run allocates onnxruntime's buffers)."""
+        await self.predict(TurnEndRequest("warmup", np.zeros(16_000, dtype=np.float32)))
+
+    async def abort(self, request_id: str) -> None:
+        """Nothing to abort: a prediction is short; a late verdict is dropped by the core."""
+
+    async def predict(self, request: TurnEndRequest) -> float:
+        """The probability that `request.pcm` ends a finished turn.
+
+        Raises:
+            BackendUnavailable: the stage is not entered.
+            StageFailed: an onnxruntime failure.
+        """
+        if self._limiter is None:
+            raise BackendUnavailable(
+                "turn_end: the Smart Turn stage is not loaded", stage="turn_end"
+            )
+        return await anyio.to_thread.run_sync(
+            self.predict_sync, request.pcm, request.request_id, limiter=self._limiter
+        )
+
+    def predict_sync(self, pcm: npt.NDArray[np.floating], request_id: str | None = None) -> float:
+        """`predict`, synchronous: features, then one onnxruntime call."""
+        session = self._session
+        if session is None:
+            raise BackendUnavailable(
+                "turn_end: the Smart Turn stage is not loaded", stage="turn_end"
+            )
+        with serving_failures("turn_end", request_id):
+            features = log_mel(pcm)[None]
+            (probabilities,) = session.run(None, {"input_features": features})
+        return float(np.clip(np.asarray(probabilities).reshape(-1)[0], 0.0, 1.0))

@@ -1,0 +1,323 @@
+"""Smart Turn v3.2, the CPU backend's end-of-turn model (B32): its pinned file, our own
+Whisper log-mel features checked against two other implementations, and the regression
+cases with real (Piper) speech through Silero, the session's turn detector and the model.
+
+The speech cases are replayed sans-IO: the audio goes into a `SessionProtocol` in 20 ms
+appends, Silero scores every 32 ms frame as the runtime would, and each `SubmitTurnEnd`
+is answered at once by the model. Nothing depends on the wall clock, so the verdicts and
+the turns are the same on every machine; the probabilities seen are printed.
+
+A mid-sentence pause is made by cutting one spoken sentence at the quietest point
+between "I want to know" and "what colour this is" and putting a second of low noise in
+between: both halves keep the sentence's continuing intonation. (Piper speaking "I want
+to know" alone ends it like a finished sentence, and the model rightly hears it so.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from backends.base import BackendUnavailable, TurnEndRequest
+from backends.cpu.assets import (
+    SMART_TURN_SHA256,
+    read_verified_turn_model,
+    smart_turn_model_path,
+)
+from backends.cpu.log_mel import N_FRAMES, N_MELS, WINDOW_SAMPLES, last_window, log_mel
+from backends.cpu.smart_turn import SmartTurn
+from backends.cpu.vad import SileroVad
+from core.session import SessionProtocol
+from spec import events as ev
+from spec.effects import SubmitTurnEnd
+from spec.session_config import EAGERNESS, validate_session
+from spec.stage_results import TurnEndVerdict, VadScores
+from tests.backends.cpu_audio import (
+    quiet_noise,
+    require_cpu_extra,
+    shared_cpu_server,
+    speech,
+    speech_bounds,
+    to_pcm16,
+)
+from transport.client import DuplexClient
+
+pytestmark = pytest.mark.anyio
+
+RATE = 16_000
+
+
+def _model_or_skip() -> Path:
+    try:
+        return smart_turn_model_path()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+# --- the file ----------------------------------------------------------------------------
+
+
+def test_b32_the_packaged_smart_turn_model_has_the_pinned_sha256() -> None:
+    path = _model_or_skip()
+    assert path.name == "smart-turn-v3.2-cpu.onnx"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == SMART_TURN_SHA256
+
+
+def test_b32_a_turn_model_with_another_digest_is_unavailable_and_says_how_to_install(
+    tmp_path: Path,
+) -> None:
+    fake = tmp_path / "smart-turn.onnx"
+    fake.write_bytes(b"not the model")
+    with pytest.raises(BackendUnavailable) as info:
+        read_verified_turn_model(fake)
+    assert SMART_TURN_SHA256 in str(info.value)
+    assert "pip install --no-deps 'pipecat-ai==1.14.0'" in str(info.value)
+
+
+async def test_b32_a_missing_configured_turn_model_never_falls_back(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.onnx"
+    with pytest.raises(BackendUnavailable, match="never falls back"):
+        async with SmartTurn(missing):
+            pass
+
+
+def test_b32_a_missing_pipecat_package_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == "pipecat" else real_find_spec(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(BackendUnavailable) as info:
+        smart_turn_model_path()
+    assert "pip install --no-deps 'pipecat-ai==1.14.0'" in str(info.value)
+
+
+# --- the features ------------------------------------------------------------------------
+
+
+def _signals() -> list[npt.NDArray[np.float32]]:
+    rng = np.random.default_rng(3)
+    out = []
+    for n in (1_000, 40_000, WINDOW_SAMPLES, 200_000):
+        t = np.arange(n)
+        out.append(
+            (rng.normal(0, 0.05, n) + 0.3 * np.sin(t / 7.0) * np.sin(t / 900)).astype(np.float32)
+        )
+    return out
+
+
+def test_b32_the_window_is_the_last_8_s_zero_padded_in_front() -> None:
+    short = np.ones(10, dtype=np.float32)
+    window = last_window(short)
+    assert len(window) == WINDOW_SAMPLES and window[-10:].sum() == 10 and window[:-10].sum() == 0
+    long = np.arange(WINDOW_SAMPLES + 5, dtype=np.float32)
+    assert last_window(long)[0] == 5
+
+
+def test_b32_log_mel_matches_faster_whispers_whisper_features() -> None:
+    """faster-whisper's extractor (numpy, its own code) on the same normalized window."""
+    extractor_module = pytest.importorskip("faster_whisper.feature_extractor")
+    extractor = extractor_module.FeatureExtractor(feature_size=N_MELS, chunk_length=8)
+    for pcm in _signals():
+        window = last_window(pcm)
+        normalized = (window - window.mean()) / np.sqrt(window.var() + 1e-7)
+        reference = extractor(normalized, padding=0)
+        ours = log_mel(pcm)
+        assert ours.shape == reference.shape == (N_MELS, N_FRAMES)
+        assert ours.dtype == np.float32
+        assert np.abs(ours - reference).max() < 1e-4
+
+
+def test_b32_log_mel_matches_the_extractor_smart_turn_ships_with() -> None:
+    """pipecat-ai's own feature code (loaded from its file: the package is never imported)."""
+    model = _model_or_skip()
+    source = model.parents[1] / "_whisper_features.py"
+    spec = importlib.util.spec_from_file_location("smart_turn_features", source)
+    if spec is None or spec.loader is None:
+        pytest.skip(f"{source} is missing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for pcm in _signals():
+        reference = module.compute_whisper_log_mel_features(last_window(pcm))
+        assert np.abs(log_mel(pcm) - reference).max() < 1e-5
+
+
+# --- the model on real speech --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def models() -> AsyncIterator[tuple[SileroVad, SmartTurn]]:
+    require_cpu_extra()
+    _model_or_skip()
+    try:
+        async with SileroVad() as vad, SmartTurn() as turn:
+            await turn.warmup()
+            yield vad, turn
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@dataclass
+class Replay:
+    """What a session made of one recording: its turns (audio_end_ms) and the verdicts."""
+
+    stops: list[int] = field(default_factory=list)
+    verdicts: list[float] = field(default_factory=list)
+    #: for each stop, whether it came with a verdict (not with a frame or the clock)
+    by_verdict: list[bool] = field(default_factory=list)
+
+
+def replay(vad: SileroVad, turn: SmartTurn, audio: npt.NDArray[np.float32], td: dict) -> Replay:
+    """Feed `audio` to a session in 20 ms appends, scoring and judging as the runtime does,
+    with every verdict arriving at once."""
+    config = validate_session({"turn_detection": {**td, "create_response": False}})
+    session = SessionProtocol(session_id="s", config=config)
+    state = vad.new_state()
+    pcm16 = np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2")
+    result = Replay()
+    scored = 0
+    now = 0
+
+    def drain(by_verdict: bool) -> list[Any]:
+        out = session.next_outputs()
+        stops = [o for o in out if isinstance(o, ev.InputAudioBufferSpeechStopped)]
+        result.stops += [s.audio_end_ms for s in stops]
+        result.by_verdict += [by_verdict] * len(stops)
+        return out
+
+    for start in range(0, len(pcm16), 320):
+        now += 20
+        session.receive(ev.InputAudioBufferAppend(audio=pcm16[start : start + 320].tobytes()), now)
+        drain(False)
+        while scored + 512 <= min(start + 320, len(pcm16)):
+            frame = pcm16[scored : scored + 512].astype(np.float32) / 32768.0
+            scored += 512
+            probability = float(vad.score_sync([state], frame[None])[0])
+            session.backend_event(VadScores((probability,)), now)
+            for request in [o for o in drain(False) if isinstance(o, SubmitTurnEnd)]:
+                pcm = np.frombuffer(request.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+                verdict = turn.predict_sync(pcm)
+                result.verdicts.append(verdict)
+                session.backend_event(TurnEndVerdict(request.request_id, verdict), now)
+                drain(True)
+    return result
+
+
+def _mid_sentence_pause() -> tuple[npt.NDArray[np.float32], float]:
+    """ "I want to know ... what colour this is.": one sentence cut at its quietest point
+    between 0.7 and 0.9 s (after "know"), with 1 s of low noise in the cut, and 5 s after
+    it (longer than medium's maximum wait); and where the second half starts (ms)."""
+    sentence = speech("I want to know what colour this is.")
+    energy = np.convolve(sentence**2, np.ones(320) / 320, mode="same")
+    low, high = int(0.7 * RATE), int(0.9 * RATE)
+    cut = low + int(np.argmin(energy[low:high]))
+    resumed_ms = (0.5 + cut / RATE + 1.0) * 1000
+    audio = np.concatenate(
+        [
+            quiet_noise(0.5, rms=0.0005, seed=1),
+            sentence[:cut],
+            quiet_noise(1.0, rms=0.0005, seed=2),
+            sentence[cut:],
+            quiet_noise(5.0, rms=0.0005, seed=3),
+        ]
+    )
+    return audio, resumed_ms
+
+
+SERVER_VAD = {"type": "server_vad"}
+SEMANTIC_MEDIUM = {"type": "semantic_vad", "eagerness": "medium"}
+COMPLETE = (
+    "Is this red or blue?",
+    "What is on the table?",
+    "Describe what you see.",
+    "I want to know what colour this is.",
+)
+
+
+@pytest.mark.slow
+async def test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad(
+    models: tuple[SileroVad, SmartTurn],
+) -> None:
+    vad, turn = models
+    audio, resumed_ms = _mid_sentence_pause()
+    server = replay(vad, turn, audio, SERVER_VAD)
+    semantic = replay(vad, turn, audio, SEMANTIC_MEDIUM)
+    print(
+        f"server_vad stops {server.stops}; semantic_vad stops {semantic.stops}, "
+        f"verdicts {[round(v, 3) for v in semantic.verdicts]}"
+    )
+    assert len(server.stops) == 2  # the pause split the sentence
+    assert server.stops[0] < resumed_ms
+    # one turn: the model held the pause (its first verdict); the turn ended after the
+    # second half (by a later verdict or, failing one, medium's maximum wait)
+    assert semantic.verdicts[0] < EAGERNESS["medium"].threshold
+    assert len(semantic.stops) == 1
+    assert semantic.stops[0] > resumed_ms
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", COMPLETE)
+async def test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_vad(
+    models: tuple[SileroVad, SmartTurn], text: str
+) -> None:
+    vad, turn = models
+    voice = speech(text)
+    audio = np.concatenate(
+        [quiet_noise(0.5, rms=0.0005, seed=4), voice, quiet_noise(2.0, rms=0.0005, seed=5)]
+    )
+    semantic = replay(vad, turn, audio, SEMANTIC_MEDIUM)
+    end_ms = (0.5 + speech_bounds(voice)[1]) * 1000
+    print(
+        f"{text!r}: verdicts {[round(v, 3) for v in semantic.verdicts]}, "
+        f"stopped at {semantic.stops} ms, speech ended at {end_ms:.0f} ms"
+    )
+    assert semantic.by_verdict == [True]
+    assert semantic.verdicts[-1] >= EAGERNESS["medium"].threshold
+
+
+async def test_b32_predict_runs_off_the_loop_and_answers_a_probability(
+    models: tuple[SileroVad, SmartTurn],
+) -> None:
+    _, turn = models
+    probability = await turn.predict(TurnEndRequest("r1", speech("Is this red or blue?")))
+    assert 0.0 <= probability <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("detector", "turns"), [(SERVER_VAD, 2), (SEMANTIC_MEDIUM, 1)])
+def test_b32_through_the_real_server_a_mid_sentence_pause_splits_only_a_server_vad_turn(
+    detector: dict, turns: int
+) -> None:
+    """The same case live: uvicorn on 127.0.0.1, the CPU backend, 20 ms appends in real
+    time. A verdict that came too late to hold the pause would be dropped, not applied, so
+    the count does not depend on the machine's speed."""
+    require_cpu_extra()
+    _model_or_skip()
+    server = shared_cpu_server()
+    audio, _ = _mid_sentence_pause()
+
+    async def run() -> list[ev.InputAudioBufferSpeechStopped]:
+        async with DuplexClient.connect(server.ws_url) as client:
+            await client.update_session(turn_detection={**detector, "create_response": False})
+            await client.stream_audio(to_pcm16(audio), realtime=True)
+            for _ in range(turns):
+                await client.wait_for("input_audio_buffer.speech_stopped", timeout=30)
+            await client.close_session()
+            await client.wait_for("session.closed", timeout=10)
+            return [e for e in client.history if isinstance(e, ev.InputAudioBufferSpeechStopped)]
+
+    stopped = asyncio.run(run())
+    print(f"{detector['type']}: speech_stopped at {[e.audio_end_ms for e in stopped]} ms")
+    assert len(stopped) == turns

@@ -1,0 +1,202 @@
+"""B32 semantic_vad: a pause goes under review by the end-of-turn model; its verdict ends
+the turn or holds it until speech resumes or the eagerness's maximum wait runs out."""
+
+from __future__ import annotations
+
+import pytest
+
+from spec import events as ev
+from spec.effects import SubmitAsr, SubmitTurnEnd
+from spec.session_config import EAGERNESS, SEMANTIC_PAUSE_MS
+from spec.stage_results import TurnEndVerdict
+from tests.conformance.harness import Driver, speech_pcm
+
+HI, LO = 0.9, 0.1
+PAUSE_FRAMES = -(-SEMANTIC_PAUSE_MS // 32)  # 7 frames: 224 ms
+
+
+def _semantic(eagerness: str = "medium", **extra: object) -> Driver:
+    return Driver(
+        config={"turn_detection": {"type": "semantic_vad", "eagerness": eagerness, **extra}}
+    )
+
+
+def _pause(d: Driver, speech_frames: int = 3) -> SubmitTurnEnd:
+    """Speech, then a pause long enough to be reviewed; returns the verdict request."""
+    d.vad(*([HI] * speech_frames))
+    before = len(d.effects(SubmitTurnEnd))
+    d.vad(*([LO] * PAUSE_FRAMES))
+    requests = d.effects(SubmitTurnEnd)
+    assert len(requests) == before + 1
+    return requests[-1]
+
+
+def test_b32_a_pause_asks_the_end_of_turn_model_about_the_utterance_so_far() -> None:
+    d = _semantic()
+    d.append(speech_pcm(2000))
+    d.vad(HI, HI, HI)
+    out = d.vad(*([LO] * (PAUSE_FRAMES - 1)))
+    assert not d.effects(SubmitTurnEnd)  # 192 ms: not a pause yet
+    out = d.vad(LO)
+    [request] = [o for o in out if isinstance(o, SubmitTurnEnd)]
+    assert "input_audio_buffer.speech_stopped" not in d.tags()
+    [started] = d.events("input_audio_buffer.speech_started")
+    assert request.item_id == started.item_id
+    # the utterance up to the last frame scored (the buffer holds audio not scored yet)
+    assert len(request.pcm16) == (3 + PAUSE_FRAMES) * 512 * 2
+    assert request.pcm16 == speech_pcm(2000)[: len(request.pcm16)]
+    assert d.p.statistics().detector_state == "review"
+
+
+def test_b32_a_finished_verdict_ends_the_turn_and_commits_it() -> None:
+    d = _semantic()
+    d.append(speech_pcm(2000))
+    request = _pause(d)
+    out = d.result(TurnEndVerdict(request.request_id, 0.9))
+    assert d.tags(out)[:4] == [
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "input_audio_buffer.committed",
+        "response.created",
+    ]
+    [stopped] = d.events("input_audio_buffer.speech_stopped", out)
+    assert stopped.audio_end_ms == (3 + PAUSE_FRAMES) * 32
+    assert stopped.item_id == request.item_id
+    # the ASR hears the speech and 200 ms of the pause, as after server VAD's silence
+    assert len(d.last(SubmitAsr).pcm16) == (3 * 512 + 200 * 16) * 2
+    assert d.p.statistics().detector_state == "silence"
+
+
+def test_b32_an_unfinished_verdict_holds_the_turn_until_speech_resumes() -> None:
+    d = _semantic()
+    d.append(speech_pcm(5000))
+    first = _pause(d)
+    out = d.result(TurnEndVerdict(first.request_id, 0.2))
+    assert out == []
+    assert d.p.statistics().detector_state == "held"
+    d.vad(*([LO] * 20))  # 640 ms more: server VAD would have ended the turn long ago
+    assert "input_audio_buffer.speech_stopped" not in d.tags()
+    d.vad(HI)
+    assert d.p.statistics().detector_state == "speech"
+    second = _pause(d)
+    assert second.request_id != first.request_id
+    d.result(TurnEndVerdict(second.request_id, 0.8))
+    assert d.tags().count("input_audio_buffer.speech_started") == 1
+    assert d.tags().count("input_audio_buffer.speech_stopped") == 1
+    assert d.tags().count("input_audio_buffer.committed") == 1
+
+
+def test_b32_a_verdict_the_speaker_outran_is_dropped() -> None:
+    d = _semantic()
+    d.append(speech_pcm(3000))
+    request = _pause(d)
+    d.vad(HI)  # speech resumed before the verdict came
+    assert d.result(TurnEndVerdict(request.request_id, 0.99)) == []
+    assert d.p.statistics().detector_state == "speech"
+    assert d.result(TurnEndVerdict("turn_999", 0.99)) == []  # never asked for
+
+
+def test_b32_a_verdict_after_a_commit_or_clear_is_dropped() -> None:
+    d = _semantic()
+    d.append(speech_pcm(3000))
+    request = _pause(d)
+    d.commit("c1")
+    assert d.p.statistics().detector_state == "silence"
+    # no pause deadline left: only the idle timeout's
+    assert d.p.next_deadline() == d.now + int(d.limits.idle_timeout_s * 1000)
+    assert d.result(TurnEndVerdict(request.request_id, 0.99)) == []
+    d.append(speech_pcm(3000))
+    request = _pause(d)
+    d.send(ev.InputAudioBufferClear())
+    assert d.result(TurnEndVerdict(request.request_id, 0.99)) == []
+
+
+def test_b32_a_held_pause_ends_at_the_max_wait_on_the_audio_clock() -> None:
+    d = _semantic("high")
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    d.result(TurnEndVerdict(request.request_id, 0.1))
+    wait_frames = -(-EAGERNESS["high"].max_wait_ms // 32)  # 63 frames: 2,016 ms
+    out = d.vad(*([LO] * (wait_frames - PAUSE_FRAMES - 1)))
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    out = d.vad(LO)
+    assert d.tags(out)[:3] == [
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "input_audio_buffer.committed",
+    ]
+
+
+def test_b32_a_held_pause_ends_at_the_max_wait_on_the_session_clock() -> None:
+    """Audio that stops arriving (a muted microphone) cannot hold a turn open."""
+    d = _semantic("high")
+    d.append(speech_pcm(1000))
+    request = _pause(d)
+    paused_at = d.now
+    pause_ms = PAUSE_FRAMES * 32
+    assert d.p.next_deadline() == paused_at + EAGERNESS["high"].max_wait_ms - pause_ms
+    d.result(TurnEndVerdict(request.request_id, 0.1), advance=50)
+    deadline = d.p.next_deadline()
+    assert deadline == d.now + EAGERNESS["high"].max_wait_ms - pause_ms
+    d.p.handle_timeout(deadline - 1)
+    assert d.take() == []
+    d.p.handle_timeout(deadline)
+    out = d.take()
+    assert d.tags(out)[:3] == [
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "input_audio_buffer.committed",
+    ]
+    assert d.p.statistics().detector_state == "silence"
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto"])
+def test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait(eagerness: str) -> None:
+    policy = EAGERNESS[eagerness]
+    d = _semantic(eagerness)
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    assert d.p.next_deadline() == d.now + policy.max_wait_ms - PAUSE_FRAMES * 32
+    d.result(TurnEndVerdict(request.request_id, policy.threshold - 0.01))
+    assert d.p.statistics().detector_state == "held"
+    d.vad(HI)
+    request = _pause(d)
+    out = d.result(TurnEndVerdict(request.request_id, policy.threshold))
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+
+
+def test_b32_without_a_verdict_a_pause_ends_as_server_vad_would() -> None:
+    """No end-of-turn model (or it failed): the silence duration of server VAD decides."""
+    d = _semantic("low")
+    d.append(speech_pcm(3000))
+    request = _pause(d)
+    d.result(TurnEndVerdict(request.request_id, None))
+    assert d.p.statistics().detector_state == "held"
+    silence_frames = -(-500 // 32)  # 16 frames, as server VAD counts them
+    out = d.vad(*([LO] * (silence_frames - PAUSE_FRAMES - 1)))
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    out = d.vad(LO)
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+
+
+def test_b32_a_late_missing_verdict_ends_an_overdue_pause_at_once() -> None:
+    d = _semantic("low")
+    d.append(speech_pcm(3000))
+    request = _pause(d)
+    d.vad(*([LO] * 20))  # the pause is already longer than the silence duration
+    out = d.result(TurnEndVerdict(request.request_id, None))
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+
+
+def test_b32_semantic_vad_still_interrupts_a_reply_when_speech_starts() -> None:
+    d = _semantic()
+    d.append(speech_pcm(2000))
+    request = _pause(d)
+    d.result(TurnEndVerdict(request.request_id, 0.9))
+    d.transcribe("tell me a story")
+    d.reply("Once upon a time.")
+    d.speak(done=False)
+    out = d.vad(HI, HI, HI)
+    assert "input_audio_buffer.speech_started" in d.tags(out)
+    [done] = d.events("response.done", out)
+    assert done.response.status == "cancelled"
