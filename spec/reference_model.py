@@ -114,6 +114,7 @@ from spec.stage_results import (
     VlmDecisionResult,
     VlmDelta,
 )
+from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 
 __all__ = [
     "ASR_TAIL_MS",
@@ -227,24 +228,41 @@ def _data_url_image(url: str | None) -> bytes | None:
     return raw if raw and _is_image(raw) else None
 
 
-def _sentences(text: str) -> tuple[list[str], str]:
+def _sentences(text: str, *, first: bool = False) -> tuple[list[str], str]:
     """Split off every completed sentence: `.`, `!` or `?`, optionally followed by closing
-    quotes or brackets, then whitespace (section 3)."""
+    quotes or brackets, then whitespace (section 3). `first`: nothing of the reply was
+    spoken yet, so its first piece also ends at a clause end (`,` `;` `:` with closers, or
+    a dash between spaces, then whitespace) once it holds `FIRST_CLAUSE_MIN_CHARS`."""
     done: list[str] = []
     start = 0
     i = 0
     while i < len(text):
-        if text[i] in ".!?":
+        j = -1
+        if text[i] in ".!?" or (first and not done and text[i] in ",;:"):
             j = i + 1
             while j < len(text) and text[j] in _CLOSERS:
                 j += 1
-            if j < len(text) and text[j].isspace():
-                piece = text[start:j].strip()
-                if piece:
-                    done.append(piece)
-                start = j
-                i = j
-                continue
+            spaced = j < len(text) and text[j].isspace()
+            short = text[i] in ",;:" and len(text[start:j].strip()) < FIRST_CLAUSE_MIN_CHARS
+            if not spaced or short:
+                j = -1
+        elif (
+            first
+            and not done
+            and text[i] in "-\u2013\u2014"
+            and 0 < i < len(text) - 1
+            and text[i - 1].isspace()
+            and text[i + 1].isspace()
+            and len(text[start : i + 1].strip()) >= FIRST_CLAUSE_MIN_CHARS
+        ):
+            j = i + 1
+        if j >= 0:
+            piece = text[start:j].strip()
+            if piece:
+                done.append(piece)
+            start = j
+            i = j
+            continue
         i += 1
     return done, text[start:]
 
@@ -324,6 +342,8 @@ class _Response:
     chunks: list[tuple[str, float]] = field(default_factory=list)
     generated_ms: float = 0.0
     played_ms: float = 0.0
+    #: the client reported a played position (an ack arrived)
+    acked: bool = False
     first_audio_ms: int = 0
     cleared: bool = False
     expired: bool = False
@@ -1288,7 +1308,7 @@ class ReferenceSession:
         cleared (B19, recomputed from later acks), cut at its truncation point."""
         if resp.text_reply is not None:
             return resp.text_reply
-        cut: float | None = resp.played_ms if resp.cleared else None
+        cut: float | None = resp.played_ms if resp.cleared and resp.acked else None
         if resp.truncated_ms is not None:
             cut = resp.truncated_ms if cut is None else min(cut, resp.truncated_ms)
         return self._cut_text(resp, cut)
@@ -1339,7 +1359,7 @@ class ReferenceSession:
         if not resp.audio_out:
             resp.vlm_text += result.text
             return
-        done, rest = _sentences(resp.vlm_text + result.text)
+        done, rest = _sentences(resp.vlm_text + result.text, first=resp.tts_submitted == 0)
         resp.vlm_text = rest
         for sentence in done:
             self._submit_tts(resp, sentence)
@@ -1462,9 +1482,10 @@ class ReferenceSession:
         item = self._live(resp.item_id, self.versions.get(resp.item_id, 0))
         if resp.audio_started:
             # a cancelled response's transcript is cut to the played prefix (B19)
-            transcript = (
-                self._cut_text(resp, resp.played_ms) if status == "cancelled" else resp.transcript
-            )
+            # AMBIGUITY (docs/session-semantics.md, decision D34): cut before the client
+            # reported a played position, the transcript is everything sent
+            cut = status == "cancelled" and resp.acked
+            transcript = self._cut_text(resp, resp.played_ms) if cut else resp.transcript
             part = ContentPart(type="output_audio", transcript=transcript)
             rid, iid = resp.id, resp.item_id
             # AMBIGUITY (docs/session-semantics.md, decision D18): "the done-chain as for
@@ -1637,6 +1658,7 @@ class ReferenceSession:
                 ErrorCode.PLAYBACK_ITEM_MISMATCH, "not this response's item", "item_id", eid
             )
         resp.played_ms = min(max(resp.played_ms, float(event.played_ms)), resp.generated_ms)
+        resp.acked = True
         self._emit(
             PlaybackAcknowledged(
                 response_id=resp.id, item_id=resp.item_id, played_ms=resp.played_ms

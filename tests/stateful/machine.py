@@ -451,7 +451,12 @@ class SessionMachine(RuleBasedStateMachine):
         self.backend(AsrTranscript(request_id=req, text=text), answered=req)
 
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
-    @rule(data=st.data(), text=st.sampled_from(["Hi. ", "It is a", " cup! ", "ok", "Why? No"]))
+    @rule(
+        data=st.data(),
+        text=st.sampled_from(
+            ["Hi. ", "It is a", " cup! ", "ok", "Why? No", "Well, it is red, ", "so - yes; "]
+        ),
+    )
     def vlm_delta(self, data: st.DataObject, text: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
         self.backend(VlmDelta(request_id=req, text=text))
