@@ -26,6 +26,7 @@ __all__ = [
     "ScoreVad",
     "Stage",
     "SubmitAsr",
+    "SubmitPartialAsr",
     "SubmitTts",
     "SubmitVlm",
 ]
@@ -98,6 +99,20 @@ class SubmitAsr:
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitPartialAsr:
+    """Transcribe an utterance still being spoken, for its live transcript (B33): best
+    effort, answered by one `AsrPartial` (text None when it failed); at most one is in
+    flight per session. `pcm16` starts where the utterance's commit will start, so when
+    the turn ends at the same audio the runtime may answer that commit's `SubmitAsr`
+    with this result (the same audio, model and language: the same transcription)."""
+
+    request_id: str
+    item_id: str  # the utterance's item id, announced by `speech_started`
+    pcm16: bytes
+    language: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SubmitVlm:
     """Run the vision-language model for one response."""
 
@@ -156,5 +171,12 @@ class CloseSession:
 #: every effect, a closed union: executors dispatch with `match` and end with
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
 Effect: TypeAlias = (
-    SubmitAsr | SubmitVlm | SubmitTts | Abort | EvictReplica | ScoreVad | CloseSession
+    SubmitAsr
+    | SubmitPartialAsr
+    | SubmitVlm
+    | SubmitTts
+    | Abort
+    | EvictReplica
+    | ScoreVad
+    | CloseSession
 )

@@ -957,6 +957,16 @@ class ReferenceSession:
         utterance keeps its audio only up to there (section 5)."""
         buf = self.buffer
         self.buffer = _Buffer()
+        if cut_sample is not None:
+            # AMBIGUITY (docs/session-semantics.md, decision D35): the audio after a VAD end
+            # stays in the buffer as idle audio (its appends' boundaries kept), the start of
+            # the next utterance; idle retention applies to it
+            for start, pcm in buf.audio:
+                rest = pcm[2 * max(0, cut_sample - start) :]
+                if rest:
+                    self.buffer.audio.append((max(start, cut_sample), rest))
+                    self.buffer.appended = True
+            self._trim(self.buffer)
         item_id = buf.speech_item_id or self._new_item_id()
         version = self._new_version(item_id)
         seq = self._next_seq()

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from spec.errors import ErrorCode
 
 __all__ = [
+    "AsrPartial",
     "AsrTranscript",
     "StageFailure",
     "StageResult",
@@ -35,6 +36,14 @@ class VadScores:
 class AsrTranscript:
     request_id: str
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AsrPartial:
+    """The answer to a `SubmitPartialAsr` (B33); text None: it failed or was skipped."""
+
+    request_id: str
+    text: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,5 +88,12 @@ class StageFailure:
 
 
 StageResult = (
-    VadScores | AsrTranscript | VlmDelta | VlmDecisionResult | TtsAudio | TtsDone | StageFailure
+    VadScores
+    | AsrTranscript
+    | AsrPartial
+    | VlmDelta
+    | VlmDecisionResult
+    | TtsAudio
+    | TtsDone
+    | StageFailure
 )

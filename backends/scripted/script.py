@@ -5,6 +5,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     latency      seconds per stage: before an ASR answer, before every streamed VLM item
                  and TTS chunk, before a VAD batch (VAD defaults to 0: it runs every tick)
     transcripts  ASR answers, consumed oldest first; `default_transcript` when empty
+    partials     live-transcript answers (B33), consumed oldest first ("" when empty);
+                 `live_transcripts` says whether the ASR offers them (off by default)
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -136,6 +138,8 @@ class Script:
     latency: dict[StageName, float] = field(default_factory=lambda: dict(DEFAULT_LATENCY_S))
     transcripts: deque[str] = field(default_factory=deque)
     default_transcript: str = DEFAULT_TRANSCRIPT
+    partials: deque[str] = field(default_factory=deque)
+    live_transcripts: bool = False
     replies: deque[ScriptedReply] = field(default_factory=deque)
     echo_transcript: bool = True
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -249,6 +253,18 @@ class Script:
         return [a.request_id for a in self.aborts if stage is None or a.stage == stage]
 
     # --- serving (stages) --------------------------------------------------------------
+
+    def say_partial(self, *texts: str) -> Script:
+        """Offer live transcripts (B33) and queue their answers, one per partial request."""
+        self.live_transcripts = True
+        self.partials.extend(texts)
+        return self
+
+    def next_partial(self) -> str:
+        try:
+            return self.partials.popleft()
+        except IndexError:
+            return ""
 
     def next_transcript(self) -> str:
         try:

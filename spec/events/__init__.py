@@ -55,6 +55,7 @@ from spec.events.server import (
     InputAudioBufferSpeechStarted,
     InputAudioBufferSpeechStopped,
     InputAudioTranscriptionCompleted,
+    InputAudioTranscriptionDelta,
     InputAudioTranscriptionFailed,
     OutputAudioBufferCleared,
     PlaybackAcknowledged,
@@ -114,6 +115,7 @@ ServerEventT: TypeAlias = (
     | ConversationItemRetrieved
     | ConversationItemTruncated
     | InputAudioTranscriptionCompleted
+    | InputAudioTranscriptionDelta
     | InputAudioTranscriptionFailed
     | ResponseCreated
     | ResponseOutputItemAdded
@@ -162,6 +164,7 @@ __all__ = [
     "InputAudioBufferSpeechStarted",
     "InputAudioBufferSpeechStopped",
     "InputAudioTranscriptionCompleted",
+    "InputAudioTranscriptionDelta",
     "InputAudioTranscriptionFailed",
     "InputCommitAlias",
     "OutputAudioBufferClear",
