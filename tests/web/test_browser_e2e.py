@@ -81,7 +81,7 @@ def save(page: Any, name: str, data: dict[str, Any]) -> None:
     (ARTIFACTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
-def test_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
+def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
     browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
 ) -> None:
     page = browser_page
