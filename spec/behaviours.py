@@ -692,6 +692,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b34_a_late_played_position_cuts_the_reply_in_history_to_what_was_heard",
             "tests/conformance/test_b33_b34_live_text.py::test_b34_a_reply_cut_after_a_playback_report_keeps_the_played_prefix",
             "tests/conformance/test_b33_b34_live_text.py::test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent",
+            "tests/web/test_browser_e2e.py::test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unheard_rest",
         ),
     ),
 )
