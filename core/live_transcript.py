@@ -19,12 +19,10 @@ is the item's text and replaces it). A partial that answers after its utterance 
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
-from spec.effects import SubmitPartialAsr
+from spec.effects import LIVE_CADENCE_MS, LIVE_PAUSE_FRAMES, SubmitPartialAsr
 from spec.events import InputAudioTranscriptionDelta
-from spec.tables.turn_detector import FRAME_MS
 
 if TYPE_CHECKING:
     from core.outbox import Outbox
@@ -32,13 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = ["CADENCE_MS", "PAUSE_FRAMES", "LiveTranscript"]
 
-#: the ASR of a VAD-ended utterance hears this much of its final silence (section 5; the
-#: same as `core.session.ASR_TAIL_PAD_MS`, which imports this module)
-ASR_TAIL_PAD_MS = 200
-#: silence frames after speech that make a pause: the first frame that covers the tail pad
-PAUSE_FRAMES = math.ceil(ASR_TAIL_PAD_MS / FRAME_MS)
-#: while speech goes on, a partial at most this often (of audio, not wall clock)
-CADENCE_MS = 1200
+#: silence frames after speech that make a pause (224 ms: past the 200 ms tail the ASR of
+#: a VAD-ended utterance keeps, so the partial holds what its commit would)
+PAUSE_FRAMES = LIVE_PAUSE_FRAMES
+#: while speech goes on, a partial at most this often (of scored audio, not wall clock)
+CADENCE_MS = LIVE_CADENCE_MS
 _CADENCE_SAMPLES = CADENCE_MS * 16
 
 

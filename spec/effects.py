@@ -14,6 +14,8 @@ from spec.errors import CloseCode
 
 __all__ = [
     "ASR",
+    "LIVE_CADENCE_MS",
+    "LIVE_PAUSE_FRAMES",
     "TTS",
     "VLM",
     "Abort",
@@ -96,6 +98,15 @@ class SubmitAsr:
     #: the session's transcription language (`audio.input.transcription.language`);
     #: None: the ASR model detects it
     language: str | None = None
+
+
+#: live transcripts (B33, section 5.1): a pause is this many silent 32 ms VAD frames after
+#: speech (the first frame past the 200 ms of silence a VAD-ended utterance keeps) ...
+LIVE_PAUSE_FRAMES = 7
+#: ... and while speech goes on, a partial at most this often (of scored audio): long, so
+#: that on a small CPU a partial rarely runs when the turn ends (the final transcription
+#: would wait for it); most utterances get only their pause partials
+LIVE_CADENCE_MS = 3000
 
 
 @dataclass(frozen=True, slots=True)

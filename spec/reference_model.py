@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from spec.effects import (
     ASR,
+    LIVE_CADENCE_MS,
+    LIVE_PAUSE_FRAMES,
     TTS,
     VLM,
     Abort,
@@ -33,6 +35,7 @@ from spec.effects import (
     ScoreVad,
     Stage,
     SubmitAsr,
+    SubmitPartialAsr,
     SubmitTts,
     SubmitVlm,
 )
@@ -61,6 +64,7 @@ from spec.events import (
     InputAudioBufferSpeechStarted,
     InputAudioBufferSpeechStopped,
     InputAudioTranscriptionCompleted,
+    InputAudioTranscriptionDelta,
     InputAudioTranscriptionFailed,
     OutputAudioBufferClear,
     OutputAudioBufferCleared,
@@ -105,6 +109,7 @@ from spec.session_config import (
     validate_session,
 )
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     StageFailure,
     StageResult,
@@ -386,6 +391,21 @@ class _Buffer:
 
 
 @dataclass
+class _Live:
+    """Live transcripts (section 5.1); the runtime sets `enabled` when its ASR offers them."""
+
+    enabled: bool = False
+    #: the utterance being spoken (its speech_started item id), None between utterances
+    item_id: str | None = None
+    #: the partial request out, and the utterance it was asked for
+    in_flight: tuple[str, str] | None = None
+    sent_words: int = 0
+    #: the audio clock (samples) of the last partial asked, or of speech start
+    asked_at: int = 0
+    count: int = 0
+
+
+@dataclass
 class _Vad:
     """The server VAD detector; positions are 16 kHz samples on the session clock."""
 
@@ -435,6 +455,7 @@ class ReferenceSession:
         self.clock_samples = 0  # session audio clock, 16 kHz samples
         self.buffer = _Buffer()
         self.vad = _Vad()
+        self.live = _Live()
         self.items: dict[str, _Item] = {}  # live items, history order
         self.versions: dict[str, int] = {}  # last version of every id ever used
         self.retained: list[_Segment] = []
@@ -506,6 +527,9 @@ class ReferenceSession:
     def _on_backend_event(self, result: StageResult) -> None:
         if isinstance(result, VadScores):
             self._on_vad_scores(result)
+            return
+        if isinstance(result, AsrPartial):
+            self._on_partial(result)
             return
         resp = self.active
         if resp is None or result.request_id not in resp.open:
@@ -801,6 +825,7 @@ class ReferenceSession:
     def _reset_vad(self, *, restart: bool = False) -> None:
         """The detector back to silence; positions before now no longer start speech."""
         now = self.clock_samples
+        self.live.item_id = None  # a partial still out is dropped
         origin, seen = self.vad.origin, self.vad.frames_seen
         self.vad = _Vad(
             reset_at=now, origin=now if restart else origin, frames_seen=0 if restart else seen
@@ -942,6 +967,7 @@ class ReferenceSession:
         refusal = self._commit_refusal()
         if refusal is not None:
             raise _reject(refusal[0], refusal[1], None, event.event_id)
+        self.live.item_id = None
         if self.vad.state == "speech":
             # a manual commit during VAD speech commits that utterance; the detector goes
             # back to silence without an event
@@ -1699,10 +1725,14 @@ class ReferenceSession:
                     if vad.high_run * VAD_FRAME_MS >= min_speech:
                         begin = max(vad.high_start - td.prefix_padding_ms * 16, vad.reset_at)
                         self._speech_started(begin / 16)
+                        self.live.item_id = self.buffer.speech_item_id
+                        self.live.sent_words = 0
+                        self.live.asked_at = start + frame
                 else:
                     vad.high_run = 0
             elif p >= td.threshold:
                 vad.silence_run = 0
+                self._live_ask(start + frame, pause=False)
             else:
                 if vad.silence_run == 0:
                     vad.silence_start = start
@@ -1710,6 +1740,8 @@ class ReferenceSession:
                 if p < low and vad.silence_run * VAD_FRAME_MS >= td.silence_duration_ms:
                     cut = vad.silence_start + ASR_TAIL_MS * 16
                     self._speech_stopped((start + frame) / 16, td.create_response, cut)
+                else:
+                    self._live_ask(start + frame, pause=vad.silence_run == LIVE_PAUSE_FRAMES)
 
     def _speech_started(self, audio_start_ms: float) -> None:
         td = self.config.turn_detection
@@ -1730,7 +1762,49 @@ class ReferenceSession:
             elif self.playing():
                 self._cleared_only(self.playing_responses())
 
+    # --- live transcripts (section 5.1) ----------------------------------------------
+
+    def _live_ask(self, at: int, *, pause: bool) -> None:
+        """Speech goes on (VAD scored up to `at`): a partial at a pause or on the cadence,
+        unless one is out."""
+        live = self.live
+        if not live.enabled or live.item_id is None or live.in_flight is not None:
+            return
+        if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
+            return
+        until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at
+        live.count += 1
+        request_id = f"live:{live.count}"
+        live.in_flight = (request_id, live.item_id)
+        live.asked_at = at
+        self._effect(
+            SubmitPartialAsr(
+                request_id=request_id,
+                item_id=live.item_id,
+                pcm16=self.buffer.pcm_until(until),
+                language=self.config.transcription_language,
+            )
+        )
+
+    def _on_partial(self, result: AsrPartial) -> None:
+        live = self.live
+        if live.in_flight is None or live.in_flight[0] != result.request_id:
+            return
+        item_id = live.in_flight[1]
+        live.in_flight = None
+        if item_id != live.item_id or result.text is None:
+            return  # the utterance ended meanwhile, or the partial failed
+        words = result.text.split()
+        if len(words) <= live.sent_words:
+            return
+        delta = " ".join(words[live.sent_words :])
+        if live.sent_words:
+            delta = " " + delta
+        live.sent_words = len(words)
+        self._emit(InputAudioTranscriptionDelta(item_id=item_id, delta=delta))
+
     def _speech_stopped(self, audio_end_ms: float, create_response: bool, cut: int) -> None:
+        self.live.item_id = None
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spec import events as ev
-from spec.effects import SubmitAsr, SubmitPartialAsr, SubmitTts, SubmitVlm
+from spec.effects import LIVE_CADENCE_MS, SubmitAsr, SubmitPartialAsr, SubmitTts, SubmitVlm
 from spec.stage_results import AsrPartial, TtsAudio, VlmDelta
 from tests.conformance.harness import Driver, speech_pcm
 
@@ -47,11 +47,12 @@ def test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas()
 
 def test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight() -> None:
     d = _live()
-    d.append(speech_pcm(32 * 200))
-    d.vad(*([HI] * 120))  # 3.84 s of speech without a pause
+    cadence = LIVE_CADENCE_MS // 32 + 1  # frames
+    d.append(speech_pcm(32 * (3 * cadence + 10)))
+    d.vad(*([HI] * (3 + 2 * cadence)))  # speech without a pause, two cadences long
     [first] = d.effects(SubmitPartialAsr)  # the next one fell due while this one ran
     d.result(AsrPartial(first.request_id, "one two"))
-    d.vad(*([HI] * 40))
+    d.vad(HI)
     [_, second] = d.effects(SubmitPartialAsr)
     assert len(second.pcm16) > len(first.pcm16)
     d.result(AsrPartial(second.request_id, None))  # a failed partial: nothing emitted

@@ -62,6 +62,7 @@ from spec.limits import Limits
 from spec.reference_model import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     StageFailure,
     TtsAudio,
@@ -187,13 +188,16 @@ class SessionMachine(RuleBasedStateMachine):
         profile=st.sampled_from(["speech", "speech", "speech", "camera"]),
         vad=st.booleans(),
         auto=st.booleans(),
+        live=st.booleans(),
     )
-    def start(self, profile: str, vad: bool, auto: bool) -> None:
+    def start(self, profile: str, vad: bool, auto: bool, live: bool) -> None:
         config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
         self.ref = ReferenceSession(
             session_id="s1", config=config, limits=LIMITS, profile=profile, now_ms=0
         )
         self.sut = type(self).make_sut(config, LIMITS, profile)
+        # live transcripts (B33), as a runtime whose ASR offers them turns them on
+        self.ref.live.enabled = self.sut.live.enabled = live
         self.settle()
 
     def settle(self, transcript_for: str | None = None) -> list[Any]:
@@ -449,6 +453,12 @@ class SessionMachine(RuleBasedStateMachine):
     def asr_transcript(self, data: st.DataObject, text: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("asr")))
         self.backend(AsrTranscript(request_id=req, text=text), answered=req)
+
+    @precondition(lambda self: bool(self.obs.partials))
+    @rule(text=st.sampled_from([None, "", "what", "what colour is", "What colour is this?"]))
+    def asr_partial(self, text: str | None) -> None:
+        request_id = self.obs.partials.pop()
+        self.backend(AsrPartial(request_id=request_id, text=text))
 
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
     @rule(

@@ -13,6 +13,7 @@ from spec.effects import (
     EvictReplica,
     ScoreVad,
     SubmitAsr,
+    SubmitPartialAsr,
     SubmitTts,
     SubmitVlm,
 )
@@ -70,7 +71,7 @@ def project(o: Any) -> tuple[Any, ...]:
                 out.append((name, getattr(o, name)))
         if isinstance(o, EvictReplica):
             out.append(("stage", o.stage))
-        if isinstance(o, SubmitAsr | ScoreVad):
+        if isinstance(o, SubmitAsr | SubmitPartialAsr | ScoreVad):
             out.append(("pcm16 bytes", len(o.pcm16)))
         if isinstance(o, ScoreVad):
             out.append(("start_ms", o.start_ms))
@@ -140,6 +141,8 @@ class Observer:
         self.vad_on = vad_on
         self.vad_audio_ms = 0.0
         self.vad_frames = 0
+        self.partials: list[str] = []  # live-transcript requests not yet answered (I10)
+        self.speaking: str | None = None  # the item id of the utterance being spoken
         # ids seen for the first time since the last harvest
         self.new_items: list[str] = []
         self.new_responses: list[str] = []
@@ -208,6 +211,11 @@ class Observer:
         elif isinstance(o, Abort):
             assert not self._finished(o.response_id), "I2: Abort after done"
             self.open.pop(o.request_id, None)
+        elif isinstance(o, SubmitPartialAsr):
+            # I10: at most one live-transcript request is in flight
+            assert not self.partials, f"I10: {o.request_id} while {self.partials} is out"
+            assert o.item_id == self.speaking, f"a partial for {o.item_id} not being spoken"
+            self.partials.append(o.request_id)
         elif isinstance(o, ScoreVad):
             assert self.vad_on, "ScoreVad while VAD is off"
             self.vad_audio_ms += (len(o.pcm16) // 2) / 16.0
@@ -223,6 +231,17 @@ class Observer:
         rid = getattr(o, "response_id", None)
         if t in _RESPONSE_OUTPUT and rid is not None:
             assert not self._finished(rid), f"I2: {t} of {rid} after its response.done"
+        if t == "input_audio_buffer.speech_started":
+            self.speaking = o.item_id
+        elif t in (
+            "input_audio_buffer.speech_stopped",
+            "input_audio_buffer.committed",
+            "input_audio_buffer.cleared",
+        ):
+            self.speaking = None
+        elif t == "conversation.item.input_audio_transcription.delta":
+            # I10: live text only for the utterance still being spoken
+            assert o.item_id == self.speaking, f"I10: a delta for {o.item_id}"
         if isinstance(o, SessionClosed):
             self.closed = True
             self.active = None
