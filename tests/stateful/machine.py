@@ -90,6 +90,8 @@ LIMITS = Limits(
 )
 #: short VAD durations so a few score frames cross them
 VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
+#: with live transcripts: turns end after 640 ms, so a pause (224 ms) comes well before
+VAD_LIVE = TurnDetection(silence_duration_ms=640, min_speech_duration_ms=64, prefix_padding_ms=64)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40
 PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 40
@@ -191,7 +193,8 @@ class SessionMachine(RuleBasedStateMachine):
         live=st.booleans(),
     )
     def start(self, profile: str, vad: bool, auto: bool, live: bool) -> None:
-        config = SessionConfig(turn_detection=VAD if vad else None, auto_response=auto)
+        detection = (VAD_LIVE if live else VAD) if vad else None
+        config = SessionConfig(turn_detection=detection, auto_response=auto)
         self.ref = ReferenceSession(
             session_id="s1", config=config, limits=LIMITS, profile=profile, now_ms=0
         )
