@@ -164,6 +164,8 @@ class AsrRequest:
     pcm: Float32Array  # mono float32 at 16 kHz
     #: the spoken language (ISO code such as "en", or a name); None: the model detects it
     language: str | None = None
+    #: a live transcript of an utterance still being spoken (B33), not a committed one
+    partial: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -406,6 +406,17 @@ class ClientProtocol:
                     "final": True,
                 }
             )
+        elif kind == "conversation.item.input_audio_transcription.delta":
+            # live text while the person still speaks (B33); the completed event replaces it
+            self._out.emit(
+                {
+                    "kind": "transcript",
+                    "role": "user",
+                    "item_id": _id(event.get("item_id")),
+                    "text": _id(event.get("delta")) or "",
+                    "final": False,
+                }
+            )
         elif kind == "conversation.item.input_audio_transcription.failed":
             self._out.emit(
                 {

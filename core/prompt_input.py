@@ -52,10 +52,13 @@ def played_prefix(marks: list[tuple[str, float]], played_ms: float) -> str:
 
 
 def heard_text(response: Response) -> str:
-    """An assistant reply as history: in full, or the heard prefix when it was cut."""
+    """An assistant reply as history: in full, or the heard prefix when it was cut and the
+    client reported how much it played. Cut before any report, what was heard is unknown:
+    everything sent counts until an ack says otherwise (D34), never an empty guess."""
     item = response.item
     full = item.text() if item is not None else ""
-    if response.playback.state is not PlaybackState.CLEARED:
+    playback = response.playback
+    if playback.state is not PlaybackState.CLEARED or not playback.reported:
         return full
     return played_prefix(response.text_marks, response.playback.played_ms)
 

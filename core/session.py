@@ -37,6 +37,7 @@ from core.append_checks import check_append
 from core.conversation import Conversation
 from core.errors import InvalidState, InvalidTransition
 from core.item_checks import check_item_create
+from core.live_transcript import PAUSE_FRAMES, LiveTranscript
 from core.outbox import Outbox
 from core.pending_input import PendingInput
 from core.responses import Responses
@@ -56,6 +57,7 @@ from spec.errors import (
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     DelegationAnswer,
     StageFailure,
@@ -125,6 +127,8 @@ class SessionProtocol:
         self._out = Outbox()
         self._buffer = InputBuffer(self._out)
         self._detector = TurnDetector(self._out)
+        #: live transcripts under server VAD (B33); the runtime enables them
+        self.live = LiveTranscript(self._out)
         self._pending = PendingInput(self.limits.max_pending_input_bytes)
         self._items = Conversation(self._out)
         # the session clock of history (B29) starts with the session
@@ -171,6 +175,7 @@ class SessionProtocol:
             VadScores: self._on_vad_scores,
             TurnEndVerdict: self._on_turn_end_verdict,
             AsrTranscript: turns.on_transcript,
+            AsrPartial: self._on_partial,
             VlmDelta: turns.on_vlm_delta,
             VlmDecisionResult: turns.on_vlm_decision,
             TtsAudio: turns.on_tts_audio,
@@ -327,6 +332,7 @@ class SessionProtocol:
         self.config = config
         if vad_changed:
             self._detector.reset(self._audio_samples(), restart=switched_on)
+            self.live.end()
         self._out.emit(ev.SessionUpdated(session=self._public()))
 
     def _on_heartbeat(self, event: ev.SessionHeartbeat, now_ms: int) -> None:
@@ -383,6 +389,7 @@ class SessionProtocol:
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._pending.free(self._buffer.clear())
         self._detector.reset(self._audio_samples())
+        self.live.end()
 
     def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
         if not self._buffer.since_commit:
@@ -401,6 +408,7 @@ class SessionProtocol:
         item_id = self._buffer.speech_item_id
         if self._detector.speaking:
             self._detector.reset(self._audio_samples())
+        self.live.end()
         self._commit(
             client_event_id=event.event_id,
             wants_response=event.wants_response(self.config.auto_response),
@@ -417,12 +425,10 @@ class SessionProtocol:
     ) -> None:
         has_speech = self._buffer.capturing
         held = self._buffer.held_bytes
-        audio, frames = self._buffer.take()
-        if keep_until_sample is not None:  # the buffer ends at the audio clock
-            start = self._audio_samples() - len(audio) // 2
-            keep = max(0, (keep_until_sample - start) * 2)
-            if keep < len(audio):
-                audio = audio[:keep]
+        keep = None if keep_until_sample is None else self._kept_bytes(keep_until_sample)
+        # the audio after a VAD end stays in the buffer: the next utterance's start (D35)
+        audio, frames = self._buffer.take(keep)
+        held -= self._buffer.held_bytes
         content: list[ev.ContentPart] = []
         # an audio part for speech audio, or the empty one of a quiet commit (B6); speech
         # cut to nothing by the VAD end keeps none
@@ -451,6 +457,11 @@ class SessionProtocol:
             self._out.emit(ev.ResponseListen(reason="silence_or_noise"))
             return
         self._turns.accept(commit, wants_response=wants_response)
+
+    def _kept_bytes(self, until_sample: int) -> int:
+        """Bytes of the buffered audio before `until_sample` (it ends at the audio clock)."""
+        start = self._audio_samples() - self._buffer.audio_bytes // 2
+        return max(0, (until_sample - start) * 2)
 
     # --- items --------------------------------------------------------------------------
 
@@ -559,6 +570,7 @@ class SessionProtocol:
                 self._buffer.speech_item_id = item_id
                 if not self._buffer.capturing:
                     self._buffer.start_capture()
+                self.live.begin(item_id, self._detector.end_sample())
                 if config.interrupt_response:
                     self._turns.interrupt("turn_detected", None)
             elif boundary == "pause":
@@ -567,6 +579,9 @@ class SessionProtocol:
                 self._detector.resume()
             elif boundary in ("stop", "time_out"):
                 self._end_turn(config, boundary)
+            elif self._detector.speaking and not self._detector.paused:
+                # live transcripts while speech goes on (a pause under review asks none)
+                self._maybe_ask_partial()
 
     def _end_turn(self, config: TurnDetection, trigger: TurnEnd) -> None:
         """Speech stopped: commit the utterance (or say why not)."""
@@ -574,6 +589,7 @@ class SessionProtocol:
         detector = self._detector
         keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
         item_id = detector.stop(trigger)
+        self.live.end()
         if not self._buffer.since_commit:  # nothing arrived since the last commit
             self._emit_error(
                 ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
@@ -623,3 +639,18 @@ class SessionProtocol:
         detector.hold(wait_ms=wait, now_ms=now_ms)
         if detector.overdue(now_ms):
             self._end_turn(config, "time_out")
+
+    def _maybe_ask_partial(self) -> None:
+        """A live transcript of the utterance so far (B33): at a pause, the audio its
+        commit would hold if the turn ended here; on the cadence, all that was scored."""
+        detector = self._detector
+        pause = detector.silence_frames == PAUSE_FRAMES
+        at = detector.end_sample()
+        if not self.live.due(at, pause=pause):
+            return
+        until = detector.silence_start + ASR_TAIL_PAD_MS * 16 if pause else at
+        audio = self._buffer.audio()[: self._kept_bytes(until)]
+        self.live.ask(audio, self.config.transcription_language, at)
+
+    def _on_partial(self, result: AsrPartial, now_ms: int) -> None:
+        self.live.on_partial(result)

@@ -65,6 +65,7 @@ from spec.effects import (
     ScoreVad,
     SubmitAsr,
     SubmitDelegation,
+    SubmitPartialAsr,
     SubmitTts,
     SubmitTurnEnd,
     SubmitVlm,
@@ -95,6 +96,7 @@ from spec.events import (
     SessionResyncRequired,
 )
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     DelegationAnswer,
     StageFailure,
@@ -170,6 +172,16 @@ class Attached:
 
 
 @dataclass
+class _LivePartial:
+    """The last live-transcript ASR (B33): its audio, language and, once done, its text."""
+
+    pcm16: bytes
+    language: str | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    text: str | None = None
+
+
+@dataclass
 class _ResponseWork:
     tts_send: MemoryObjectSendStream[SubmitTts] | None = None
     aborted: set[str] = field(default_factory=set)
@@ -231,6 +243,9 @@ class SessionRunner:
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
+        #: live transcripts (B33) when the ASR transcribes partial utterances cheaply
+        protocol.live.enabled = bool(getattr(backend.asr, "live_transcripts", False))
+        self._live: _LivePartial | None = None
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
         self._vad_pending: list[ScoreVad] = []
@@ -678,6 +693,8 @@ class SessionRunner:
                 pass  # the connection ended: no backend work starts any more
             case SubmitAsr():
                 tg.start_soon(self._stage, effect.request_id, "asr", self._run_asr, effect)
+            case SubmitPartialAsr():
+                tg.start_soon(self._run_partial_asr, effect)
             case SubmitVlm():
                 tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
             case SubmitTts():
@@ -768,10 +785,40 @@ class SessionRunner:
         asr = self.backend.asr
         if asr is None:
             raise BackendError("this backend has no ASR stage", stage="asr")
+        live = self._live
+        if live is not None and (live.pcm16, live.language) == (effect.pcm16, effect.language):
+            # the turn ended at the pause a live partial heard: the same audio, model and
+            # language, so its text is this transcription (B33)
+            await live.done.wait()
+            if live.text is not None:
+                self._feed(AsrTranscript(effect.request_id, live.text))
+                return
         pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
         request = AsrRequest(self._engine_id(effect.request_id), pcm, language=effect.language)
         transcript = await asr.transcribe(request)
         self._feed(AsrTranscript(effect.request_id, transcript.text))
+
+    async def _run_partial_asr(self, effect: SubmitPartialAsr) -> None:
+        """A live transcript (B33): best effort, so a failure is an `AsrPartial` without
+        text, never a stage failure."""
+        live = self._live = _LivePartial(effect.pcm16, effect.language)
+        try:
+            asr = self.backend.asr
+            if asr is not None:
+                pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+                request = AsrRequest(
+                    self._engine_id(effect.request_id),
+                    pcm,
+                    language=effect.language,
+                    partial=True,
+                )
+                with anyio.move_on_after(self.timeouts.asr):
+                    live.text = (await asr.transcribe(request)).text
+        except Exception:
+            log.warning("live transcript %s failed", effect.request_id, exc_info=True)
+        finally:
+            live.done.set()
+        self._feed(AsrPartial(effect.request_id, live.text))
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:
         # the core's PromptInput is the backends' PromptContext: handed over as it is

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B32 as data.
+"""The behaviour catalogue: B1..B34 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -57,6 +57,8 @@ SESSION_INVARIANTS: Final[dict[str, str]] = {
     "I9": "nothing is emitted after session.closed",
     "I10": "a connection refused for its key or origin never reaches a session: it is "
     "answered with HTTP 401 or 403 and never upgraded",
+    "I11": "at most one live-transcript request is in flight per session, and a "
+    "transcription delta only names the utterance still being spoken",
 }
 
 
@@ -99,6 +101,7 @@ _FENCING = "3.5 Fencing (B11)"
 _HISTORY = "4. Transcripts and history"
 _TICKS = "4.1 History in tick form (B29, B30)"
 _VAD = "5. Server VAD (B10)"
+_LIVE = "5.2 Live transcripts (B33)"
 _PLAYBACK = "6. Playback (B19)"
 _SESSION = "7. Session"
 _HOLDS = "9.1 Push-to-talk holds (B20)"
@@ -138,6 +141,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b01_b04_pipeline.py::test_b1_camera_commit_without_speech_skips_asr",
             "tests/conformance/test_b01_b04_pipeline.py::test_b1_text_item_skips_asr",
             "tests/conformance/test_b01_b04_pipeline.py::test_b1_camera_profile_never_runs_asr",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_the_first_tts_piece_ends_at_a_clause_later_pieces_at_sentences",
+            "tests/conformance/test_b01_b04_pipeline.py::test_b1_a_dash_between_spaces_ends_the_first_clause",
         ),
     ),
     Behaviour(
@@ -289,6 +294,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_appends_are_scored_and_speech_starts_after_min_speech_with_prefix_padding",
             "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_speech_ends_only_below_threshold_minus_015_after_the_silence_duration",
             "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_turn_mode_stop_commits_and_creates_a_response",
+            "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_one_append_holding_two_utterances_makes_two_items_losing_no_audio",
             "tests/conformance/test_b09_b11_vad_and_barge_in.py::test_b10_stop_without_create_response_retains_the_utterance",
             "tests/backends/test_cpu_vad.py::test_b10_sequences_of_unequal_length_score_as_each_session_alone",
             "tests/backends/test_scripted_backend.py::test_b10_vad_batcher_scores_concurrent_sessions_frames_in_one_call",
@@ -323,6 +329,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/core/test_session_paths.py::test_b11_cancel_naming_an_older_still_playing_reply_clears_it_alone",
             "tests/core/test_session_paths.py::test_b11_a_cancel_fails_waiting_transcriptions_as_commit_aborted",
             "tests/core/test_session_paths.py::test_b11_clearing_an_older_reply_keeps_the_epoch_of_the_active_one",
+            "tests/web/test_browser_e2e.py::test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback",
         ),
     ),
     Behaviour(
@@ -881,6 +888,48 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_session_runner.py::test_b32_semantic_vad_turn_with_scripted_end_of_turn_verdicts",
             "tests/runtime/test_session_runner.py::test_b32_without_an_end_of_turn_model_semantic_vad_ends_pauses_as_server_vad",
             "tests/web/test_web_runtimes_agree.py::test_b32_the_ui_offers_semantic_vad_at_each_eagerness",
+        ),
+    ),
+    Behaviour(
+        id="B33",
+        title="Live transcripts while the person speaks",
+        summary=(
+            "Under server VAD, with an ASR that offers it, the growing utterance is "
+            "transcribed at each pause and on a cadence (one at a time) and its new words "
+            "are sent as `conversation.item.input_audio_transcription.delta`; the "
+            "`completed` event stays the item's text, and a turn ending in the pause a "
+            "partial heard is not transcribed twice."
+        ),
+        sections=(_LIVE, _VAD),
+        rows=(),
+        invariants=("I11",),
+        tests=(
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_partial_answering_after_its_utterance_ended_is_dropped",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad",
+            "tests/runtime/test_live_transcripts.py::test_b33_live_deltas_reach_the_client_before_the_completed_transcript",
+            "tests/runtime/test_live_transcripts.py::test_b33_without_partials_from_the_asr_no_delta_is_sent",
+        ),
+    ),
+    Behaviour(
+        id="B34",
+        title="An interrupted reply keeps its text, marking what was heard",
+        summary=(
+            "A reply cut before the client reported how much it played closes with the "
+            "whole transcript sent, never an empty one; once a played position is known, "
+            "history holds the heard prefix. The web UI keeps the streamed text and marks "
+            "the part that was not played."
+        ),
+        sections=(_PLAYBACK, _CANCEL),
+        rows=(RowRef("playback", "clear"), RowRef("playback", "ack")),
+        invariants=("I8",),
+        tests=(
+            "tests/conformance/test_b33_b34_live_text.py::test_b34_a_reply_cut_before_the_client_reported_playback_keeps_the_text_it_sent",
+            "tests/conformance/test_b33_b34_live_text.py::test_b34_a_late_played_position_cuts_the_reply_in_history_to_what_was_heard",
+            "tests/conformance/test_b33_b34_live_text.py::test_b34_a_reply_cut_after_a_playback_report_keeps_the_played_prefix",
+            "tests/conformance/test_b33_b34_live_text.py::test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent",
+            "tests/web/test_browser_e2e.py::test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unheard_rest",
         ),
     ),
 )

@@ -15,6 +15,8 @@ from spec.errors import CloseCode
 __all__ = [
     "ASR",
     "DELEGATION",
+    "LIVE_CADENCE_MS",
+    "LIVE_PAUSE_FRAMES",
     "TTS",
     "TURN_END",
     "TURN_END_WINDOW_MS",
@@ -30,6 +32,7 @@ __all__ = [
     "Stage",
     "SubmitAsr",
     "SubmitDelegation",
+    "SubmitPartialAsr",
     "SubmitTts",
     "SubmitTurnEnd",
     "SubmitVlm",
@@ -109,6 +112,29 @@ class SubmitAsr:
     pcm16: bytes
     #: the session's transcription language (`audio.input.transcription.language`);
     #: None: the ASR model detects it
+    language: str | None = None
+
+
+#: live transcripts (B33, section 5.2): a pause is this many silent 32 ms VAD frames after
+#: speech (the first frame past the 200 ms of silence a VAD-ended utterance keeps) ...
+LIVE_PAUSE_FRAMES = 7
+#: ... and while speech goes on, a partial at most this often (of scored audio): long, so
+#: that on a small CPU a partial rarely runs when the turn ends (the final transcription
+#: would wait for it); most utterances get only their pause partials
+LIVE_CADENCE_MS = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitPartialAsr:
+    """Transcribe an utterance still being spoken, for its live transcript (B33): best
+    effort, answered by one `AsrPartial` (text None when it failed); at most one is in
+    flight per session. `pcm16` starts where the utterance's commit will start, so when
+    the turn ends at the same audio the runtime may answer that commit's `SubmitAsr`
+    with this result (the same audio, model and language: the same transcription)."""
+
+    request_id: str
+    item_id: str  # the utterance's item id, announced by `speech_started`
+    pcm16: bytes
     language: str | None = None
 
 
@@ -199,6 +225,7 @@ class CloseSession:
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
 Effect: TypeAlias = (
     SubmitAsr
+    | SubmitPartialAsr
     | SubmitVlm
     | SubmitTts
     | SubmitDelegation

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from spec.effects import (
     ASR,
     DELEGATION,
+    LIVE_CADENCE_MS,
+    LIVE_PAUSE_FRAMES,
     TTS,
     TURN_END_WINDOW_MS,
     VLM,
@@ -36,6 +38,7 @@ from spec.effects import (
     Stage,
     SubmitAsr,
     SubmitDelegation,
+    SubmitPartialAsr,
     SubmitTts,
     SubmitTurnEnd,
     SubmitVlm,
@@ -65,6 +68,7 @@ from spec.events import (
     InputAudioBufferSpeechStarted,
     InputAudioBufferSpeechStopped,
     InputAudioTranscriptionCompleted,
+    InputAudioTranscriptionDelta,
     InputAudioTranscriptionFailed,
     OutputAudioBufferClear,
     OutputAudioBufferCleared,
@@ -110,6 +114,7 @@ from spec.session_config import (
     validate_session,
 )
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     DelegationAnswer,
     StageFailure,
@@ -121,6 +126,7 @@ from spec.stage_results import (
     VlmDecisionResult,
     VlmDelta,
 )
+from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 
 __all__ = [
     "ASR_TAIL_MS",
@@ -234,24 +240,41 @@ def _data_url_image(url: str | None) -> bytes | None:
     return raw if raw and _is_image(raw) else None
 
 
-def _sentences(text: str) -> tuple[list[str], str]:
+def _sentences(text: str, *, first: bool = False) -> tuple[list[str], str]:
     """Split off every completed sentence: `.`, `!` or `?`, optionally followed by closing
-    quotes or brackets, then whitespace (section 3)."""
+    quotes or brackets, then whitespace (section 3). `first`: nothing of the reply was
+    spoken yet, so its first piece also ends at a clause end (`,` `;` `:` with closers, or
+    a dash between spaces, then whitespace) once it holds `FIRST_CLAUSE_MIN_CHARS`."""
     done: list[str] = []
     start = 0
     i = 0
     while i < len(text):
-        if text[i] in ".!?":
+        j = -1
+        if text[i] in ".!?" or (first and not done and text[i] in ",;:"):
             j = i + 1
             while j < len(text) and text[j] in _CLOSERS:
                 j += 1
-            if j < len(text) and text[j].isspace():
-                piece = text[start:j].strip()
-                if piece:
-                    done.append(piece)
-                start = j
-                i = j
-                continue
+            spaced = j < len(text) and text[j].isspace()
+            short = text[i] in ",;:" and len(text[start:j].strip()) < FIRST_CLAUSE_MIN_CHARS
+            if not spaced or short:
+                j = -1
+        elif (
+            first
+            and not done
+            and text[i] in "-\u2013\u2014"
+            and 0 < i < len(text) - 1
+            and text[i - 1].isspace()
+            and text[i + 1].isspace()
+            and len(text[start : i + 1].strip()) >= FIRST_CLAUSE_MIN_CHARS
+        ):
+            j = i + 1
+        if j >= 0:
+            piece = text[start:j].strip()
+            if piece:
+                done.append(piece)
+            start = j
+            i = j
+            continue
         i += 1
     return done, text[start:]
 
@@ -349,6 +372,8 @@ class _Response:
     chunks: list[tuple[str, float]] = field(default_factory=list)
     generated_ms: float = 0.0
     played_ms: float = 0.0
+    #: the client reported a played position (an ack arrived)
+    acked: bool = False
     first_audio_ms: int = 0
     cleared: bool = False
     expired: bool = False
@@ -388,6 +413,21 @@ class _Buffer:
             elif start < cut_sample:
                 out += pcm[: 2 * (cut_sample - start)]
         return out
+
+
+@dataclass
+class _Live:
+    """Live transcripts (section 5.2); the runtime sets `enabled` when its ASR offers them."""
+
+    enabled: bool = False
+    #: the utterance being spoken (its speech_started item id), None between utterances
+    item_id: str | None = None
+    #: the partial request out, and the utterance it was asked for
+    in_flight: tuple[str, str] | None = None
+    sent_words: int = 0
+    #: the audio clock (samples) of the last partial asked, or of speech start
+    asked_at: int = 0
+    count: int = 0
 
 
 @dataclass
@@ -456,6 +496,7 @@ class ReferenceSession:
         self.clock_samples = 0  # session audio clock, 16 kHz samples
         self.buffer = _Buffer()
         self.vad = _Vad()
+        self.live = _Live()
         self.items: dict[str, _Item] = {}  # live items, history order
         self.versions: dict[str, int] = {}  # last version of every id ever used
         self.retained: list[_Segment] = []
@@ -545,6 +586,9 @@ class ReferenceSession:
             return  # fenced (3.6)
         if isinstance(result, TurnEndVerdict):
             self._on_turn_end_verdict(result)
+            return
+        if isinstance(result, AsrPartial):
+            self._on_partial(result)
             return
         resp = self.active
         if resp is None or result.request_id not in resp.open:
@@ -871,6 +915,7 @@ class ReferenceSession:
     def _reset_vad(self, *, restart: bool = False) -> None:
         """The detector back to silence; positions before now no longer start speech."""
         now = self.clock_samples
+        self.live.item_id = None  # a partial still out is dropped
         origin, seen = self.vad.origin, self.vad.frames_seen
         self.vad = _Vad(
             reset_at=now, origin=now if restart else origin, frames_seen=0 if restart else seen
@@ -1013,6 +1058,7 @@ class ReferenceSession:
         refusal = self._commit_refusal()
         if refusal is not None:
             raise _reject(refusal[0], refusal[1], None, event.event_id)
+        self.live.item_id = None
         if self.vad.state != "silence":
             # a manual commit during VAD speech (or a semantic VAD pause) commits that
             # utterance; the detector goes back to silence without an event
@@ -1028,6 +1074,16 @@ class ReferenceSession:
         utterance keeps its audio only up to there (section 5)."""
         buf = self.buffer
         self.buffer = _Buffer()
+        if cut_sample is not None:
+            # AMBIGUITY (docs/session-semantics.md, decision D35): the audio after a VAD end
+            # stays in the buffer as idle audio (its appends' boundaries kept), the start of
+            # the next utterance; idle retention applies to it
+            for start, pcm in buf.audio:
+                rest = pcm[2 * max(0, cut_sample - start) :]
+                if rest:
+                    self.buffer.audio.append((max(start, cut_sample), rest))
+                    self.buffer.appended = True
+            self._trim(self.buffer)
         item_id = buf.speech_item_id or self._new_item_id()
         version = self._new_version(item_id)
         seq = self._next_seq()
@@ -1416,7 +1472,7 @@ class ReferenceSession:
         cleared (B19, recomputed from later acks), cut at its truncation point."""
         if resp.text_reply is not None:
             return resp.text_reply
-        cut: float | None = resp.played_ms if resp.cleared else None
+        cut: float | None = resp.played_ms if resp.cleared and resp.acked else None
         if resp.truncated_ms is not None:
             cut = resp.truncated_ms if cut is None else min(cut, resp.truncated_ms)
         return self._cut_text(resp, cut)
@@ -1467,7 +1523,7 @@ class ReferenceSession:
         if not resp.audio_out:
             resp.vlm_text += result.text
             return
-        done, rest = _sentences(resp.vlm_text + result.text)
+        done, rest = _sentences(resp.vlm_text + result.text, first=resp.tts_submitted == 0)
         resp.vlm_text = rest
         for sentence in done:
             self._submit_tts(resp, sentence)
@@ -1667,9 +1723,10 @@ class ReferenceSession:
         item = self._live(resp.item_id, self.versions.get(resp.item_id, 0))
         if resp.audio_started:
             # a cancelled response's transcript is cut to the played prefix (B19)
-            transcript = (
-                self._cut_text(resp, resp.played_ms) if status == "cancelled" else resp.transcript
-            )
+            # AMBIGUITY (docs/session-semantics.md, decision D34): cut before the client
+            # reported a played position, the transcript is everything sent
+            cut = status == "cancelled" and resp.acked
+            transcript = self._cut_text(resp, resp.played_ms) if cut else resp.transcript
             part = ContentPart(type="output_audio", transcript=transcript)
             rid, iid = resp.id, resp.item_id
             # AMBIGUITY (docs/session-semantics.md, decision D18): "the done-chain as for
@@ -1849,6 +1906,7 @@ class ReferenceSession:
                 ErrorCode.PLAYBACK_ITEM_MISMATCH, "not this response's item", "item_id", eid
             )
         resp.played_ms = min(max(resp.played_ms, float(event.played_ms)), resp.generated_ms)
+        resp.acked = True
         self._emit(
             PlaybackAcknowledged(
                 response_id=resp.id, item_id=resp.item_id, played_ms=resp.played_ms
@@ -1879,6 +1937,9 @@ class ReferenceSession:
                     if vad.high_run * VAD_FRAME_MS >= min_speech:
                         begin = max(vad.high_start - td.prefix_padding_ms * 16, vad.reset_at)
                         self._speech_started(begin / 16)
+                        self.live.item_id = self.buffer.speech_item_id
+                        self.live.sent_words = 0
+                        self.live.asked_at = start + frame
                 else:
                     vad.high_run = 0
             elif p >= td.threshold:
@@ -1886,6 +1947,8 @@ class ReferenceSession:
                 if vad.state in ("review", "held"):
                     # section 5.1: speech again; the verdict awaited is no longer wanted
                     vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
+                else:
+                    self._live_ask(start + frame, pause=False)
             else:
                 if vad.silence_run == 0:
                     vad.silence_start = start
@@ -1899,6 +1962,8 @@ class ReferenceSession:
                         self._pause_reviewed(start + frame)
                 elif p < low and silence_ms >= td.silence_duration_ms:
                     self._turn_ended()
+                else:
+                    self._live_ask(start + frame, pause=vad.silence_run == LIVE_PAUSE_FRAMES)
 
     # --- semantic VAD (section 5.1) ----------------------------------------------------
 
@@ -1980,7 +2045,49 @@ class ReferenceSession:
             elif self.playing():
                 self._cleared_only(self.playing_responses())
 
+    # --- live transcripts (section 5.2) ----------------------------------------------
+
+    def _live_ask(self, at: int, *, pause: bool) -> None:
+        """Speech goes on (VAD scored up to `at`): a partial at a pause or on the cadence,
+        unless one is out."""
+        live = self.live
+        if not live.enabled or live.item_id is None or live.in_flight is not None:
+            return
+        if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
+            return
+        until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at
+        live.count += 1
+        request_id = f"live:{live.count}"
+        live.in_flight = (request_id, live.item_id)
+        live.asked_at = at
+        self._effect(
+            SubmitPartialAsr(
+                request_id=request_id,
+                item_id=live.item_id,
+                pcm16=self.buffer.pcm_until(until),
+                language=self.config.transcription_language,
+            )
+        )
+
+    def _on_partial(self, result: AsrPartial) -> None:
+        live = self.live
+        if live.in_flight is None or live.in_flight[0] != result.request_id:
+            return
+        item_id = live.in_flight[1]
+        live.in_flight = None
+        if item_id != live.item_id or result.text is None:
+            return  # the utterance ended meanwhile, or the partial failed
+        words = result.text.split()
+        if len(words) <= live.sent_words:
+            return
+        delta = " ".join(words[live.sent_words :])
+        if live.sent_words:
+            delta = " " + delta
+        live.sent_words = len(words)
+        self._emit(InputAudioTranscriptionDelta(item_id=item_id, delta=delta))
+
     def _speech_stopped(self, audio_end_ms: float, create_response: bool, cut: int) -> None:
+        self.live.item_id = None
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0

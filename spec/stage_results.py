@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from spec.errors import ErrorCode
 
 __all__ = [
+    "AsrPartial",
     "AsrTranscript",
     "DelegationAnswer",
     "StageFailure",
@@ -47,6 +48,14 @@ class TurnEndVerdict:
 class AsrTranscript:
     request_id: str
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AsrPartial:
+    """The answer to a `SubmitPartialAsr` (B33); text None: it failed or was skipped."""
+
+    request_id: str
+    text: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +113,7 @@ StageResult = (
     VadScores
     | TurnEndVerdict
     | AsrTranscript
+    | AsrPartial
     | VlmDelta
     | VlmDecisionResult
     | TtsAudio

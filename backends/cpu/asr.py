@@ -49,6 +49,9 @@ class WhisperAsr(StageLifecycle):
     """
 
     name = "asr"
+    #: it transcribes a growing utterance too (B33): a partial is one more call, one at a
+    #: time with the others, which the session bounds to one in flight
+    live_transcripts = True
 
     def __init__(
         self,

@@ -7,6 +7,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     transcripts  ASR answers, consumed oldest first; `default_transcript` when empty
     turn_ends    end-of-turn verdicts (`semantic_vad`, B32): probabilities that the speaker
                  finished, consumed oldest first; `default_turn_end` (1.0) when empty
+    partials     live-transcript answers (B33), consumed oldest first ("" when empty);
+                 `live_transcripts` says whether the ASR offers them (off by default)
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -192,6 +194,8 @@ class Script:
     latency: dict[StageName, float] = field(default_factory=lambda: dict(DEFAULT_LATENCY_S))
     transcripts: deque[str] = field(default_factory=deque)
     default_transcript: str = DEFAULT_TRANSCRIPT
+    partials: deque[str] = field(default_factory=deque)
+    live_transcripts: bool = False
     replies: deque[ScriptedReply] = field(default_factory=deque)
     turn_ends: deque[float] = field(default_factory=deque)
     default_turn_end: float = 1.0
@@ -331,6 +335,18 @@ class Script:
         return [a.request_id for a in self.aborts if stage is None or a.stage == stage]
 
     # --- serving (stages) --------------------------------------------------------------
+
+    def say_partial(self, *texts: str) -> Script:
+        """Offer live transcripts (B33) and queue their answers, one per partial request."""
+        self.live_transcripts = True
+        self.partials.extend(texts)
+        return self
+
+    def next_partial(self) -> str:
+        try:
+            return self.partials.popleft()
+        except IndexError:
+            return ""
 
     def next_transcript(self) -> str:
         try:

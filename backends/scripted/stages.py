@@ -2,7 +2,8 @@
 
     ScriptedVad   energy: probability 0.9 when a 512-sample frame's RMS > 0.01 (float
                   scale), else 0.05; one `VadState` per session counts its frames
-    ScriptedAsr   answers the next scripted transcript (default "scripted transcript")
+    ScriptedAsr   answers the next scripted transcript (default "scripted transcript"), or
+                  the next scripted partial for a live-transcript request
     ScriptedVlm   streams the next scripted reply word by word (`VlmTextDelta`s that join
                   back to it), then one `VlmDecision` carrying the whole text (as the cpu
                   and gpu VLMs do); with no reply queued it echoes "I hear you:
@@ -212,8 +213,15 @@ class ScriptedAsr(_ScriptedStage):
         if admission.aborted:
             raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
         admission.checkpoint(0)
+        if request.partial:
+            return Transcript(request.request_id, self.script.next_partial())
         await admission.reach("finish")
         return Transcript(request.request_id, self.script.next_transcript())
+
+    @property
+    def live_transcripts(self) -> bool:
+        """Whether it answers partial requests (B33): as the script says."""
+        return self.script.live_transcripts
 
 
 class ScriptedTurnEnd(_ScriptedStage):

@@ -145,17 +145,37 @@ class InputBuffer:
                 want -= min(want, end)
         return b"".join(reversed(parts))
 
+    def audio(self) -> bytes:
+        """The buffered audio, in order (a copy; the buffer keeps it)."""
+        return b"".join(self.chunks)
+
     # --- verbs ----------------------------------------------------------------------
 
     def start_capture(self) -> None:
         fire(_RULES, self, "start_capture")
 
-    def take(self) -> tuple[bytes, list[bytes]]:
-        """Hand the content to a commit and return to idle (the bytes stay reserved)."""
-        audio, frames = b"".join(self.chunks), self.frames
+    def take(self, keep_audio_bytes: int | None = None) -> tuple[bytes, list[bytes]]:
+        """Hand the content to a commit and return to idle (the bytes stay reserved).
+
+        With `keep_audio_bytes` (a VAD end), only that much audio goes to the commit; the
+        audio after it stays, as idle audio, the start of what comes next: when one append
+        holds the end of an utterance and the start of the next, nothing of the next is
+        lost. Idle retention applies to it as to any idle audio (the bytes it drops are
+        `held_bytes` no more)."""
+        chunks, frames = list(self.chunks), self.frames
         fire(_RULES, self, "take")
         self._reset()
-        return audio, frames
+        audio = b"".join(chunks)
+        if keep_audio_bytes is None or keep_audio_bytes >= len(audio):
+            return audio, frames
+        keep = max(0, keep_audio_bytes)
+        at = 0
+        for chunk in chunks:  # the rest keeps its append boundaries
+            piece = chunk[max(0, keep - at) :]
+            at += len(chunk)
+            if piece:
+                self.add_audio(piece)
+        return audio[:keep], frames
 
     def clear(self) -> int:
         """Drop everything; returns the bytes freed."""

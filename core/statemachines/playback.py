@@ -40,6 +40,7 @@ class Playback:
         "item_id",
         "outbox",
         "played_ms",
+        "reported",
         "response_id",
         "state",
     )
@@ -52,6 +53,7 @@ class Playback:
         self.generated_ms = 0.0
         self.played_ms = 0.0
         self.first_audio_ms = 0
+        self.reported = False  # the client reported a played position (an ack arrived)
 
     @property
     def may_be_playing(self) -> bool:
@@ -86,6 +88,7 @@ class Playback:
         played = min(max(self.played_ms, played_ms), self.generated_ms)
         fire(_RULES, self, "ack", played_ms=played)
         self.played_ms = played
+        self.reported = True
         if self.state is PlaybackState.SENT and self.played_ms >= self.generated_ms:
             fire(_RULES, self, "drain")
 

@@ -37,7 +37,7 @@ from spec.events import (
     Response as WireResponse,
 )
 from spec.tables import RESPONSE, ResponseState
-from spec.tables.response import ACTIVE_RESPONSE_STATES
+from spec.tables.response import ACTIVE_RESPONSE_STATES, FIRST_CLAUSE_MIN_CHARS
 
 if TYPE_CHECKING:
     from transitions import EventData
@@ -51,6 +51,8 @@ __all__ = ["Response"]
 
 _RULES = build(RESPONSE)
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+#: a clause ends at `,` `;` `:` (with closers) or a spaced dash, then whitespace
+_CLAUSE_END = re.compile(r"[,;:][\"')\]]*\s+|\s[-\u2013\u2014]\s+")
 
 
 class Response:
@@ -157,18 +159,34 @@ class Response:
         return waiting
 
     def add_text(self, delta: str) -> list[str]:
-        """A VLM text delta; returns the whole sentences ready for TTS (audio replies)."""
+        """A VLM text delta; returns the pieces ready for TTS (audio replies): whole
+        sentences, the first piece already at a clause end."""
         self.saw_delta = True
         self.pending_text += delta
         sentences: list[str] = []
         if "audio" not in self.modalities:
             return sentences
-        while (match := _SENTENCE_END.search(self.pending_text)) is not None:
-            sentence = self.pending_text[: match.end()].strip()
-            self.pending_text = self.pending_text[match.end() :]
+        while (end := self._next_cut(first=self.tts_seq == 0 and not sentences)) is not None:
+            sentence = self.pending_text[:end].strip()
+            self.pending_text = self.pending_text[end:]
             if sentence:
                 sentences.append(sentence)
         return sentences
+
+    def _next_cut(self, *, first: bool) -> int | None:
+        """Where the next TTS piece ends: a sentence end; for the reply's first piece, an
+        earlier clause end once the piece has `FIRST_CLAUSE_MIN_CHARS` (the first audio
+        then waits for a clause, not a sentence)."""
+        text = self.pending_text
+        sentence = _SENTENCE_END.search(text)
+        cut = sentence.end() if sentence is not None else None
+        if first:
+            for clause in _CLAUSE_END.finditer(text):
+                if cut is not None and clause.end() >= cut:
+                    break
+                if len(text[: clause.end()].strip()) >= FIRST_CLAUSE_MIN_CHARS:
+                    return clause.end()
+        return cut
 
     def decide(self, request_id: str, *, text: str, listen: bool) -> str:
         """The VLM decided; returns the rest of the reply still to speak or show."""

@@ -55,6 +55,7 @@ from spec.events.server import (
     InputAudioBufferSpeechStarted,
     InputAudioBufferSpeechStopped,
     InputAudioTranscriptionCompleted,
+    InputAudioTranscriptionDelta,
     InputAudioTranscriptionFailed,
     OutputAudioBufferCleared,
     PlaybackAcknowledged,
@@ -120,6 +121,7 @@ ServerEventT: TypeAlias = (
     | ConversationItemRetrieved
     | ConversationItemTruncated
     | InputAudioTranscriptionCompleted
+    | InputAudioTranscriptionDelta
     | InputAudioTranscriptionFailed
     | ResponseCreated
     | ResponseOutputItemAdded
@@ -168,6 +170,7 @@ __all__ = [
     "InputAudioBufferSpeechStarted",
     "InputAudioBufferSpeechStopped",
     "InputAudioTranscriptionCompleted",
+    "InputAudioTranscriptionDelta",
     "InputAudioTranscriptionFailed",
     "InputCommitAlias",
     "OutputAudioBufferClear",

@@ -31,6 +31,7 @@ __all__ = [
     "InputAudioBufferSpeechStarted",
     "InputAudioBufferSpeechStopped",
     "InputAudioTranscriptionCompleted",
+    "InputAudioTranscriptionDelta",
     "InputAudioTranscriptionFailed",
     "OutputAudioBufferCleared",
     "PlaybackAcknowledged",
@@ -209,6 +210,17 @@ class InputAudioTranscriptionCompleted(
     item_id: str
     content_index: int = 0
     transcript: str = ""
+
+
+class InputAudioTranscriptionDelta(
+    _Duplex, tag="conversation.item.input_audio_transcription.delta", kw_only=True
+):
+    """Live text of an utterance still being spoken (server VAD, B33): the words beyond
+    those already sent. A preview only: the `completed` event carries the item's text."""
+
+    item_id: str
+    content_index: int = 0
+    delta: str = ""
 
 
 class InputAudioTranscriptionFailed(

@@ -6,7 +6,11 @@ import enum
 
 from spec.tables.base import T, Table
 
-__all__ = ["ACTIVE_RESPONSE_STATES", "RESPONSE", "ResponseState"]
+__all__ = ["ACTIVE_RESPONSE_STATES", "FIRST_CLAUSE_MIN_CHARS", "RESPONSE", "ResponseState"]
+
+#: the first TTS piece of a reply may end at a clause (`,` `;` `:` or a spaced dash) once
+#: it is this long, so the first audio need not wait for a whole sentence (section 3.2)
+FIRST_CLAUSE_MIN_CHARS = 12
 
 
 class ResponseState(enum.Enum):

@@ -63,3 +63,17 @@ def test_no_text_is_lost_however_it_is_streamed(text: str, cuts: list[int]) -> N
         out.extend(cutter.feed(text[a:b]))
     out.append(cutter.flush())
     assert "".join("".join(out).split()) == "".join(text.split())
+
+
+def test_the_first_piece_may_end_at_a_clause_later_ones_are_sentences() -> None:
+    cutter = SentenceCutter(first_clause_chars=12)
+    assert cutter.feed("Yes, this cup") == []
+    assert cutter.feed(" is red, bright red, and") == ["Yes, this cup is red,"]
+    assert cutter.feed(" round, too. Ok") == ["bright red, and round, too."]
+    assert cutter.flush() == "Ok"
+
+
+def test_without_first_clause_chars_the_first_piece_is_a_sentence() -> None:
+    cutter = SentenceCutter()
+    text = "Yes, this cup is red, bright red. "
+    assert cutter.feed(text) == [text.strip()]

@@ -9,6 +9,7 @@ import pytest
 from spec import events as ev
 from spec.effects import SubmitAsr, SubmitTts, SubmitVlm
 from spec.errors import ErrorCode, ErrorType, InvalidEvent
+from spec.stage_results import TtsAudio, TtsDone, VlmDecisionResult, VlmDelta
 from tests.conformance.harness import Driver, jpeg, speech_pcm
 from transport.codec import decode_client_event
 
@@ -171,3 +172,32 @@ def test_b4_transcript_is_written_to_its_item_and_stays_user_input_for_camera_tu
         assert ("assistant", "tell me the colour") not in prompt.history
         d.reply(f"It is {colour}.")
         d.speak()
+
+
+def test_b1_the_first_tts_piece_ends_at_a_clause_later_pieces_at_sentences() -> None:
+    """The first audio waits for a clause, not a sentence (section 3.2): a long enough
+    clause starts TTS; a short one ("Yes,") waits; later pieces are whole sentences, and
+    the transcript keeps its spacing exactly."""
+    d = Driver()
+    d.speech_turn()
+    d.transcribe("what colour is this")
+    vlm = d.last(SubmitVlm)
+    for delta in ["Yes, this cup", " is red, bright red,", " and round. It", " is, too. Ok"]:
+        d.result(VlmDelta(vlm.request_id, delta))
+    d.result(VlmDecisionResult(vlm.request_id, "speak", ""))
+    for tts in d.effects(SubmitTts):
+        d.result(TtsAudio(tts.request_id, bytes(480), tts.text))
+        d.result(TtsDone(tts.request_id))
+    texts = [t.text for t in d.effects(SubmitTts)]
+    assert texts == ["Yes, this cup is red,", "bright red, and round.", "It is, too.", "Ok"]
+    done = d.events("response.output_audio_transcript.done")[-1]
+    assert done.transcript == "Yes, this cup is red, bright red, and round. It is, too. Ok"
+
+
+def test_b1_a_dash_between_spaces_ends_the_first_clause() -> None:
+    d = Driver()
+    d.speech_turn()
+    d.transcribe("what colour is this")
+    vlm = d.last(SubmitVlm)
+    d.result(VlmDelta(vlm.request_id, "A red cup - well - and a pen-holder. "))
+    assert [t.text for t in d.effects(SubmitTts)] == ["A red cup - well -", "and a pen-holder."]

@@ -143,3 +143,28 @@ def test_b11_response_cancel_during_a_reply_and_after_it_while_audio_plays() -> 
     assert d2.tags(out) == ["output_audio_buffer.cleared"]
     err = d2.refuse(ev.ResponseCancel(event_id="nothing"))
     assert err.code.value == "response_not_active"
+
+
+def test_b10_one_append_holding_two_utterances_makes_two_items_losing_no_audio() -> None:
+    """One append holds speech, 608 ms of silence and more speech (a client that sends big
+    chunks): two utterances, two committed items, and no audio lost. Precisely: the audio
+    of the first item followed by that of the second is the input up to the second cut
+    (200 ms after the second utterance's final silence began); the first item ends 200 ms
+    after its final silence began, and the second begins right there (D35)."""
+    d = Driver(config={"turn_detection": {"type": "server_vad", "create_response": False}})
+    frame = 512 * 2  # bytes of one 32 ms VAD frame
+    pcm = speech_pcm(32 * 30 + 32 * 19 + 32 * 30)
+    pcm = pcm[: 30 * frame] + bytes(19 * frame) + pcm[49 * frame :]
+    d.append(pcm)
+    d.vad(*([HI] * 30), *([LO] * 19), *([HI] * 30))
+    d.append(bytes(20 * frame))
+    d.vad(*([LO] * 20))
+    committed = d.events("input_audio_buffer.committed")
+    assert len(committed) == 2
+    assert len({c.item_id for c in committed}) == 2
+    d.send(ev.ResponseCreate())
+    first, second = d.effects(SubmitAsr)
+    cut1 = (30 * 512 + 200 * 16) * 2
+    assert first.pcm16 == pcm[:cut1]
+    cut2 = (79 * 512 + 200 * 16) * 2
+    assert first.pcm16 + second.pcm16 == (pcm + bytes(20 * frame))[:cut2]

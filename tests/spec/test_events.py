@@ -90,6 +90,7 @@ def test_every_documented_event_name_is_in_a_union() -> None:
         "conversation.item.deleted",
         "conversation.item.retrieved",
         "conversation.item.truncated",
+        "conversation.item.input_audio_transcription.delta",
         "conversation.item.input_audio_transcription.completed",
         "conversation.item.input_audio_transcription.failed",
         "response.created",

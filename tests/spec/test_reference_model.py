@@ -519,9 +519,10 @@ def test_barge_in_via_vad_scores_cancels_and_commits_the_new_turn() -> None:
     assert (outs[0].audio_start_ms, outs[0].item_id) == (0, "item_1")
     assert (outs[1].audio_end_ms, outs[1].item_id) == (192, "item_1")
     assert outs[3].item_id == "item_1" and outs[3].client_event_id is None
-    # silence began at 96 ms: the ASR gets 296 ms, the rest of the buffer is released
+    # silence began at 96 ms: the ASR gets 296 ms; the rest of the append stays in the
+    # buffer, the start of whatever comes next (D35)
     assert len(outs[5].pcm16) == 296 * 32
-    assert s.p.pending_bytes() == 0
+    assert s.p.pending_bytes() == (500 - 296) * 32
     # speech during the reply barges in
     s.send(InputAudioBufferAppend(audio=bytes(16_000)))
     outs = s.back(VadScores((0.9, 0.9)))
@@ -546,7 +547,8 @@ def test_vad_without_interrupt_defers_the_commit() -> None:
     td = TurnDetection(silence_duration_ms=32, min_speech_duration_ms=32, interrupt_response=False)
     s = Session(config=SessionConfig(turn_detection=td))
     s.send(InputAudioBufferAppend(audio=bytes(16_000)))
-    s.back(VadScores((0.9, 0.1)))
+    # silence from 320 ms: the cut (520 ms) is past the append, so nothing stays (D35)
+    s.back(VadScores((0.9,) * 10 + (0.1,)))
     assert s.p.active is not None
     outs = s.back(VadScores((0.9, 0.1)))  # nothing appended since the VAD commit
     assert kinds(outs) == [
@@ -556,7 +558,7 @@ def test_vad_without_interrupt_defers_the_commit() -> None:
     ]
     assert outs[2].error.code == "input_audio_buffer_empty" and outs[2].error.event_id is None
     s.send(InputAudioBufferAppend(audio=bytes(16_000)))  # 500..1000 ms
-    outs = s.back(VadScores((0.1,) * 12 + (0.9, 0.1)))  # speech at 512 ms, silence at 544
+    outs = s.back(VadScores((0.1,) * 3 + (0.9, 0.1)))  # speech at 512 ms, silence at 544
     assert kinds(outs) == [
         "input_audio_buffer.speech_started",
         "input_audio_buffer.speech_stopped",
@@ -566,7 +568,8 @@ def test_vad_without_interrupt_defers_the_commit() -> None:
     assert len(s.p.deferred) == 1
     # the ASR gets the utterance up to 200 ms after its final silence began (744 ms)
     assert len(s.p.deferred[0].audio) == (744 - 500) * 32
-    assert s.p.pending_bytes() == (744 - 500) * 32
+    # the rest of the append (744..1000 ms) stays in the buffer (D35)
+    assert s.p.pending_bytes() == (1000 - 500) * 32
 
 
 def test_item_delete_and_recreate_is_a_new_version() -> None:

@@ -62,6 +62,7 @@ from spec.limits import Limits
 from spec.reference_model import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
+    AsrPartial,
     AsrTranscript,
     DelegationAnswer,
     StageFailure,
@@ -93,6 +94,8 @@ LIMITS = Limits(
 VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
 #: semantic VAD at its shortest wait (2 s: 63 frames, a few score rules)
 SEMANTIC = TurnDetection(type="semantic_vad", eagerness="high")
+#: with live transcripts: turns end after 640 ms, so a pause (224 ms) comes well before
+VAD_LIVE = TurnDetection(silence_duration_ms=640, min_speech_duration_ms=64, prefix_padding_ms=64)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40
 PNG = b"\x89PNG\r\n\x1a\n" + b"p" * 40
@@ -202,9 +205,11 @@ class SessionMachine(RuleBasedStateMachine):
         vad=st.sampled_from(["off", "server", "semantic"]),
         auto=st.booleans(),
         delegation=st.sampled_from([True, True, True, False]),
+        live=st.booleans(),
     )
-    def start(self, profile: str, vad: str, auto: bool, delegation: bool) -> None:
-        detection = {"off": None, "server": VAD, "semantic": SEMANTIC}[vad]
+    def start(self, profile: str, vad: str, auto: bool, delegation: bool, live: bool) -> None:
+        server = VAD_LIVE if live else VAD
+        detection = {"off": None, "server": server, "semantic": SEMANTIC}[vad]
         config = SessionConfig(turn_detection=detection, auto_response=auto)
         self.ref = ReferenceSession(
             session_id="s1",
@@ -216,6 +221,8 @@ class SessionMachine(RuleBasedStateMachine):
         )
         self.sut = type(self).make_sut(config, LIMITS, profile)
         self.sut.delegation = delegation  # a background model answers (3.6)
+        # live transcripts (B33), as a runtime whose ASR offers them turns them on
+        self.ref.live.enabled = self.sut.live.enabled = live
         self.settle()
 
     def settle(self, transcript_for: str | None = None) -> list[Any]:
@@ -472,8 +479,19 @@ class SessionMachine(RuleBasedStateMachine):
         req = data.draw(st.sampled_from(self.obs.open_of("asr")))
         self.backend(AsrTranscript(request_id=req, text=text), answered=req)
 
+    @precondition(lambda self: bool(self.obs.partials))
+    @rule(text=st.sampled_from([None, "", "what", "what colour is", "What colour is this?"]))
+    def asr_partial(self, text: str | None) -> None:
+        request_id = self.obs.partials.pop()
+        self.backend(AsrPartial(request_id=request_id, text=text))
+
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
-    @rule(data=st.data(), text=st.sampled_from(["Hi. ", "It is a", " cup! ", "ok", "Why? No"]))
+    @rule(
+        data=st.data(),
+        text=st.sampled_from(
+            ["Hi. ", "It is a", " cup! ", "ok", "Why? No", "Well, it is red, ", "so - yes; "]
+        ),
+    )
     def vlm_delta(self, data: st.DataObject, text: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
         self.backend(VlmDelta(request_id=req, text=text))

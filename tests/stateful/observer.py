@@ -14,6 +14,7 @@ from spec.effects import (
     ScoreVad,
     SubmitAsr,
     SubmitDelegation,
+    SubmitPartialAsr,
     SubmitTts,
     SubmitTurnEnd,
     SubmitVlm,
@@ -72,7 +73,7 @@ def project(o: Any) -> tuple[Any, ...]:
                 out.append((name, getattr(o, name)))
         if isinstance(o, EvictReplica):
             out.append(("stage", o.stage))
-        if isinstance(o, SubmitAsr | ScoreVad | SubmitTurnEnd):
+        if isinstance(o, SubmitAsr | SubmitPartialAsr | ScoreVad | SubmitTurnEnd):
             out.append(("pcm16 bytes", len(o.pcm16)))
         if isinstance(o, SubmitTurnEnd):
             out.append(("item_id", o.item_id))
@@ -160,6 +161,8 @@ class Observer:
         self.vad_on = vad_on
         self.vad_audio_ms = 0.0
         self.vad_frames = 0
+        self.partials: list[str] = []  # live-transcript requests not yet answered (I11)
+        self.speaking: str | None = None  # the item id of the utterance being spoken
         # ids seen for the first time since the last harvest
         self.new_items: list[str] = []
         self.new_responses: list[str] = []
@@ -244,6 +247,11 @@ class Observer:
             assert self.vad_on, "SubmitTurnEnd while VAD is off"
             assert o.request_id not in self.turn_ends, f"request id reused: {o.request_id}"
             self.turn_ends.append(o.request_id)
+        elif isinstance(o, SubmitPartialAsr):
+            # I11: at most one live-transcript request is in flight
+            assert not self.partials, f"I11: {o.request_id} while {self.partials} is out"
+            assert o.item_id == self.speaking, f"a partial for {o.item_id} not being spoken"
+            self.partials.append(o.request_id)
         elif isinstance(o, ScoreVad):
             assert self.vad_on, "ScoreVad while VAD is off"
             self.vad_audio_ms += (len(o.pcm16) // 2) / 16.0
@@ -259,6 +267,17 @@ class Observer:
         rid = getattr(o, "response_id", None)
         if t in _RESPONSE_OUTPUT and rid is not None:
             assert not self._finished(rid), f"I2: {t} of {rid} after its response.done"
+        if t == "input_audio_buffer.speech_started":
+            self.speaking = o.item_id
+        elif t in (
+            "input_audio_buffer.speech_stopped",
+            "input_audio_buffer.committed",
+            "input_audio_buffer.cleared",
+        ):
+            self.speaking = None
+        elif t == "conversation.item.input_audio_transcription.delta":
+            # I11: live text only for the utterance still being spoken
+            assert o.item_id == self.speaking, f"I11: a delta for {o.item_id}"
         if isinstance(o, SessionClosed):
             self.closed = True
             self.active = None

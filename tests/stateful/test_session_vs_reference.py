@@ -34,3 +34,42 @@ TestSessionVsReference = SessionVsReference.TestCase
 TestSessionVsReference.settings = settings(
     settings(), max_examples=min(settings().max_examples * 8, 2000)
 )
+
+
+def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> None:
+    """The exploration rarely answers a partial before its utterance ends; this program
+    does, in every way (a delta, a revision, a failure, a late answer), in lockstep."""
+    from spec.events import InputAudioBufferAppend
+    from spec.reference_model import ReferenceSession
+    from spec.stage_results import AsrPartial, VadScores
+    from tests.stateful.machine import LIMITS, VAD_LIVE
+    from tests.stateful.observer import project
+
+    config = SessionConfig(turn_detection=VAD_LIVE)
+    ref = ReferenceSession(session_id="s1", config=config, limits=LIMITS, profile="speech")
+    sut = _make_sut(config, LIMITS, "speech")
+    ref.live.enabled = sut.live.enabled = True
+
+    def step(event: Any) -> list[Any]:
+        for s in (sut, ref):
+            if isinstance(event, InputAudioBufferAppend):
+                s.receive(event, 0)
+            else:
+                s.backend_event(event, 0)
+        got, want = sut.next_outputs(), ref.next_outputs()
+        assert [project(o) for o in got] == [project(o) for o in want]
+        return want
+
+    step(InputAudioBufferAppend(audio=b"\x10\x00" * 16_000 * 2))
+    hi, lo = (0.95,), (0.02,)
+    [partial] = [o for o in step(VadScores(hi * 6 + lo * 7)) if hasattr(o, "pcm16")]
+    assert [type(o).__name__ for o in step(AsrPartial(partial.request_id, "what"))] == [
+        "InputAudioTranscriptionDelta"
+    ]
+    [second] = [o for o in step(VadScores(hi * 4 + lo * 7)) if hasattr(o, "pcm16")]
+    assert step(AsrPartial(second.request_id, "What colour")) != []  # " colour"
+    [third] = [o for o in step(VadScores(hi * 3 + lo * 7)) if hasattr(o, "pcm16")]
+    assert step(AsrPartial(third.request_id, None)) == []  # failed: nothing
+    [fourth] = [o for o in step(VadScores(hi * 3 + lo * 7)) if hasattr(o, "pcm16")]
+    step(VadScores(lo * 15))  # the turn ends before the partial answers
+    assert step(AsrPartial(fourth.request_id, "What colour is this")) == []

@@ -81,7 +81,7 @@ def save(page: Any, name: str, data: dict[str, Any]) -> None:
     (ARTIFACTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
-def test_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
+def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
     browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
 ) -> None:
     page = browser_page
@@ -227,4 +227,67 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
     assert snapshot["watchdog"] == "disarmed"
     assert snapshot["camera"] == "standalone"
     assert any(e["type"] == "playback.ack" for e in m["sent"])
+    assert not page.errors, page.errors
+
+
+#: a reply long enough to still be generating when the looping question barges in
+LONG_REPLY = "Well, here is a long answer about the colour. " * 8
+
+
+def test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unheard_rest(
+    browser_page: Any, fake_media: FakeMedia
+) -> None:
+    """The scripted backend (energy VAD, tone TTS) slowed down: its TTS makes 100 ms of
+    audio every 50 ms, so a long reply is still being generated seconds after it started
+    playing. The question barges in meanwhile: the reply's bubble keeps the streamed text,
+    the part that was played stays as it is and the rest is marked as not heard."""
+    from tests.transport.conftest import start_server
+
+    live, stop = start_server()
+    try:
+        live.script.reply(LONG_REPLY).latency["tts"] = 0.05
+        page = browser_page
+        open_call(page, live.url, "vad")
+        wait_until(
+            page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
+        )
+        page.click("#mute")  # the question must not barge in before the reply plays
+        reply = wait_until(page, "the reply to play", lambda: metrics(page)["started"], 60)[0]
+        page.click("#mute")  # the looping question now barges in on the playing reply
+        interrupt = wait_until(
+            page,
+            "the barge-in",
+            lambda: [i for i in metrics(page)["interrupts"] if i["responseId"] == reply],
+            30,
+        )[0]
+        heard = wait_until(
+            page,
+            "the heard part marked",
+            lambda: [h for h in metrics(page)["heard"] if h["responseId"] == reply],
+            30,
+        )[0]
+        final = wait_until(
+            page,
+            "the reply's final transcript",
+            lambda: [
+                t
+                for t in metrics(page)["transcripts"]
+                if t["role"] == "assistant" and t["id"] == reply and t["final"]
+            ],
+            30,
+        )[0]
+        line = page.locator(f'#transcript li[data-key="assistant:{reply}"]')
+        text = line.locator(".text").inner_text()
+        unheard = line.locator(".unheard").inner_text()
+        save(page, "web-b34", {"interrupt": interrupt, "heard": heard, "final": final})
+    finally:
+        stop()
+    # the barge-in landed while the reply was generated: its end came after the interrupt
+    assert final["at"] >= interrupt["eventAt"], (final, interrupt)
+    # the server closed it with the text it had sent, not an empty transcript (D34)
+    assert final["text"].strip() and LONG_REPLY.startswith(final["text"][:20]), final
+    # the bubble keeps that text; what was not played is marked
+    assert text == final["text"], (text, final)
+    assert 0 < len(unheard) <= len(text) and text.endswith(unheard), (text, unheard)
+    assert heard["heardChars"] == len(text) - len(unheard), heard
     assert not page.errors, page.errors

@@ -466,6 +466,35 @@ def b31_follow_up_reply_plays_like_any_reply() -> list[Input]:
     ]
 
 
+def b33_vad_live_transcript_then_completed() -> list[Input]:
+    return [
+        *ready(),
+        srv(100, "input_audio_buffer.speech_started", audio_start_ms=100, item_id="item_1"),
+        mic(140),
+        srv(
+            150,
+            "conversation.item.input_audio_transcription.delta",
+            item_id="item_1",
+            delta="what colour",
+        ),
+        mic(180),
+        srv(
+            190,
+            "conversation.item.input_audio_transcription.delta",
+            item_id="item_1",
+            delta=" is this",
+        ),
+        srv(300, "input_audio_buffer.speech_stopped", audio_end_ms=300, item_id="item_1"),
+        committed(301, "item_1", None),
+        srv(
+            320,
+            "conversation.item.input_audio_transcription.completed",
+            item_id="item_1",
+            transcript="What colour is this?",
+        ),
+    ]
+
+
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
     "b31_follow_up_reply_plays_like_any_reply": (
@@ -498,6 +527,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         b20_no_response_two_pending_second_acknowledged_first,
     ),
     "b21_vad_speech_start_during_generation": ("vad", {}, b21_vad_speech_start_during_generation),
+    "b33_vad_live_transcript_then_completed": ("vad", {}, b33_vad_live_transcript_then_completed),
     "b21_vad_speech_start_after_generation_completed": (
         "vad",
         {},

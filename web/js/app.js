@@ -6,6 +6,13 @@
 // window.joyduplex exposes the protocol snapshot and measurements (used by the browser
 // tests): per-turn time to first audio, and per interrupt the time from the interrupt
 // event to the playback worklet's report that the response's audio was dropped.
+//
+// Transcripts: the user's line shows live text while they speak (transcription deltas),
+// replaced by the final transcript. An assistant line keeps the text it streamed: when
+// its playback is cut (barge-in, stop), the part that was played stays as it is and the
+// rest is marked as not heard, from the played position the playback worklet reports
+// and the audio length of each transcript piece; a final transcript that is shorter or
+// empty (a server that only knew part of what was heard) never erases the streamed text.
 
 import { ClientProtocol } from "./client_protocol.js";
 import { loadSpec } from "./spec_loader.js";
@@ -39,7 +46,8 @@ const metrics = {
   // per interrupt: eventAt (the interrupt event arrived), silentAt (the playback worklet
   // dropped the audio: from its render clock), reportedAt (its report reached this thread)
   interrupts: [], // {responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
-  transcripts: [], // {role, id, text, final}
+  transcripts: [], // {role, id, text, final, at}
+  heard: [], // {responseId, playedMs, heardChars, totalChars}: an assistant line marked
   notices: [], // {level, code, message}
   sent: [], // {type, at}: client events, in order
   received: [], // {type, at}: server events, in order, with their arrival (performance.now)
@@ -100,8 +108,40 @@ function notice(level, code, message) {
   while (ui.notices.childElementCount > 6) ui.notices.lastElementChild.remove();
 }
 
-function transcriptLine(role, id, text, final) {
-  metrics.transcripts.push({ role, id, text, final });
+// per assistant reply: its text so far, each piece's audio end (ms), and how much of the
+// text was heard once its playback was cut (null: not cut)
+const replies = new Map(); // responseId -> {text, audioMs, marks: [[text, endMs]], heard}
+
+function replyOf(responseId) {
+  let reply = replies.get(responseId);
+  if (!reply) {
+    reply = { text: "", audioMs: 0, marks: [], heard: null };
+    replies.set(responseId, reply);
+    while (replies.size > 64) replies.delete(replies.keys().next().value);
+  }
+  return reply;
+}
+
+/** The characters spoken by the first `playedMs` of a reply's audio: whole pieces, and of
+ * a partly played piece its proportional share (as the server's played prefix). */
+function heardChars(marks, playedMs) {
+  let chars = 0;
+  let start = 0;
+  for (const [text, end] of marks) {
+    if (playedMs >= end) {
+      chars += text.length;
+    } else {
+      if (playedMs > start && end > start) {
+        chars += Math.floor((text.length * (playedMs - start)) / (end - start));
+      }
+      break;
+    }
+    start = end;
+  }
+  return chars;
+}
+
+function lineOf(role, id) {
   const key = `${role}:${id}`;
   let line = ui.transcript.querySelector(`li[data-key="${CSS.escape(key)}"]`);
   if (!line) {
@@ -113,10 +153,58 @@ function transcriptLine(role, id, text, final) {
     line.querySelector(".who").textContent = role === "user" ? "You" : "Assistant";
     ui.transcript.append(line);
   }
+  return line;
+}
+
+function renderReply(responseId) {
+  const reply = replyOf(responseId);
+  const line = lineOf("assistant", responseId);
   const span = line.querySelector(".text");
-  span.textContent = final || role === "user" ? text : span.textContent + text;
+  if (reply.heard === null || reply.heard >= reply.text.length) {
+    span.textContent = reply.text;
+    return line;
+  }
+  const rest = document.createElement("span");
+  rest.className = "unheard";
+  rest.title = "not played: cut off";
+  rest.textContent = reply.text.slice(reply.heard);
+  span.replaceChildren(document.createTextNode(reply.text.slice(0, reply.heard)), rest);
+  line.dataset.heard = String(reply.heard);
+  return line;
+}
+
+function transcriptLine(role, id, text, final) {
+  metrics.transcripts.push({ role, id, text, final, at: now() });
+  let line;
+  if (role === "user") {
+    line = lineOf(role, id);
+    const span = line.querySelector(".text");
+    // live deltas grow the line; the final transcript is the item's text
+    span.textContent = final ? text : span.textContent + text;
+  } else {
+    const reply = replyOf(id);
+    if (!final) {
+      reply.text += text;
+      reply.marks.push([text, reply.audioMs]);
+    } else if (text.length >= reply.text.length) {
+      reply.text = text;
+    } else if (reply.heard === null && text && reply.text.startsWith(text)) {
+      reply.heard = text.length; // the server cut it to what was played
+    }
+    line = renderReply(id);
+  }
   if (final) line.dataset.final = "true";
   line.scrollIntoView({ block: "nearest" });
+}
+
+/** A reply's playback was cut after `playedMs`: mark the text that was not heard. */
+function markHeard(responseId, playedMs) {
+  const reply = replies.get(responseId);
+  if (!reply || reply.marks.length === 0) return;
+  const heard = Math.min(heardChars(reply.marks, playedMs), reply.text.length);
+  reply.heard = reply.heard === null ? heard : Math.min(reply.heard, heard);
+  metrics.heard.push({ responseId, playedMs, heardChars: reply.heard, totalChars: reply.text.length });
+  renderReply(responseId);
 }
 
 // --- the call -------------------------------------------------------------------------
@@ -235,6 +323,7 @@ class Call {
         entry.droppedMs = message.droppedMs;
         metrics.interrupts.push(entry);
       }
+      markHeard(message.responseId, message.playedMs);
       this.run(this.protocol.playback_stopped(message.responseId, message.playedMs, at));
     } else if (message.type === "playback-drained") {
       metrics.drained.push(message.responseId);
@@ -287,6 +376,7 @@ class Call {
           break;
         case "play": {
           const pcm = bytesFromBase64(output.audio).buffer;
+          replyOf(output.response_id).audioMs += pcm.byteLength / 2 / (spec.constants.playback_rate_hz / 1000);
           this.playback.port.postMessage({ type: "audio", responseId: output.response_id, pcm }, [pcm]);
           break;
         }

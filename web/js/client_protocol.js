@@ -533,6 +533,15 @@ export class ClientProtocol {
         text: id(event.transcript) || "",
         final: true,
       });
+    } else if (kind === "conversation.item.input_audio_transcription.delta") {
+      // live text while the person still speaks (B33); the completed event replaces it
+      this.out.emit({
+        kind: "transcript",
+        role: "user",
+        item_id: id(event.item_id),
+        text: id(event.delta) || "",
+        final: false,
+      });
     } else if (kind === "conversation.item.input_audio_transcription.failed") {
       this.out.emit({
         kind: "notice",

@@ -1,0 +1,93 @@
+"""`LiveTranscript`: the text of an utterance while the person is still speaking (B33).
+
+Under server VAD, when the backend's ASR offers it, the session asks for a partial
+transcription of the growing utterance (`SubmitPartialAsr`):
+
+- at a pause: once `PAUSE_FRAMES` frames of silence followed speech, with the audio up to
+  200 ms after the silence began, which is exactly what the utterance's commit will hold
+  if the turn ends in this pause (so the runtime may answer that commit's ASR with it);
+- on a cadence while speech goes on: once the VAD scored `CADENCE_MS` of audio since the
+  last one (or since speech started), with the audio up to there.
+
+It stays cheap and bounded: at most one partial is in flight per session, and one that
+falls due while another runs is skipped. A partial's words become
+`conversation.item.input_audio_transcription.delta` events, only the words beyond those
+already sent (live text only grows; the `completed` event, from the final transcription,
+is the item's text and replaces it). A partial that answers after its utterance ended
+(committed, cleared, detector reset) or failed is dropped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spec.effects import LIVE_CADENCE_MS, LIVE_PAUSE_FRAMES, SubmitPartialAsr
+from spec.events import InputAudioTranscriptionDelta
+
+if TYPE_CHECKING:
+    from core.outbox import Outbox
+    from spec.stage_results import AsrPartial
+
+__all__ = ["CADENCE_MS", "PAUSE_FRAMES", "LiveTranscript"]
+
+#: silence frames after speech that make a pause (224 ms: past the 200 ms tail the ASR of
+#: a VAD-ended utterance keeps, so the partial holds what its commit would)
+PAUSE_FRAMES = LIVE_PAUSE_FRAMES
+#: while speech goes on, a partial at most this often (of scored audio, not wall clock)
+CADENCE_MS = LIVE_CADENCE_MS
+_CADENCE_SAMPLES = CADENCE_MS * 16
+
+
+class LiveTranscript:
+    __slots__ = ("_count", "_out", "asked_at", "enabled", "in_flight", "item_id", "sent_words")
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._out = outbox
+        self.enabled = False  # the runtime turns it on when its ASR offers partials
+        self.item_id: str | None = None  # the utterance being spoken
+        self.in_flight: tuple[str, str] | None = None  # (request id, its utterance)
+        self.sent_words = 0
+        self.asked_at = 0  # the session audio clock (samples) when the last one was asked
+        self._count = 0
+
+    def begin(self, item_id: str, at_sample: int) -> None:
+        """Speech started (VAD scored up to `at_sample`): a new utterance, nothing sent."""
+        self.item_id = item_id
+        self.sent_words = 0
+        self.asked_at = at_sample
+
+    def end(self) -> None:
+        """The utterance ended (commit, clear, reset): a partial still out is dropped."""
+        self.item_id = None
+
+    def due(self, at_sample: int, *, pause: bool) -> bool:
+        """Whether to ask for a partial now that the VAD scored up to `at_sample` (the
+        caller says whether this frame makes a pause)."""
+        if not self.enabled or self.item_id is None or self.in_flight is not None:
+            return False
+        return pause or at_sample - self.asked_at >= _CADENCE_SAMPLES
+
+    def ask(self, pcm16: bytes, language: str | None, at_sample: int) -> None:
+        assert self.item_id is not None  # `due` said so
+        self._count += 1
+        request_id = f"live:{self._count}"
+        self.in_flight = (request_id, self.item_id)
+        self.asked_at = at_sample
+        self._out.effect(SubmitPartialAsr(request_id, self.item_id, pcm16, language))
+
+    def on_partial(self, result: AsrPartial) -> None:
+        if self.in_flight is None or self.in_flight[0] != result.request_id:
+            return  # not ours (never happens: ids are unique)
+        _, item_id = self.in_flight
+        self.in_flight = None
+        if item_id != self.item_id or result.text is None:
+            return  # its utterance ended meanwhile, or it failed
+        words = result.text.split()
+        new = words[self.sent_words :]
+        if not new:
+            return
+        delta = " ".join(new)
+        if self.sent_words:
+            delta = " " + delta
+        self.sent_words = len(words)
+        self._out.emit(InputAudioTranscriptionDelta(item_id=item_id, delta=delta))

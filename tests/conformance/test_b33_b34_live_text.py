@@ -1,0 +1,141 @@
+"""B33 live transcripts while the person speaks, B34 an interrupted reply keeps its text."""
+
+from __future__ import annotations
+
+from spec import events as ev
+from spec.effects import LIVE_CADENCE_MS, SubmitAsr, SubmitPartialAsr, SubmitTts, SubmitVlm
+from spec.stage_results import AsrPartial, TtsAudio, VlmDelta
+from tests.conformance.harness import Driver, speech_pcm
+
+VAD = {"turn_detection": {"type": "server_vad"}}
+HI, LO = 0.9, 0.1
+FRAME = 512 * 2  # bytes of one 32 ms VAD frame
+
+
+def _live(config: dict[str, object] | None = None) -> Driver:
+    d = Driver(config=config or VAD)
+    d.p.live.enabled = True  # the runtime does this when its ASR offers partials
+    return d
+
+
+def test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas() -> None:
+    d = _live()
+    pcm = speech_pcm(32 * 60)
+    d.append(pcm)
+    out = d.vad(*([HI] * 10), *([LO] * 6))
+    assert d.effects(SubmitPartialAsr) == []  # 192 ms of silence: not a pause yet
+    out = d.vad(LO)  # 224 ms: a pause
+    [started] = d.events("input_audio_buffer.speech_started")
+    [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+    assert partial.item_id == started.item_id
+    # the audio a commit would hold if the turn ended here: to 200 ms after the silence
+    assert partial.pcm16 == pcm[: 10 * FRAME + 200 * 32]
+    out = d.result(AsrPartial(partial.request_id, "what colour"))
+    [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
+    assert (delta.item_id, delta.content_index, delta.delta) == (started.item_id, 0, "what colour")
+    d.vad(*([HI] * 10), *([LO] * 7))  # speech goes on, then a second pause
+    second = d.effects(SubmitPartialAsr)[-1]
+    assert second is not partial
+    out = d.result(AsrPartial(second.request_id, "What colour is this?"))
+    [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
+    assert delta.delta == " is this?"  # only the words beyond those sent
+    d.vad(*([LO] * 9))  # the turn ends: the final transcription is still made
+    d.transcribe("What colour is this?")
+    [completed] = d.events("conversation.item.input_audio_transcription.completed")
+    assert completed.transcript == "What colour is this?"
+
+
+def test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight() -> None:
+    d = _live()
+    cadence = LIVE_CADENCE_MS // 32 + 1  # frames
+    d.append(speech_pcm(32 * (3 * cadence + 10)))
+    d.vad(*([HI] * (3 + 2 * cadence)))  # speech without a pause, two cadences long
+    [first] = d.effects(SubmitPartialAsr)  # the next one fell due while this one ran
+    d.result(AsrPartial(first.request_id, "one two"))
+    d.vad(HI)
+    [_, second] = d.effects(SubmitPartialAsr)
+    assert len(second.pcm16) > len(first.pcm16)
+    d.result(AsrPartial(second.request_id, None))  # a failed partial: nothing emitted
+    assert len(d.events("conversation.item.input_audio_transcription.delta")) == 1
+
+
+def test_b33_a_partial_answering_after_its_utterance_ended_is_dropped() -> None:
+    d = _live()
+    d.append(speech_pcm(32 * 60))
+    d.vad(*([HI] * 10), *([LO] * 7))
+    partial = d.last(SubmitPartialAsr)
+    d.vad(*([LO] * 9))  # the turn ends: committed
+    out = d.result(AsrPartial(partial.request_id, "too late"))
+    assert d.events("conversation.item.input_audio_transcription.delta", out) == []
+    assert d.last(SubmitAsr).item.item_id == partial.item_id
+
+
+def test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad() -> None:
+    d = Driver(config=VAD)  # live transcripts not enabled
+    d.append(speech_pcm(32 * 200))
+    d.vad(*([HI] * 100), *([LO] * 7))
+    assert d.effects(SubmitPartialAsr) == []
+    d = _live({})
+    d.speech_turn()
+    assert d.effects(SubmitPartialAsr) == []
+
+
+def _reply_streaming(d: Driver) -> None:
+    """A reply whose first sentence is playing and whose second is still being made."""
+    d.speech_turn()
+    d.transcribe("what colour is this")
+    vlm = d.last(SubmitVlm)
+    d.result(VlmDelta(vlm.request_id, "It is red. And it is round. "))
+    first = d.effects(SubmitTts)[0]
+    d.result(TtsAudio(first.request_id, bytes(48 * 1000), first.text))  # 1 s at 24 kHz
+
+
+def test_b34_a_reply_cut_before_the_client_reported_playback_keeps_the_text_it_sent() -> None:
+    """Barge-in during generation: the client reports its played position only after it
+    stopped playback, so at the cut the server does not know what was heard; the done
+    transcript is then everything sent, never an empty guess (D34)."""
+    d = Driver()
+    _reply_streaming(d)
+    d.send(ev.ResponseCancel())
+    [done] = d.events("response.output_audio_transcript.done")
+    assert done.transcript == "It is red."
+    [item_done] = d.events("response.output_item.done")
+    assert item_done.item.content[0].transcript == "It is red."
+
+
+def test_b34_a_late_played_position_cuts_the_reply_in_history_to_what_was_heard() -> None:
+    d = Driver()
+    _reply_streaming(d)
+    d.send(ev.ResponseCancel())
+    response_id = d.events("response.done")[0].response.id
+    d.send(ev.PlaybackAck(response_id=response_id, played_ms=500))  # half of "It is red."
+    d.full_turn("and now", "Ok.")
+    history = d.effects(SubmitVlm)[-1].prompt.history
+    assert ("assistant", "It is") in history
+
+
+def test_b34_a_reply_cut_after_a_playback_report_keeps_the_played_prefix() -> None:
+    d = Driver()
+    _reply_streaming(d)
+    response_id = d.events("response.created")[0].response.id
+    d.send(ev.PlaybackAck(response_id=response_id, played_ms=500))
+    d.send(ev.ResponseCancel())
+    [done] = d.events("response.output_audio_transcript.done")
+    assert done.transcript == "It is"
+
+
+def test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent() -> None:
+    d = Driver(config=VAD)
+    d.append(speech_pcm(200))
+    d.vad(HI, HI, HI)
+    d.vad(*([LO] * 16))
+    d.transcribe("what colour is this")
+    vlm = d.last(SubmitVlm)
+    d.result(VlmDelta(vlm.request_id, "It is red. And round. "))
+    first = d.effects(SubmitTts)[0]
+    d.result(TtsAudio(first.request_id, bytes(48 * 400), first.text))
+    d.append(speech_pcm(200))
+    out = d.vad(HI, HI, HI)  # barge-in
+    assert "output_audio_buffer.cleared" in d.tags(out)
+    [done] = d.events("response.output_audio_transcript.done", out)
+    assert done.transcript == "It is red."

@@ -1,0 +1,52 @@
+"""B33 through the runtime: live transcript deltas reach the client, and a turn that ends
+in the pause a partial heard is transcribed once."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.base import AsrRequest
+from spec import events as ev
+from tests.runtime.conftest import Harness, tone
+
+pytestmark = pytest.mark.anyio
+
+VAD = {"turn_detection": {"type": "server_vad"}}
+
+
+async def _send(client, pcm: bytes) -> None:  # type: ignore[no-untyped-def]
+    for at in range(0, len(pcm), 640):  # 20 ms appends
+        await client.send(ev.InputAudioBufferAppend(audio=pcm[at : at + 640]))
+
+
+async def test_b33_live_deltas_reach_the_client_before_the_completed_transcript(
+    harness: Harness,
+) -> None:
+    harness.script.say_partial("what", "what colour is this").say("never asked")
+    client = await harness.connect(config=VAD)
+    await _send(client, tone(400) + bytes(32 * 320))  # speech, then a 320 ms pause
+    first = await client.until("conversation.item.input_audio_transcription.delta")
+    assert first.delta == "what"
+    await _send(client, tone(400) + bytes(32 * 800))  # more speech, then the turn ends
+    completed = await client.until("conversation.item.input_audio_transcription.completed")
+    assert (completed.item_id, completed.transcript) == (first.item_id, "what colour is this")
+    assert (await client.until("response.done")).response.status == "completed"
+    # the turn ended in the pause the second partial heard (its delta may come after the
+    # commit and is then dropped): the same audio, so the commit's transcription is that
+    # partial's, not one more ASR call
+    asked = harness.script.requests_of("asr")
+    assert [r.partial for r in asked if isinstance(r, AsrRequest)] == [True, True]
+    tags = client.tags()
+    assert tags.index("conversation.item.input_audio_transcription.delta") < tags.index(
+        "input_audio_buffer.committed"
+    )
+
+
+async def test_b33_without_partials_from_the_asr_no_delta_is_sent(harness: Harness) -> None:
+    harness.script.say("what colour is this")
+    client = await harness.connect(config=VAD)
+    await _send(client, tone(400) + bytes(32 * 320) + tone(400) + bytes(32 * 800))
+    completed = await client.until("conversation.item.input_audio_transcription.completed")
+    assert completed.transcript == "what colour is this"
+    assert "conversation.item.input_audio_transcription.delta" not in client.tags()
+    assert len(harness.script.requests_of("asr")) == 1
