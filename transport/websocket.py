@@ -64,6 +64,8 @@ class WebSocketChannel:
         if message["type"] == "websocket.disconnect":
             self.peer_close_code = message.get("code")
             return None
+        # AMBIGUITY (docs/session-semantics.md, decision D29): a text frame that is not
+        # UTF-8 never gets here: the websocket layer fails the connection with 1007
         data = message.get("text")
         if data is None:
             data = message.get("bytes") or b""
