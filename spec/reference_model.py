@@ -374,6 +374,8 @@ class _Response:
     played_ms: float = 0.0
     #: the client reported a played position (an ack arrived)
     acked: bool = False
+    #: the TTS request of the last audio chunk (transcript spacing between requests)
+    last_tts: str | None = None
     first_audio_ms: int = 0
     cleared: bool = False
     expired: bool = False
@@ -1700,15 +1702,17 @@ class ReferenceSession:
                 )
             )
         ms = (len(result.pcm16) // 2) * 1000.0 / self.config.output_format.rate_hz
-        resp.chunks.append((result.text, ms))
+        text = result.text
+        if result.request_id != resp.last_tts and text[:1].strip() and resp.transcript[-1:].strip():
+            text = " " + text  # section 3: sentences of separate requests are spaced
+        resp.last_tts = result.request_id
+        resp.chunks.append((text, ms))
         resp.generated_ms += ms
         self._emit(
             ResponseOutputAudioDelta(response_id=resp.id, item_id=item_id, delta=result.pcm16)
         )
         self._emit(
-            ResponseOutputAudioTranscriptDelta(
-                response_id=resp.id, item_id=item_id, delta=result.text
-            )
+            ResponseOutputAudioTranscriptDelta(response_id=resp.id, item_id=item_id, delta=text)
         )
 
     def _maybe_complete(self, resp: _Response) -> None:

@@ -73,3 +73,27 @@ def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> N
     [fourth] = [o for o in step(VadScores(hi * 3 + lo * 7)) if hasattr(o, "pcm16")]
     step(VadScores(lo * 15))  # the turn ends before the partial answers
     assert step(AsrPartial(fourth.request_id, "What colour is this")) == []
+
+
+def test_audio_of_a_later_tts_request_arriving_first_is_spaced_alike() -> None:
+    """A program hypothesis found: two sentences, the second's audio arrives before the
+    first's; core and model must space the transcript deltas the same way."""
+    from spec.events import InputAudioBufferAppend, ResponseCreate
+    from spec.reference_model import ReferenceSession
+    from spec.stage_results import TtsAudio, VlmDelta
+    from tests.stateful.machine import JPEG, LIMITS
+    from tests.stateful.observer import project
+
+    deltas = []
+    for make in (ReferenceSession, session.SessionProtocol):
+        s = make(session_id="s1", config=SessionConfig(), limits=LIMITS, now_ms=0)
+        s.receive(InputAudioBufferAppend(video_frames=[JPEG]), 0)
+        s.receive(ResponseCreate(), 0)
+        s.backend_event(VlmDelta("resp_1:vlm:1", "Hi. "), 0)
+        s.backend_event(VlmDelta("resp_1:vlm:1", "Hi. "), 0)
+        s.backend_event(TtsAudio("resp_1:tts:2", bytes(480), "Hi"), 0)
+        s.backend_event(TtsAudio("resp_1:tts:1", bytes(480), "Hi"), 0)
+        out = [project(o) for o in s.next_outputs()]
+        deltas.append([o for o in out if o[0] == "response.output_audio_transcript.delta"])
+    assert deltas[0] == deltas[1]
+    assert [dict(o[2:])["delta"] for o in deltas[0]] == ["Hi", " Hi"]
