@@ -164,7 +164,13 @@ class Session:
     async def _connection(self) -> None:
         self.totals.connections += 1
         async with websockets.connect(
-            self.url, max_size=None, open_timeout=30, compression=None
+            # no library keepalive: a loaded machine can delay a pong past its timeout, and
+            # stalls are what `--stall-s` and the heartbeat round trips measure
+            self.url,
+            max_size=None,
+            open_timeout=30,
+            compression=None,
+            ping_interval=None,
         ) as ws:
             reader = asyncio.create_task(self._read(ws))
             try:
