@@ -26,6 +26,7 @@ eager (CUDA Graphs are a GPU feature); its KV cache size is vLLM's
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -83,6 +84,11 @@ class StagePlacement:
     max_tokens: int = 256  # generation cap per request
     # vllm: tokens per engine step (chunked prefill budget); None: vLLM's default
     max_num_batched_tokens: int | None = None
+    # vlm: a background summary of the turns the budget drops (backends/joyai/memory.py)
+    summary_memory: bool = False
+    summary_max_chars: int = 1200
+    summary_timeout_s: float = 20.0
+    summary_every_turns: int = 8
     speaker: str = "Vivian"  # tts
     language: str = "Auto"  # tts
 
@@ -172,12 +178,20 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "context_budget_tokens": (int,),
     "max_tokens": (int,),
     "max_num_batched_tokens": (int,),
+    "summary_memory": (bool,),
+    "summary_max_chars": (int,),
+    "summary_timeout_s": (float, int),
+    "summary_every_turns": (int,),
     "speaker": (str,),
     "language": (str,),
 }
 _STAGE_ONLY: Final[dict[str, StageName]] = {
     "max_images": "vlm",
     "context_budget_tokens": "vlm",
+    "summary_memory": "vlm",
+    "summary_max_chars": "vlm",
+    "summary_timeout_s": "vlm",
+    "summary_every_turns": "vlm",
     "speaker": "tts",
     "language": "tts",
 }
@@ -189,6 +203,8 @@ _POSITIVE: Final = frozenset(
         "context_budget_tokens",
         "max_tokens",
         "max_num_batched_tokens",
+        "summary_max_chars",
+        "summary_every_turns",
     }
 )
 _DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
@@ -205,6 +221,10 @@ def _check_value(key: str, name: str, raw: object) -> Any:
     if name == "gpu_memory_utilization":
         if not 0.0 < float(value) <= MAX_DEVICE_FRACTION:
             raise PlacementError(f"`{key}` must be in (0, {MAX_DEVICE_FRACTION}], got {value}")
+        return float(value)
+    if name == "summary_timeout_s":
+        if not (math.isfinite(value) and value > 0):
+            raise PlacementError(f"`{key}` must be a number of seconds > 0, got {value}")
         return float(value)
     if name == "device" and not (value == CPU if isinstance(value, str) else value >= 0):
         raise PlacementError(f'`{key}` must be a device index >= 0 or "cpu", got {value!r}')

@@ -8,7 +8,9 @@ soon as the marker is known, then exactly one `VlmDecision`. JoyAI's serving rul
 (`backends.joyai.policy`, B30) apply around it: silence before the first question
 without running the model, and an exact repeat of the last answer decided `listen`.
 Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`, shared with the
-remote backend) unless the caller sets its own.
+remote backend) unless the caller sets its own. With `summary_memory` on, the turns the
+budget drops are summarised in the background by the same engine (`backends.joyai.memory`)
+and the session's summary opens its later prompts.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 from backends.joyai.actions import stream_actions
+from backends.joyai.memory import SummaryMemory, SummarySettings
 from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.joyai.prompt import (
     DEFAULT_IMAGE_TOKENS,
     JOYAI_SYSTEM_PROMPT,
     BuiltPrompt,
+    ChatMessage,
     build_prompt,
+    render_chatml,
 )
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 
@@ -58,6 +63,7 @@ class VlmStage(EngineStage):
         image_tokens: int = DEFAULT_IMAGE_TOKENS,
         max_side: int = 448,
         max_pixels: int = DEFAULT_MAX_PIXELS,
+        summary: SummarySettings | None = None,
     ) -> None:
         self.engine = engine
         self.placement = placement
@@ -66,6 +72,7 @@ class VlmStage(EngineStage):
         self.image_tokens = image_tokens
         self.max_side = max_side
         self.max_pixels = max_pixels
+        self.memory = SummaryMemory(summary or summary_settings(placement), self._summarize)
 
     @property
     def budget_tokens(self) -> int:
@@ -73,6 +80,10 @@ class VlmStage(EngineStage):
         if self.placement.context_budget_tokens is not None:
             return self.placement.context_budget_tokens
         return self.placement.max_model_len - self.sampling.max_tokens
+
+    async def release(self) -> None:
+        await self.memory.aclose()  # outstanding summary jobs end before the engine
+        await super().release()
 
     async def warmup(self) -> None:
         """One request with a frame: pays the one-off processor setup before serving."""
@@ -82,20 +93,33 @@ class VlmStage(EngineStage):
             pass
 
     def build(self, request: VlmRequest) -> BuiltPrompt:
-        """The prompt for `request`, within this stage's budget."""
+        """The prompt for `request`, within this stage's budget, with the session's
+        summary of earlier turns when the memory holds one."""
         return build_prompt(
             request.context,
             count_tokens=self.engine.count_tokens,
             budget_tokens=self.budget_tokens,
             image_tokens=self.image_tokens,
             max_images=self.placement.max_images,
+            summary=self.memory.summary(request.request_id),
         )
+
+    async def _summarize(
+        self, messages: list[tuple[str, str]], max_tokens: int, job_id: str
+    ) -> str:
+        """One summary job of the memory: a text-only prompt on this stage's engine."""
+        prompt = EnginePrompt(render_chatml([ChatMessage(role, text) for role, text in messages]))
+        sampling = replace(self.sampling, max_tokens=max_tokens)
+        pieces = stream_request(self.engine, self.health, job_id, prompt, sampling, stage=self.name)
+        async with aclosing(pieces):
+            return "".join([piece async for piece in pieces])
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
         if silent_before_first_question(request.context):  # JoyAI's rule, B30
             yield VlmDecision(VlmAction.LISTEN)
             return
         built = self.build(request)
+        self.memory.observe(request.request_id, request.context, built.dropped_turns)
         images = await decode_frames_off_loop(
             built.images, max_side=self.max_side, max_pixels=self.max_pixels
         )
@@ -110,6 +134,16 @@ class VlmStage(EngineStage):
         async with aclosing(decided) as outputs:
             async for out in outputs:
                 yield out
+
+
+def summary_settings(placement: StagePlacement) -> SummarySettings:
+    """The memory settings of a placement's `summary_*` keys."""
+    return SummarySettings(
+        enabled=placement.summary_memory,
+        max_chars=placement.summary_max_chars,
+        timeout_s=placement.summary_timeout_s,
+        every_turns=placement.summary_every_turns,
+    )
 
 
 def _blank_jpeg() -> bytes:

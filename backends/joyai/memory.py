@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from backends.joyai.prompt import time_marker
+from backends.joyai.prompt import SUMMARY_HEADER, time_marker
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -50,8 +51,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: how the summary opens the first user message of the window
-SUMMARY_HEADER: Final = "[Earlier in this session]"
 #: turn lines one job shows the model at most (the newest are kept)
 MAX_LINES: Final = 64
 #: characters of one turn line at most
@@ -64,6 +63,7 @@ SUMMARY_INSTRUCTIONS: Final = (
     " summary of the whole session so far: what was asked, what was answered, what was"
     " seen and when. At most {max_chars} characters. Output only the summary."
 )
+
 
 @dataclass(frozen=True, slots=True)
 class SummarySettings:
@@ -94,6 +94,11 @@ class _Session:
     job: asyncio.Task[None] | None = None
     jobs: int = 0
     failures: int = 0
+
+
+#: the weights' action markers (and a reasoning block): the model may answer a summary
+#: request in its trained grammar, so they are taken out of the summary
+_MARKUP: Final = re.compile(r"<think>.*?</think>|</?(?:silence|response|delegation)>", re.S)
 
 
 def session_of(request_id: str) -> str | None:
@@ -248,7 +253,7 @@ class SummaryMemory:
         try:
             with anyio.fail_after(settings.timeout_s):
                 text = await self._summarize(messages, settings.max_tokens, job_id)
-            summary = cut_at_sentence(text, settings.max_chars)
+            summary = cut_at_sentence(_MARKUP.sub(" ", text), settings.max_chars)
             if not summary:
                 raise ValueError("the model returned an empty summary")
         except asyncio.CancelledError:

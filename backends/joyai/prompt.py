@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_IMAGE_TOKENS",
     "IMAGE_PLACEHOLDER",
     "JOYAI_SYSTEM_PROMPT",
+    "SUMMARY_HEADER",
     "USER_QUERY_HEADER",
     "BuiltPrompt",
     "ChatMessage",
@@ -49,6 +50,7 @@ __all__ = [
     "render_chatml",
     "render_message",
     "session_instructions",
+    "summary_block",
     "time_marker",
 ]
 
@@ -80,6 +82,9 @@ JOYAI_SYSTEM_PROMPT: Final = (
 # Interface constant: the question header, as both references spell it.
 USER_QUERY_HEADER: Final = "[User Query (IMPORTANT — follow this instruction)]"
 IMAGE_PLACEHOLDER: Final = "<|vision_start|><|image_pad|><|vision_end|>"
+#: opens the summary of the turns that left the window (`memory.py`); not from the
+#: references, which keep their summaries in their own layout
+SUMMARY_HEADER: Final = "[Earlier in this session]"
 #: the model's answers in history, in its own grammar (`actions.py`)
 SILENCE_ANSWER: Final = "</silence>"
 RESPONSE_PREFIX: Final = "</response>"
@@ -198,12 +203,13 @@ def _history_turns(context: PromptContext, image_allowance: int) -> tuple[list[_
 
 
 def build_messages(
-    context: PromptContext, *, max_images: int = 8, start: int = 0
+    context: PromptContext, *, max_images: int = 8, start: int = 0, summary: str | None = None
 ) -> tuple[tuple[ChatMessage, ...], tuple[bytes, ...], int]:
     """The ChatML messages of `context` with the history from turn `start` on (no budget):
     messages, the frames in placeholder order, and the frames left out."""
     history, current, dropped, _ = _assemble(context, max_images=max_images)
-    messages, frames = _window(history, current, start, session_instructions(context))
+    prefix = _prefix(session_instructions(context), summary)
+    messages, frames = _window(history, current, start, prefix)
     return messages, frames, dropped
 
 
@@ -217,11 +223,23 @@ def _assemble(context: PromptContext, *, max_images: int) -> tuple[list[_Turn], 
     return history, current, dropped + dropped_history, len(current_frames)
 
 
+def summary_block(summary: str) -> str:
+    """How a summary of the turns that left the window (`memory.py`) is shown."""
+    return f"{SUMMARY_HEADER}\n{summary}"
+
+
+def _prefix(instructions: str | None, summary: str | None) -> str | None:
+    """What opens the first user message: the session's instructions, then the summary."""
+    parts = [p for p in (instructions, summary_block(summary) if summary else None) if p]
+    return "\n\n".join(parts) if parts else None
+
+
 def _window(
     history: Sequence[_Turn], current: _Turn, start: int, instructions: str | None
 ) -> tuple[tuple[ChatMessage, ...], tuple[bytes, ...]]:
     """System prompt, history from `start`, the current tick; the session's instructions
-    open the first user message (where the reference server puts its static prefix)."""
+    (and the summary of earlier turns, when there is one) open the first user message
+    (where the reference server puts its static prefix)."""
     turns = [*history[start:], current]
     messages = [ChatMessage("system", JOYAI_SYSTEM_PROMPT)]
     frames: list[bytes] = []
@@ -243,6 +261,7 @@ def build_prompt(
     budget_tokens: int,
     image_tokens: int | Callable[[bytes], int] = DEFAULT_IMAGE_TOKENS,
     max_images: int = 8,
+    summary: str | None = None,
 ) -> BuiltPrompt:
     """Assemble the prompt of `context` within `budget_tokens`.
 
@@ -253,13 +272,16 @@ def build_prompt(
         image_tokens: tokens one frame costs, or a callable measuring a frame.
         max_images: frames beyond this are dropped, oldest first (the last frame is
             the current moment).
+        summary: a summary of the turns that left the window in earlier requests
+            (`memory.py`), shown after the session's instructions; a fixed cost. None:
+            the prompt is exactly as without a memory.
 
     Raises:
         InvalidPromptContext: the system prompt and the current turn alone exceed the
             budget (no history left to drop).
     """
     history, current, dropped_frames, _ = _assemble(context, max_images=max_images)
-    instructions = session_instructions(context)
+    instructions = _prefix(session_instructions(context), summary)
     cost = image_tokens if callable(image_tokens) else (lambda _frame: image_tokens)
 
     def turn_cost(turn: _Turn) -> int:

@@ -19,6 +19,10 @@
     max_tokens = 256             # reply cap
     max_images = 8
     image_tokens = 256           # a frame's cost: start the server with a max_pixels bound
+    summary_memory = false       # summarise the turns the budget drops, in the background
+    summary_max_chars = 1200     #   the summary's bound (cut at a sentence)
+    summary_timeout_s = 20.0     #   one summary job's time bound
+    summary_every_turns = 8      #   dropped turns per summary job
 
     [remote.tts]                 # vLLM-Omni /v1/audio/speech, stream = true, raw PCM16
     urls = ["http://tts-0:8091"]
@@ -68,7 +72,8 @@ _COMMON_KEYS: Final = {"urls", "model", "api_key", "api_key_env", "timeout_s", "
 _STAGE_KEYS: Final = {
     "asr": _COMMON_KEYS | {"language", "max_tokens"},
     "vlm": _COMMON_KEYS
-    | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"},
+    | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"}
+    | {"summary_memory", "summary_max_chars", "summary_timeout_s", "summary_every_turns"},
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
     "delegation": _COMMON_KEYS | {"max_tokens", "instructions"},
 }
@@ -96,6 +101,11 @@ class StageConfig:
     max_images: int = 8
     context_budget_tokens: int | None = None
     image_tokens: int = 256  # what one frame costs in the server's prompt (max_pixels bound)
+    # vlm: a background summary of the turns the budget drops (backends/joyai/memory.py)
+    summary_memory: bool = False
+    summary_max_chars: int = 1200
+    summary_timeout_s: float = 20.0
+    summary_every_turns: int = 8
     # tts
     voice: str | None = None
     sample_rate_hz: int = 24_000
@@ -214,7 +224,23 @@ def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> Stage
         options["sample_rate_hz"] = _whole(
             raw["sample_rate_hz"], f"{key}.sample_rate_hz", minimum=8000
         )
-    fields = ("max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens")
+    if "summary_memory" in raw:
+        if not isinstance(raw["summary_memory"], bool):
+            raise RemoteConfigError(
+                f"`{key}.summary_memory` must be true or false, not {raw['summary_memory']!r}"
+            )
+        options["summary_memory"] = raw["summary_memory"]
+    if "summary_timeout_s" in raw:
+        options["summary_timeout_s"] = _number(raw["summary_timeout_s"], f"{key}.summary_timeout_s")
+    fields = (
+        "max_model_len",
+        "max_tokens",
+        "max_images",
+        "context_budget_tokens",
+        "image_tokens",
+        "summary_max_chars",
+        "summary_every_turns",
+    )
     for field_name in fields:
         if field_name in raw:
             options[field_name] = _whole(raw[field_name], f"{key}.{field_name}")

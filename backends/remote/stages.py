@@ -23,7 +23,10 @@ VLM: `POST /v1/chat/completions` with `stream: true` (server-sent events). The p
     server's own length check (400) maps to `InvalidPromptContext`. The sampling is
     JoyAI's (`backends.joyai.sampling`); `skip_special_tokens: false` keeps the action
     markers (`</silence>`, `</response>`, `</delegation>`) in the text, and the shared
-    `stream_actions` turns the stream into deltas and one decision.
+    `stream_actions` turns the stream into deltas and one decision. With
+    `summary_memory` on, the turns the budget drops are summarised in the background
+    by the same servers (`backends.joyai.memory`, one text-only chat completion per
+    batch) and the session's summary opens its later prompts.
 
 TTS: `POST /v1/audio/speech` as vLLM-Omni serves it for Qwen3-TTS: `{"model", "input",
     "voice", "response_format": "pcm", "stream": true}` (plus `language` when set) ->
@@ -55,6 +58,7 @@ from backends.base import (
     VlmTextDelta,
 )
 from backends.joyai.actions import stream_actions
+from backends.joyai.memory import SummaryMemory, SummarySettings
 from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.joyai.prompt import IMAGE_PLACEHOLDER, BuiltPrompt, build_prompt
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
@@ -180,6 +184,20 @@ class RemoteVlm(RemoteStage):
 
     name = "vlm"
 
+    def __init__(self, config: StageConfig, **options: Any) -> None:
+        super().__init__(config, **options)
+        settings = SummarySettings(
+            enabled=config.summary_memory,
+            max_chars=config.summary_max_chars,
+            timeout_s=config.summary_timeout_s,
+            every_turns=config.summary_every_turns,
+        )
+        self.memory = SummaryMemory(settings, self._summarize)
+
+    async def release(self) -> None:
+        await self.memory.aclose()  # outstanding summary jobs end before the client
+        await super().release()
+
     def build(self, request: VlmRequest) -> BuiltPrompt:
         return build_prompt(
             request.context,
@@ -187,11 +205,27 @@ class RemoteVlm(RemoteStage):
             budget_tokens=self.config.budget_tokens,
             image_tokens=self.config.image_tokens,
             max_images=self.config.max_images,
+            summary=self.memory.summary(request.request_id),
         )
 
-    def body(self, request: VlmRequest) -> dict[str, Any]:
-        """The chat-completions request of one turn."""
-        built = self.build(request)
+    async def _summarize(
+        self, messages: list[tuple[str, str]], max_tokens: int, job_id: str
+    ) -> str:
+        """One summary job of the memory: a text-only chat completion, streamed."""
+        body = {
+            "model": self.config.model,
+            "messages": [{"role": role, "content": text} for role, text in messages],
+            "stream": True,
+            **JOYAI_SAMPLING_PARAMS,
+            "max_tokens": max_tokens,
+        }
+        pieces = self.stream(job_id, "/v1/chat/completions", _sse_text, json=body)
+        async with aclosing(pieces):
+            return "".join([piece async for piece in pieces])
+
+    def body(self, request: VlmRequest, built: BuiltPrompt | None = None) -> dict[str, Any]:
+        """The chat-completions request of one turn (of `built`, else built here)."""
+        built = built if built is not None else self.build(request)
         sampling = dict(JOYAI_SAMPLING_PARAMS)
         sampling["max_tokens"] = min(request.max_tokens, self.config.max_tokens)
         return {
@@ -206,7 +240,9 @@ class RemoteVlm(RemoteStage):
         if silent_before_first_question(request.context):  # JoyAI's rule, B30
             yield VlmDecision(VlmAction.LISTEN)
             return
-        body = self.body(request)
+        built = self.build(request)
+        self.memory.observe(request.request_id, request.context, built.dropped_turns)
+        body = self.body(request, built)
         pieces = self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
         decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
         async with aclosing(decided) as outputs:
