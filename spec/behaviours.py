@@ -767,7 +767,11 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "the session clock and, for the newest turns, its frames (at most "
             "max_context_images and max_context_image_bytes for the whole session); every "
             "reply as it was heard; every turn the model answered with silence as an empty "
-            "assistant turn. The JoyAI stage renders them in the weights' tick format."
+            "assistant turn. The JoyAI stage renders them in the weights' tick format; with "
+            "summary_memory on, the turns its token budget drops are summarised in the "
+            "background by the same model (bounded in sessions, characters and time; a "
+            "failure keeps the old summary and never touches a reply) and the summary opens "
+            "later prompts."
         ),
         sections=(_TICKS, _HISTORY, _PIPELINE),
         rows=(RowRef("response", "listen"),),
@@ -781,6 +785,17 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b29_b30_tick_history.py::test_b29_a_quiet_commit_is_no_turn_and_a_typed_item_is_one",
             "tests/backends/test_joyai_golden_prompts.py::test_b29_golden_session_trace_prompt",
             "tests/backends/test_joyai_golden_prompts.py::test_b29_golden_session_trace_through_the_gpu_stage_tokenizer_path",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_an_over_budget_history_starts_one_background_summary_and_a_later_prompt_shows_it",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_the_summary_with_the_window_stays_within_the_budget",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_a_failed_or_timed_out_summary_leaves_the_reply_alone_and_keeps_the_old_summary",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_with_summary_memory_off_no_summary_job_runs_and_prompts_are_unchanged",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_two_overflows_while_a_job_runs_start_no_second_job",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_jobs_still_running_are_cancelled_when_the_stage_is_released",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_the_memory_is_bounded_in_sessions_and_characters",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_fewer_dropped_turns_than_a_batch_start_no_job",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_cut_at_sentence_keeps_whole_sentences_within_the_bound",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_the_remote_stage_summarises_through_the_same_servers",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_summary_settings_are_checked_in_both_config_files",
         ),
     ),
     Behaviour(

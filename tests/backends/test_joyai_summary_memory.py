@@ -288,7 +288,8 @@ def test_b29_the_remote_stage_summarises_through_the_same_servers() -> None:
         bodies.append(body)
         summary_job = body["messages"][0]["content"].startswith("You keep the memory")
         text = SUMMARY if summary_job else REPLY
-        return httpx.Response(200, content=_sse(text), headers={"content-type": "text/event-stream"})
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, content=_sse(text), headers=headers)
 
     config = StageConfig(
         stage="vlm", urls=("http://127.0.0.1:9",), model="joyai", max_model_len=1024,
