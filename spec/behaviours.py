@@ -796,6 +796,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/backends/test_joyai_summary_memory.py::test_b29_cut_at_sentence_keeps_whole_sentences_within_the_bound",
             "tests/backends/test_joyai_summary_memory.py::test_b29_the_remote_stage_summarises_through_the_same_servers",
             "tests/backends/test_joyai_summary_memory.py::test_b29_summary_settings_are_checked_in_both_config_files",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_alike_silent_ticks_are_told_apart_so_every_new_batch_is_summarised",
         ),
     ),
     Behaviour(

@@ -18,7 +18,8 @@ and which turns the budget dropped, so the core never hears of it.
   event. The stage cancels outstanding jobs when it is released.
 - Triggered when the turns dropped from the window and not yet summarised reach
   `every_turns`; which turns were summarised is remembered by the identity of the last
-  one (role, text, time), since history indices shift as items are evicted or deleted.
+  one (the nearest timed tick before it, and the offset from it: silences look alike),
+  since history indices shift as items are evicted or deleted.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ class SummarySettings:
         return max(16, self.max_chars // 3)
 
 
-_Mark = tuple[str, str, float | None]
+_Fingerprint = tuple[str, str, float | None]
+#: the last summarised turn: a turn with a time (role, text, time) and the offset from it
+_Mark = tuple[_Fingerprint, int]
 
 
 @dataclass(slots=True)
@@ -150,21 +153,35 @@ def summary_prompt(
     ]
 
 
-def _mark(context: PromptContext, index: int) -> _Mark:
+def _fingerprint(context: PromptContext, index: int) -> _Fingerprint:
     turn = context.history[index]
     times = context.history_times_s
     return (turn.role, turn.text, times[index] if index < len(times) else None)
+
+
+def _mark(context: PromptContext, index: int) -> _Mark:
+    """Turn `index` as a mark that survives shifting indices: the nearest turn at or before
+    it with a time (tick times are unique; silences and replies all look alike), and how
+    many turns after that one it is."""
+    times = context.history_times_s
+    anchor = index
+    for i in range(index, -1, -1):
+        if i < len(times) and times[i] is not None:
+            anchor = i
+            break
+    return _fingerprint(context, anchor), index - anchor
 
 
 def _unsummarised_from(context: PromptContext, dropped: int, mark: _Mark | None) -> int:
     """The index of the first dropped turn the summary does not cover yet."""
     if mark is None:
         return 0
+    anchor, offset = mark
     for i in range(dropped - 1, -1, -1):
-        if _mark(context, i) == mark:
-            return i + 1
+        if _fingerprint(context, i) == anchor:
+            return min(i + offset + 1, dropped)
     # the marked turn left history (evicted or deleted): go by time when it has one
-    _, _, mark_time = mark
+    _, _, mark_time = anchor
     if mark_time is not None:
         times = context.history_times_s
         start = 0

@@ -341,3 +341,45 @@ def test_b29_summary_settings_are_checked_in_both_config_files() -> None:
             parse_placement({"vlm": {key: value}})
     with pytest.raises(PlacementError, match="applies only to the vlm"):
         parse_placement({"tts": {"summary_memory": True}})
+
+
+def _camera_ticks(ticks: int) -> PromptContext:
+    """A camera-only session: `ticks` silent ticks (each alike but for its time)."""
+    turns: list[HistoryTurn] = []
+    times: list[float | None] = []
+    for i in range(ticks):
+        turns += [HistoryTurn("user", ""), HistoryTurn("assistant", "")]
+        times += [float(i), None]
+    return PromptContext(
+        system="Tell me when someone comes in.",
+        history=tuple(turns),
+        time_s=float(ticks),
+        history_times_s=tuple(times),
+    )
+
+
+def test_b29_alike_silent_ticks_are_told_apart_so_every_new_batch_is_summarised() -> None:
+    batches: list[list[str]] = []
+    earlier: list[str] = []
+
+    async def summarize(messages: list[tuple[str, str]], max_tokens: int, job_id: str) -> str:
+        lines = messages[1][1].splitlines()
+        earlier.append(lines[0])
+        batches.append(lines[lines.index("Ticks:") + 1 :])
+        return f"Nobody came in ({len(batches)})."
+
+    async def main() -> None:
+        memory = SummaryMemory(SummarySettings(enabled=True, every_turns=8), summarize)
+        memory.observe("sess_a/resp_1", _camera_ticks(20), dropped_turns=10)
+        await memory.settled()
+        # four more ticks left the window: a silence closes both batches
+        memory.observe("sess_a/resp_2", _camera_ticks(24), dropped_turns=18)
+        await memory.settled()
+
+    anyio.run(main)
+    assert len(batches) == 2
+    assert batches[0][0] == "<0.0 seconds> (camera)" and batches[0][-1] == "(silent)"
+    assert batches[1][0] == "<5.0 seconds> (camera)" and len(batches[1]) == 8
+    assert batches[1][-1] == "(silent)"
+    # each job builds on the summary before it
+    assert earlier == ["Ticks:", "Earlier summary: Nobody came in (1)."]
