@@ -797,6 +797,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/backends/test_joyai_summary_memory.py::test_b29_the_remote_stage_summarises_through_the_same_servers",
             "tests/backends/test_joyai_summary_memory.py::test_b29_summary_settings_are_checked_in_both_config_files",
             "tests/backends/test_joyai_summary_memory.py::test_b29_alike_silent_ticks_are_told_apart_so_every_new_batch_is_summarised",
+            "tests/backends/test_joyai_summary_memory.py::test_b29_through_the_runtime_a_session_is_summarised_under_its_own_id",
         ),
     ),
     Behaviour(

@@ -30,8 +30,20 @@ from backends.joyai.memory import (
 from backends.joyai.prompt import SUMMARY_HEADER, build_prompt
 from backends.remote.config import RemoteConfigError, StageConfig, parse_remote_config
 from backends.remote.stages import RemoteVlm
+from runtime.host import SessionHost
+from spec import events as ev
 from spec.session_config import DEFAULT_INSTRUCTIONS
+from tests.backends.remote_fleet import FakeReplica
 from tests.backends.test_gpu_stages import FakeEngine
+from tests.backends.test_remote_turns import (  # noqa: F401 (fleet: a fixture)
+    QUESTION,
+    Client,
+    _jpeg,
+    fleet,
+    remote_table,
+    serve_one,
+    with_host,
+)
 
 SUMMARY = "The user asked about the red door. The assistant said it was shut."
 REPLY = "</response> The door is open now."
@@ -383,3 +395,46 @@ def test_b29_alike_silent_ticks_are_told_apart_so_every_new_batch_is_summarised(
     assert batches[1][-1] == "(silent)"
     # each job builds on the summary before it
     assert earlier == ["Ticks:", "Earlier summary: Nobody came in (1)."]
+
+
+def test_b29_through_the_runtime_a_session_is_summarised_under_its_own_id(
+    fleet: dict[str, FakeReplica],  # noqa: F811
+) -> None:
+    """The runtime's engine request ids (`sess_x/resp_n`) key the memory: a served
+    session's dropped ticks are summarised by the same servers and its later prompt
+    opens with the summary (the replicas answer every chat request alike)."""
+    table = remote_table(
+        fleet, max_model_len=900, image_tokens=16, summary_memory=True, summary_every_turns=2
+    )
+
+    async def run(host: SessionHost) -> Any:
+        backend = host.backend
+        assert backend is not None
+        vlm: RemoteVlm = backend.vlm  # type: ignore[attr-defined]
+
+        async def session(client: Client) -> None:
+            await client.send(QUESTION)
+            for _ in range(12):
+                done = await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
+                assert done[-1].response.status == "completed"
+            await vlm.memory.settled()
+            await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
+
+        await serve_one(host, session)
+
+    anyio.run(with_host, table, run)
+    chats = [
+        seen.body
+        for name in ("vlm0", "vlm1")
+        for seen in fleet[name].requests("/v1/chat/completions")
+    ]
+    jobs = [c for c in chats if c["messages"][0]["content"].startswith("You keep the memory")]
+    assert jobs and all(job["max_tokens"] == 400 for job in jobs)
+    replies = [c for c in chats if c not in jobs]
+    last_user = next(m for m in replies[-1]["messages"] if m["role"] == "user")
+    text = (
+        last_user["content"]
+        if isinstance(last_user["content"], str)
+        else (last_user["content"][0]["text"])
+    )
+    assert text.startswith(f"{SUMMARY_HEADER}\nHello there. I see a cat.")
