@@ -1285,6 +1285,7 @@ class ReferenceSession:
                     transcript=transcript,
                     frames=frames,
                 ),
+                max_tokens=self.config.max_output_tokens,
             )
         )
 

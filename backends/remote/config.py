@@ -19,6 +19,8 @@
     max_tokens = 256             # reply cap
     max_images = 8
     image_tokens = 256           # a frame's cost: start the server with a max_pixels bound
+    extra_body = { min_p = 0.05 } # optional: more fields of the chat request (vLLM's own
+                                 # sampling extras); never one the stage sets itself
 
     [remote.tts]                 # vLLM-Omni /v1/audio/speech, stream = true, raw PCM16
     urls = ["http://tts-0:8091"]
@@ -47,12 +49,15 @@ where the remote backend's extra is not installed.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
+
+from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 
 __all__ = [
     "RemoteConfig",
@@ -68,10 +73,23 @@ _COMMON_KEYS: Final = {"urls", "model", "api_key", "api_key_env", "timeout_s", "
 _STAGE_KEYS: Final = {
     "asr": _COMMON_KEYS | {"language", "max_tokens"},
     "vlm": _COMMON_KEYS
-    | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"},
+    | {
+        "max_model_len",
+        "max_tokens",
+        "max_images",
+        "context_budget_tokens",
+        "image_tokens",
+        "extra_body",
+    },
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
     "delegation": _COMMON_KEYS | {"max_tokens", "instructions"},
 }
+#: fields of the chat request the VLM stage sets itself: `extra_body` may only add others,
+#: so it can never lift the reply cap nor change the prompt or JoyAI's sampling
+_VLM_BODY_KEYS: Final = frozenset(
+    {"model", "messages", "stream", "skip_special_tokens", "max_completion_tokens"}
+    | set(JOYAI_SAMPLING_PARAMS)
+)
 _DEFAULT_TIMEOUT_S: Final = {"asr": 15.0, "vlm": 30.0, "tts": 30.0, "delegation": 30.0}
 
 
@@ -96,6 +114,9 @@ class StageConfig:
     max_images: int = 8
     context_budget_tokens: int | None = None
     image_tokens: int = 256  # what one frame costs in the server's prompt (max_pixels bound)
+    #: vlm: more fields of every chat-completions request (vLLM extras such as
+    #: `ignore_eos`, `min_tokens`, `min_p`); never one the stage sets itself
+    extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # tts
     voice: str | None = None
     sample_rate_hz: int = 24_000
@@ -168,6 +189,21 @@ def _url(value: Any, key: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+def _extra_body(raw: Any, key: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise RemoteConfigError(f"`{key}` must be a table")
+    taken = sorted(set(raw) & _VLM_BODY_KEYS)
+    if taken:
+        raise RemoteConfigError(
+            f"`{key}.{taken[0]}` is set by the stage itself (the reply cap is `max_tokens`)"
+        )
+    try:
+        json.dumps(dict(raw))
+    except (TypeError, ValueError):
+        raise RemoteConfigError(f"`{key}` must hold JSON values (no dates or times)") from None
+    return dict(raw)
+
+
 def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> StageConfig:
     key = key or f"{prefix}.{name}"
     if not isinstance(raw, Mapping):
@@ -214,6 +250,8 @@ def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> Stage
         options["sample_rate_hz"] = _whole(
             raw["sample_rate_hz"], f"{key}.sample_rate_hz", minimum=8000
         )
+    if "extra_body" in raw:
+        options["extra_body"] = _extra_body(raw["extra_body"], f"{key}.extra_body")
     fields = ("max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens")
     for field_name in fields:
         if field_name in raw:
