@@ -18,15 +18,16 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
 - `joyduplex serve --backend remote --config` as a subprocess, driven through its
   websocket (`transport.client.DuplexClient`): a spoken turn with a camera frame
   (transcription, response, audio, done), a camera-only turn, a barge-in
-  (`response.cancel`) while the VLM streams (cancelled, nothing left running on any
-  replica per vLLM's `/metrics`; whether vLLM also counts an abort depends on whether the
-  tiny model had finished first, so that is printed, not asserted), and one VLM replica killed
-  (its process group, SIGKILL) mid-stream: that response fails once with a typed error
-  (or, when the kill lands before the first piece was read, is retried on the other
-  replica), the next turn goes to the other replica, the session and readiness survive.
-  Known limit: the tiny model streams its whole 256-token reply in about half a second
-  on this CPU, so the barge-in can arrive after the reply ended; that run skips with
-  the reason (the stand-in server of test_remote_turns.py proves the disconnect);
+  (`response.cancel`) while the VLM streams, and one VLM replica killed (its process
+  group, SIGKILL) mid-stream: that response fails once with a typed error (or, when the
+  kill lands before the first piece was read, is retried on the other replica), the next
+  turn goes to the other replica, the session and readiness survive. The barge-in and
+  the kill run against long replies: the session asks for `max_output_tokens` =
+  `LONG_MAX_TOKENS` (the stage's cap too) and the stage sends vLLM `ignore_eos`
+  (`[remote.vlm] extra_body`), so the random model streams for seconds and never stops
+  early. The barge-in lands once vLLM's `/metrics` shows the request running with tokens
+  generated; the response ends `cancelled`, and vLLM itself counts exactly one aborted
+  request and nothing left running on any replica;
 - the server overhead of a spoken turn against these servers, in-process
   (`SessionHost`), printed.
 
@@ -78,8 +79,12 @@ pytestmark = [
 SERVER_START_S = 600.0
 TURN_S = 120.0
 VLM_MAX_TOKENS = 160
-#: the longest reply: the runtime asks for at most 256 tokens (`VlmRequest.max_tokens`)
-LONG_MAX_TOKENS = 256
+#: the long replies of the barge-in and the kill: seconds of streaming on this CPU (the
+#: tiny model makes about 500 tokens a second), with room left in the servers' 4096-token
+#: context (`--max-model-len`) for the JoyAI prompt and one frame
+LONG_MAX_TOKENS = 2500
+#: tokens vLLM must have generated for the request before the barge-in is sent
+TOKENS_BEFORE_CANCEL = 32
 
 
 class VllmServer:
@@ -180,7 +185,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 server.kill()
 
 
-def remote_table(fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS) -> dict[str, Any]:
+def remote_table(
+    fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS, **vlm: Any
+) -> dict[str, Any]:
     return {
         "probe_interval_s": 0.5,
         "asr": {"urls": [fleet["asr"].url], "model": "qwen3-asr", "max_tokens": 8},
@@ -190,6 +197,7 @@ def remote_table(fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS) -> dic
             "max_model_len": 4096,
             "max_tokens": max_tokens,
             "max_images": 1,
+            **vlm,
         },
         "tts": {"urls": [fleet["tts"].url], "model": "qwen3-tts", "voice": "vivian"},
     }
@@ -205,7 +213,10 @@ def _toml(remote: dict[str, Any]) -> str:
     for stage in ("asr", "vlm", "tts"):
         lines.append(f"[remote.{stage}]")
         for key, value in remote[stage].items():
-            if isinstance(value, list):
+            if isinstance(value, dict):
+                pairs = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
+                lines.append(f"{key} = {{ {pairs} }}")
+            elif isinstance(value, list):
                 lines.append(
                     f"{key} = [{', '.join(repr(v).replace(chr(39), chr(34)) for v in value)}]"
                 )
@@ -215,6 +226,12 @@ def _toml(remote: dict[str, Any]) -> str:
                 lines.append(f"{key} = {value}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _speech_like(seconds: float = 0.8) -> bytes:
@@ -232,9 +249,9 @@ def _jpeg(color: tuple[int, int, int]) -> bytes:
 
 
 @contextlib.contextmanager
-def _joyduplex(fleet: dict[str, Any], root: Path, max_tokens: int) -> Any:
+def _joyduplex(fleet: dict[str, Any], root: Path, max_tokens: int, **vlm: Any) -> Any:
     config = root / "joyduplex.toml"
-    config.write_text(_toml(remote_table(fleet, max_tokens)))
+    config.write_text(_toml(remote_table(fleet, max_tokens, **vlm)))
     with serve(["--config", str(config)], root / "serve.log", ready_s=60) as process:
         yield process
 
@@ -247,8 +264,11 @@ def served(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> A
 
 @pytest.fixture(scope="module")
 def served_long(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The same, with replies long enough to interrupt: the barge-in and the kill."""
-    with _joyduplex(fleet, tmp_path_factory.mktemp("remote-long"), LONG_MAX_TOKENS) as process:
+    """The same, with replies long enough to interrupt: the barge-in and the kill. A
+    random model may emit its end token at any step: `ignore_eos` keeps it streaming."""
+    root = tmp_path_factory.mktemp("remote-long")
+    extra = {"extra_body": {"ignore_eos": True}}
+    with _joyduplex(fleet, root, LONG_MAX_TOKENS, **extra) as process:
         yield process
 
 
@@ -304,46 +324,57 @@ def test_spoken_turn_with_a_frame_then_camera_turn(served: Any, fleet: dict[str,
 def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
     served_long: Any, fleet: dict[str, Any]
 ) -> None:
-    before = {n: fleet[n].metrics()["aborted"] for n in ("vlm0", "vlm1")}
+    """The barge-in aborts the request on vLLM: counted as aborted, nothing running."""
+    names = ("vlm0", "vlm1")
+    before = {n: fleet[n].metrics() for n in names}
     posts = _posts(fleet)
 
-    async def main() -> Any:
+    async def main() -> tuple[VllmServer, dict[str, float], Any]:
         async with DuplexClient.connect(served_long.ws_url) as client:
             await client.wait_for("session.created")
+            session = await client.update_session(max_output_tokens=LONG_MAX_TOKENS)
+            assert session.max_output_tokens == LONG_MAX_TOKENS
             await client.append_audio(b"", frames=[_jpeg((20, 20, 200))])
             await client.commit(create_response=True)
             created = await client.wait_for("response.created", timeout=TURN_S)
-            # the VLM request reached a replica and is being served (a 256-token reply
-            # takes this CPU about a second): barge in now
             server = await _serving(fleet, posts)
-            running = server.metrics()["running"]
+            # barge in while vLLM generates this reply: running, some tokens out
+            with anyio.fail_after(TURN_S):
+                while True:
+                    at_cancel = server.metrics()
+                    generated = at_cancel["generated"] - before[server.key]["generated"]
+                    if at_cancel["running"] >= 1 and generated >= TOKENS_BEFORE_CANCEL:
+                        break
+                    await anyio.sleep(0.02)
             await client.cancel_response()
             response_id = created.response.id  # type: ignore[attr-defined]
-            return running, await client.collect_response(TURN_S, response_id=response_id)
+            result = await client.collect_response(TURN_S, response_id=response_id)
+            return server, at_cancel, result
 
-    running, result = anyio.run(main)
-    print(f"\nbarge-in: vLLM running gauge at the cancel: {running}")
-    if result.status == "completed":
-        # the tiny model streams its 256 tokens in about half a second on this CPU: the
-        # whole reply can be over before the cancel lands (the stand-in server of
-        # test_remote_turns.py proves the disconnect deterministically)
-        pytest.skip("the tiny model's reply ended before the barge-in reached it")
+    server, at_cancel, result = anyio.run(main)
     assert result.status == "cancelled", result
-    # The stream is closed at once; whether vLLM counts an abort depends on whether the
-    # tiny model was still generating when the disconnect reached it (it often finished
-    # its reply first on this CPU), so the test proves what holds either way: nothing is
-    # left running on any replica, and at most this one request was aborted.
+    # vLLM sees the stream's client go away and aborts the request; its counters may lag
+    # the disconnect a little, so wait (bounded) for the abort and for nothing running
     deadline = time.monotonic() + 30
     while True:
-        after = {n: fleet[n].metrics() for n in ("vlm0", "vlm1")}
-        aborted = sum(after[n]["aborted"] - before[n] for n in before)
+        after = {n: fleet[n].metrics() for n in names}
+        aborted = sum(after[n]["aborted"] - before[n]["aborted"] for n in names)
         running = sum(m["running"] for m in after.values())
-        if running == 0:
+        if (running == 0 and aborted >= 1) or time.monotonic() > deadline:
             break
-        assert time.monotonic() < deadline, (after, before)
         time.sleep(0.2)
-    print(f"barge-in: requests aborted on vLLM: {aborted}")
-    assert aborted <= 1
+    key = server.key
+    generated_at_cancel = at_cancel["generated"] - before[key]["generated"]
+    generated_in_all = after[key]["generated"] - before[key]["generated"]
+    print(
+        f"\nbarge-in on vLLM ({key}): running gauge at the cancel {at_cancel['running']:g},"
+        f" tokens generated before the cancel {generated_at_cancel:g}, in all"
+        f" {generated_in_all:g} of {LONG_MAX_TOKENS}; aborted requests {aborted:g},"
+        f" running afterwards {[after[n]['running'] for n in names]}"
+    )
+    assert all(after[n]["running"] == 0 for n in names), (after, before)
+    assert aborted == 1, (after, before)
+    assert generated_in_all < LONG_MAX_TOKENS  # stopped, not run to its cap
 
 
 def test_server_overhead_against_vllm(fleet: dict[str, Any]) -> None:
@@ -393,13 +424,15 @@ def test_vlm_replica_killed_mid_stream(served_long: Any, fleet: dict[str, Any]) 
             created = await client.wait_for("response.created", timeout=TURN_S)
             server = await _serving(fleet, posts)
             # tokens streamed: pieces reached the session (or, if vLLM's counters lag,
-            # half a second of a reply that takes this CPU about a second)
+            # half a second of a reply that takes this CPU seconds)
             with anyio.move_on_after(0.5):
                 while server.metrics()["generated"] - before[server.key] < 16:
                     await anyio.sleep(0.02)
             server.kill()
             response_id = created.response.id  # type: ignore[attr-defined]
             failed = await client.collect_response(TURN_S, response_id=response_id)
+            # the next turn need not be long: the session lowers its reply cap
+            await client.update_session(max_output_tokens=VLM_MAX_TOKENS)
             await client.append_audio(b"", frames=[_jpeg((20, 200, 200))])
             await client.commit(create_response=True)
             served_turn = await client.collect_response(timeout=TURN_S)
