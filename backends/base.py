@@ -188,7 +188,9 @@ class VlmRequest:
 
     request_id: str
     context: PromptContext
-    max_tokens: int = 256
+    #: the session's reply cap (`max_output_tokens`); None: the stage's own cap, which
+    #: bounds a number given here too
+    max_tokens: int | None = None
 
 
 class VlmAction(enum.StrEnum):

@@ -201,8 +201,9 @@ class Responses:
 
     def _submit_vlm(self, response: Response) -> None:
         response.generate()
+        config = self._config()
         prompt = build_prompt(
-            instructions=self._config().instructions,
+            instructions=config.instructions,
             items=self._items,
             responses=self.by_id,
             segments=response.segments,
@@ -212,7 +213,15 @@ class Responses:
         request_id = response.new_request(VLM)
         for commit in response.segments:
             self._pending.release(commit)
-        self._out.effect(SubmitVlm(request_id, response.id, self._out.epoch, prompt))
+        self._out.effect(
+            SubmitVlm(
+                request_id,
+                response.id,
+                self._out.epoch,
+                prompt,
+                max_tokens=config.max_output_tokens,
+            )
+        )
 
     # --- stage results ------------------------------------------------------------------
 

@@ -822,7 +822,9 @@ class SessionRunner:
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:
         # the core's PromptInput is the backends' PromptContext: handed over as it is
-        request = VlmRequest(self._engine_id(effect.request_id), effect.prompt)
+        request = VlmRequest(
+            self._engine_id(effect.request_id), effect.prompt, max_tokens=effect.max_tokens
+        )
         async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
                 question = out.question or ""

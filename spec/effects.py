@@ -146,6 +146,9 @@ class SubmitVlm:
     response_id: str
     epoch: int
     prompt: PromptInput
+    #: the session's `max_output_tokens`; None (`"inf"`): the VLM backend's own cap, which
+    #: also bounds a number given here
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

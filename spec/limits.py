@@ -17,12 +17,15 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MAX_IDLE_TIMEOUT_S", "MIB", "Limits"]
+__all__ = ["MAX_IDLE_TIMEOUT_S", "MAX_OUTPUT_TOKENS", "MIB", "Limits"]
 
 MIB = 1024 * 1024
 #: the largest idle timeout anyone may configure (one week): the operator here, a session
 #: in `session.update` (which can only lower the operator's, docs/session-semantics.md 7)
 MAX_IDLE_TIMEOUT_S = 7 * 86_400.0
+#: the largest integer `max_output_tokens` a session may ask for (the OpenAI Realtime
+#: bound); `"inf"` instead leaves the reply to the VLM backend's own cap
+MAX_OUTPUT_TOKENS = 4_096
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]

@@ -1401,6 +1401,7 @@ class ReferenceSession:
                     history_frames=parts.shown,
                     asked_before=self.asked,
                 ),
+                max_tokens=self.config.max_output_tokens,
             )
         )
         self._keep_frames(resp.segments)

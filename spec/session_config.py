@@ -20,7 +20,7 @@ import msgspec
 
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
-from spec.limits import MAX_IDLE_TIMEOUT_S
+from spec.limits import MAX_IDLE_TIMEOUT_S, MAX_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping
@@ -183,6 +183,9 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: answer a manual commit without `response.create` (upstream `extra_body.auto_response`)
     auto_response: bool = False
     idle_timeout_s: float | None = None
+    #: `max_output_tokens`: the most tokens one reply may have; None is `"inf"`, the VLM
+    #: backend's own cap (which also bounds any number given here)
+    max_output_tokens: int | None = None
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def public(self, session_id: str, *, profile: str, epoch: int) -> SessionObject:
@@ -206,6 +209,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             turn_detection=td,
             profile=profile,
             epoch=epoch,
+            max_output_tokens="inf" if self.max_output_tokens is None else self.max_output_tokens,
             extra_body=dict(self.extra_body),
         )
 
@@ -289,6 +293,20 @@ def _idle_timeout(value: float | None) -> float | None:
             f"`idle_timeout_s` must be a number of seconds from 0 to {MAX_IDLE_TIMEOUT_S:g}",
         )
     return float(value)
+
+
+def _max_output_tokens(value: object) -> int | None:
+    """An integer from 1 to `MAX_OUTPUT_TOKENS`, or `"inf"` / null (-> None: no cap of
+    the session's own)."""
+    if value is None or value == "inf":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_TOKENS:
+        raise _refuse(
+            ErrorCode.BAD_EVENT,
+            "session.max_output_tokens",
+            f"`max_output_tokens` must be an integer from 1 to {MAX_OUTPUT_TOKENS} or `inf`",
+        )
+    return value
 
 
 def _turn_detection(raw: Mapping[str, Any] | None, param: str) -> TurnDetection | None:
@@ -504,6 +522,8 @@ def validate_session(
         )
     if patch.idle_timeout_s is not unset:
         changes["idle_timeout_s"] = _idle_timeout(patch.idle_timeout_s)
+    if patch.max_output_tokens is not unset:
+        changes["max_output_tokens"] = _max_output_tokens(patch.max_output_tokens)
     if patch.extra_body is not unset:
         auto = patch.extra_body.get("auto_response", base.auto_response)
         if not isinstance(auto, bool):

@@ -252,7 +252,9 @@ class FrameDescriber(StageLifecycle):
             latest = features[-1] if features else None
             decision = compose_reply(context, latest, previous)
         if decision.action is not VlmAction.LISTEN:
-            words = word_deltas(decision.text)[: max(request.max_tokens, 1)]
+            words = word_deltas(decision.text)
+            if request.max_tokens is not None:
+                words = words[: max(request.max_tokens, 1)]
             for word in words:
                 yield VlmTextDelta(word)
             decision = VlmDecision(decision.action, "".join(words), decision.question)

@@ -124,9 +124,8 @@ class VlmStage(EngineStage):
             built.images, max_side=self.max_side, max_pixels=self.max_pixels
         )
         prompt = EnginePrompt(built.text, images=images)
-        sampling = replace(
-            self.sampling, max_tokens=min(request.max_tokens, self.sampling.max_tokens)
-        )
+        cap = self.sampling.max_tokens
+        sampling = replace(self.sampling, max_tokens=min(request.max_tokens or cap, cap))
         pieces = stream_request(
             self.engine, self.health, request.request_id, prompt, sampling, stage=self.name
         )

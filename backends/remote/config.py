@@ -23,6 +23,8 @@
     summary_max_chars = 1200     #   the summary's bound (cut at a sentence)
     summary_timeout_s = 20.0     #   one summary job's time bound
     summary_every_turns = 8      #   dropped turns per summary job
+    extra_body = { min_p = 0.05 } # optional: more fields of the chat request (vLLM's own
+                                 # sampling extras); never one the stage sets itself
 
     [remote.tts]                 # vLLM-Omni /v1/audio/speech, stream = true, raw PCM16
     urls = ["http://tts-0:8091"]
@@ -51,12 +53,15 @@ where the remote backend's extra is not installed.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
+
+from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 
 __all__ = [
     "RemoteConfig",
@@ -72,11 +77,24 @@ _COMMON_KEYS: Final = {"urls", "model", "api_key", "api_key_env", "timeout_s", "
 _STAGE_KEYS: Final = {
     "asr": _COMMON_KEYS | {"language", "max_tokens"},
     "vlm": _COMMON_KEYS
-    | {"max_model_len", "max_tokens", "max_images", "context_budget_tokens", "image_tokens"}
+    | {
+        "max_model_len",
+        "max_tokens",
+        "max_images",
+        "context_budget_tokens",
+        "image_tokens",
+        "extra_body",
+    }
     | {"summary_memory", "summary_max_chars", "summary_timeout_s", "summary_every_turns"},
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
     "delegation": _COMMON_KEYS | {"max_tokens", "instructions"},
 }
+#: fields of the chat request the VLM stage sets itself: `extra_body` may only add others,
+#: so it can never lift the reply cap nor change the prompt or JoyAI's sampling
+_VLM_BODY_KEYS: Final = frozenset(
+    {"model", "messages", "stream", "skip_special_tokens", "max_completion_tokens"}
+    | set(JOYAI_SAMPLING_PARAMS)
+)
 _DEFAULT_TIMEOUT_S: Final = {"asr": 15.0, "vlm": 30.0, "tts": 30.0, "delegation": 30.0}
 
 
@@ -106,6 +124,9 @@ class StageConfig:
     summary_max_chars: int = 1200
     summary_timeout_s: float = 20.0
     summary_every_turns: int = 8
+    #: vlm: more fields of every chat-completions request (vLLM extras such as
+    #: `ignore_eos`, `min_tokens`, `min_p`); never one the stage sets itself
+    extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # tts
     voice: str | None = None
     sample_rate_hz: int = 24_000
@@ -178,6 +199,21 @@ def _url(value: Any, key: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+def _extra_body(raw: Any, key: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise RemoteConfigError(f"`{key}` must be a table")
+    taken = sorted(set(raw) & _VLM_BODY_KEYS)
+    if taken:
+        raise RemoteConfigError(
+            f"`{key}.{taken[0]}` is set by the stage itself (the reply cap is `max_tokens`)"
+        )
+    try:
+        json.dumps(dict(raw))
+    except (TypeError, ValueError):
+        raise RemoteConfigError(f"`{key}` must hold JSON values (no dates or times)") from None
+    return dict(raw)
+
+
 def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> StageConfig:
     key = key or f"{prefix}.{name}"
     if not isinstance(raw, Mapping):
@@ -224,6 +260,8 @@ def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> Stage
         options["sample_rate_hz"] = _whole(
             raw["sample_rate_hz"], f"{key}.sample_rate_hz", minimum=8000
         )
+    if "extra_body" in raw:
+        options["extra_body"] = _extra_body(raw["extra_body"], f"{key}.extra_body")
     if "summary_memory" in raw:
         if not isinstance(raw["summary_memory"], bool):
             raise RemoteConfigError(

@@ -227,8 +227,10 @@ class RemoteVlm(RemoteStage):
         """The chat-completions request of one turn (of `built`, else built here)."""
         built = built if built is not None else self.build(request)
         sampling = dict(JOYAI_SAMPLING_PARAMS)
-        sampling["max_tokens"] = min(request.max_tokens, self.config.max_tokens)
+        cap = self.config.max_tokens
+        sampling["max_tokens"] = min(request.max_tokens or cap, cap)
         return {
+            **self.config.extra_body,  # only keys the stage does not set (checked at parse)
             "model": self.config.model,
             "messages": chat_messages(built),
             "stream": True,

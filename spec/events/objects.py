@@ -166,4 +166,7 @@ class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
     turn_detection: dict[str, Any] | None = None
     profile: str = "speech"
     epoch: int = 0
+    #: the reply cap in tokens, or "inf" (the backend's own cap); None only before
+    #: `SessionConfig.public` fills it in, so the echo is always present
+    max_output_tokens: int | Literal["inf"] | None = None
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -194,6 +194,31 @@ def test_spoken_turn_with_a_frame_then_camera_turn(fleet: dict[str, FakeReplica]
     assert len(fleet["asr"].requests("/v1/audio/transcriptions")) == 1  # no ASR for a frame
 
 
+def test_the_session_max_output_tokens_reaches_the_chat_request_within_the_stage_cap(
+    fleet: dict[str, FakeReplica],
+) -> None:
+    async def run(host: SessionHost) -> Any:
+        async def session(client: Client) -> list[Any]:
+            events: list[Any] = []
+            for cap in (16, 4096, "inf"):
+                # instructions are a standing question: camera ticks reach the model (B30)
+                patch = ev.SessionPatch(max_output_tokens=cap, instructions="Say what you see.")
+                await client.send(ev.SessionUpdate(session=patch))
+                events = await client.until("session.updated", events)
+                assert events[-1].session.max_output_tokens == cap
+                events += await client.turn(ev.InputAudioBufferAppend(video_frames=[_jpeg()]))
+            return events
+
+        return await serve_one(host, session)
+
+    events = anyio.run(with_host, remote_table(fleet, extra_body={"ignore_eos": True}), run)
+    assert "error" not in _tags(events), events
+    chats = [s for r in ("vlm0", "vlm1") for s in fleet[r].requests("/v1/chat/completions")]
+    # the session's cap, then the stage's 64 for a larger one and for "inf"
+    assert [s.body["max_tokens"] for s in sorted(chats, key=lambda s: s.started)] == [16, 64, 64]
+    assert all(s.body["ignore_eos"] is True for s in chats)
+
+
 def test_barge_in_closes_the_vlm_stream(fleet: dict[str, FakeReplica]) -> None:
     """response.cancel while the VLM streams: the server sees its client go away."""
     for name in ("vlm0", "vlm1"):

@@ -4,6 +4,7 @@ the retry rule of `RemoteStage.stream` (httpx.MockTransport: pure unit tests, no
 
 from __future__ import annotations
 
+import datetime
 import itertools
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,26 @@ def test_config_parses_and_fills_defaults() -> None:
             "is not set",
         ),
         ({"extra": 1}, "unknown key `remote.extra`"),
+        (
+            {"vlm": {"urls": [A], "model": "m", "extra_body": 1}},
+            "`remote.vlm.extra_body` must be a table",
+        ),
+        (
+            {"vlm": {"urls": [A], "model": "m", "extra_body": {"max_tokens": 9}}},
+            "`remote.vlm.extra_body.max_tokens` is set by the stage itself",
+        ),
+        (
+            {"vlm": {"urls": [A], "model": "m", "extra_body": {"messages": []}}},
+            "`remote.vlm.extra_body.messages` is set by the stage itself",
+        ),
+        (
+            {"vlm": {"urls": [A], "model": "m", "extra_body": {"t": datetime.date(2026, 1, 1)}}},
+            "must hold JSON values",
+        ),
+        (
+            {"tts": {"urls": [A], "model": "m", "extra_body": {}}},
+            "unknown key `remote.tts.extra_body`",
+        ),
     ],
 )
 def test_config_errors_name_the_key(change: dict[str, Any], message: str) -> None:
@@ -351,3 +372,20 @@ def test_undecodable_frame_is_refused_before_sending() -> None:
     request = VlmRequest("r1", PromptInput(system="s", transcript="hi", frames=(b"GIF89a",)))
     with pytest.raises(InvalidPromptContext, match=r"frames\[0\]"):
         backend.vlm.body(request)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("asked", "sent"), [(None, 48), (16, 16), (48, 48), (4096, 48)])
+def test_the_reply_cap_is_the_session_cap_within_the_stage_cap_and_extra_body_adds_fields(
+    asked: int | None, sent: int
+) -> None:
+    extra = {"ignore_eos": True, "min_tokens": 4}
+    backend = create_backend(
+        remote=table(max_tokens=48, extra_body=extra),
+        profile="camera",
+        transport=httpx.MockTransport(lambda _: httpx.Response(500)),
+    )
+    request = VlmRequest("r1", PromptInput(system="s", transcript="hi"), max_tokens=asked)
+    body = backend.vlm.body(request)  # type: ignore[attr-defined]
+    assert body["max_tokens"] == sent
+    assert (body["ignore_eos"], body["min_tokens"], body["stream"]) == (True, 4, True)
+    assert body["temperature"] == 0.8 and body["model"] == "vlm"

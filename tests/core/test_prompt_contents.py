@@ -115,3 +115,15 @@ def test_an_id_deleted_and_created_again_is_history_not_the_responses_own_segmen
     d.send(item_create(_text("a new item"), item_id=asr.item.item_id))
     d.transcribe("the first words", asr)
     assert d.last(SubmitVlm).prompt.history == (("user", "a new item"),)
+
+
+def test_the_session_max_output_tokens_caps_each_vlm_request_and_inf_lifts_it() -> None:
+    d = Driver()
+    d.send(item_create(_text("hello")))
+    d.send(ev.ResponseCreate())
+    assert d.last(SubmitVlm).max_tokens is None  # default "inf": the backend's own cap
+    d.send(ev.SessionUpdate(session=ev.SessionPatch(max_output_tokens=32)))
+    d.send(ev.ResponseCancel())
+    d.send(item_create(_text("again")))
+    d.send(ev.ResponseCreate())
+    assert d.last(SubmitVlm).max_tokens == 32

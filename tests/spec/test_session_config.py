@@ -234,3 +234,27 @@ def test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness() -> N
     cfg = validate_session({"turn_detection": {"type": "server_vad"}})
     assert cfg.turn_detection is not None and cfg.turn_detection.end_of_turn is None
     assert "eagerness" not in cfg.turn_detection.public()
+
+
+@pytest.mark.parametrize(("value", "cap"), [(1, 1), (4096, 4096), (300, 300), ("inf", None)])
+def test_max_output_tokens_is_an_integer_up_to_4096_or_inf_and_is_echoed(
+    value: int | str, cap: int | None
+) -> None:
+    cfg = validate_session({"max_output_tokens": value})
+    assert cfg.max_output_tokens == cap
+    assert cfg.public("sess_1", profile="speech", epoch=0).max_output_tokens == value
+    assert validate_session({"voice": "joe"}, cfg).max_output_tokens == cap  # kept
+    assert validate_session({"max_output_tokens": None}, cfg).max_output_tokens is None
+
+
+def test_max_output_tokens_defaults_to_inf_in_the_echo() -> None:
+    assert SessionConfig().max_output_tokens is None
+    assert SessionConfig().public("s", profile="speech", epoch=0).max_output_tokens == "inf"
+
+
+@pytest.mark.parametrize("value", [0, -1, 4097, 1.5, True, "INF", "10", [5]])
+def test_bad_max_output_tokens_is_refused_with_its_param(value: object) -> None:
+    base = validate_session({"max_output_tokens": 64})
+    err = _refused({"max_output_tokens": value}, base)
+    assert (err.code, err.param) == (ErrorCode.BAD_EVENT, "session.max_output_tokens")
+    assert base.max_output_tokens == 64
