@@ -150,8 +150,11 @@ def smart_turn_model_path(configured: str | Path | None = None) -> Path:
     return path
 
 
-def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA256) -> bytes:
-    """Read the end-of-turn model once and check its SHA-256 (as the VAD model is read).
+def _read_verified(
+    path: Path, expected_sha256: str, *, stage: str, what: str, pinned: str, hint: str
+) -> bytes:
+    """Read a model file once and check its SHA-256, so the bytes checked are the bytes
+    loaded.
 
     Raises:
         BackendUnavailable: unreadable file or digest mismatch.
@@ -160,39 +163,40 @@ def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA25
         data = path.read_bytes()
     except OSError as exc:
         raise BackendUnavailable(
-            f"turn_end: cannot read the end-of-turn model `{path}`: {exc}", stage="turn_end"
+            f"{stage}: cannot read the {what} `{path}`: {exc}", stage=stage
         ) from exc
     digest = hashlib.sha256(data).hexdigest()
     if digest != expected_sha256.lower():
         raise BackendUnavailable(
-            f"turn_end: the end-of-turn model `{path}` has SHA-256 {digest}, expected "
-            f"{expected_sha256} (Smart Turn v3.2 of pipecat-ai 1.14.0); "
-            f"{SMART_TURN_INSTALL_HINT}",
-            stage="turn_end",
+            f"{stage}: the {what} `{path}` has SHA-256 {digest}, expected {expected_sha256} "
+            f"({pinned}); {hint}",
+            stage=stage,
         )
     return data
+
+
+def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA256) -> bytes:
+    """The end-of-turn model's bytes, checked like the VAD model's."""
+    return _read_verified(
+        path,
+        expected_sha256,
+        stage="turn_end",
+        what="end-of-turn model",
+        pinned="Smart Turn v3.2 of pipecat-ai 1.14.0",
+        hint=SMART_TURN_INSTALL_HINT,
+    )
 
 
 def read_verified_vad_model(path: Path, expected_sha256: str = SILERO_VAD_SHA256) -> bytes:
-    """Read the model once and check its SHA-256, so the bytes checked are the bytes loaded.
-
-    Raises:
-        BackendUnavailable: unreadable file or digest mismatch.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BackendUnavailable(
-            f"vad: cannot read the VAD model `{path}`: {exc}", stage="vad"
-        ) from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != expected_sha256.lower():
-        raise BackendUnavailable(
-            f"vad: the VAD model `{path}` has SHA-256 {digest}, expected {expected_sha256} "
-            f"(the Silero v6.2 ONNX of silero-vad 6.2.3); {SILERO_VAD_INSTALL_HINT}",
-            stage="vad",
-        )
-    return data
+    """The VAD model's bytes, checked against the pinned Silero digest."""
+    return _read_verified(
+        path,
+        expected_sha256,
+        stage="vad",
+        what="VAD model",
+        pinned="the Silero v6.2 ONNX of silero-vad 6.2.3",
+        hint=SILERO_VAD_INSTALL_HINT,
+    )
 
 
 def whisper_model_dir(configured: str | Path | None = None) -> Path:

@@ -11,9 +11,10 @@ vocabulary: `BackendUnavailable` while loading, `StageFailed` while serving a re
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backends.base import BackendError, BackendUnavailable, StageFailed
+from backends.cpu.assets import import_extra
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -49,3 +50,15 @@ def serving_failures(stage: str, request_id: str | None = None) -> Iterator[None
     except Exception as exc:
         where = f" (request {request_id})" if request_id else ""
         raise StageFailed(f"{stage} failed{where}: {_describe(exc)}", stage=stage) from exc
+
+
+def single_thread_onnx(data: bytes, *, stage: str, what: str) -> Any:
+    """An onnxruntime CPU session of `data` with one intra-op and one inter-op thread: the
+    small ONNX models (Silero, Smart Turn) run off the event loop, one call at a time, and
+    must not take the cores the loop and the other stages need."""
+    ort = import_extra("onnxruntime", stage=stage)
+    with loading_failures(stage, what):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        return ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])

@@ -21,11 +21,10 @@ import numpy as np
 from backends.base import BackendUnavailable, StageLifecycle, TurnEndRequest
 from backends.cpu.assets import (
     SMART_TURN_SHA256,
-    import_extra,
     read_verified_turn_model,
     smart_turn_model_path,
 )
-from backends.cpu.failures import loading_failures, serving_failures
+from backends.cpu.failures import serving_failures, single_thread_onnx
 from backends.cpu.log_mel import log_mel
 
 if TYPE_CHECKING:
@@ -70,14 +69,7 @@ class SmartTurn(StageLifecycle):
 
     def _load(self, path: Path) -> Any:
         data = read_verified_turn_model(path, self._expected_sha256)
-        ort = import_extra("onnxruntime", stage="turn_end")
-        with loading_failures("turn_end", f"the Smart Turn model `{path}`"):
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            return ort.InferenceSession(
-                data, sess_options=options, providers=["CPUExecutionProvider"]
-            )
+        return single_thread_onnx(data, stage="turn_end", what=f"the Smart Turn model `{path}`")
 
     async def release(self) -> None:
         self._session = None

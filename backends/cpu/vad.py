@@ -33,11 +33,10 @@ from backends.base import (
 )
 from backends.cpu.assets import (
     SILERO_VAD_SHA256,
-    import_extra,
     read_verified_vad_model,
     silero_vad_model_path,
 )
-from backends.cpu.failures import loading_failures, serving_failures
+from backends.cpu.failures import serving_failures, single_thread_onnx
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -91,14 +90,7 @@ class SileroVad(StageLifecycle):
 
     def _load(self, path: Path) -> Any:
         data = read_verified_vad_model(path, self._expected_sha256)
-        ort = import_extra("onnxruntime", stage="vad")
-        with loading_failures("vad", f"the Silero VAD model `{path}`"):
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            return ort.InferenceSession(
-                data, sess_options=options, providers=["CPUExecutionProvider"]
-            )
+        return single_thread_onnx(data, stage="vad", what=f"the Silero VAD model `{path}`")
 
     async def release(self) -> None:
         self._session = None
