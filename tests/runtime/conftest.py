@@ -98,14 +98,17 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def hosted(
-    limits: Limits, *, timeouts: StageTimeouts | None = None
+    limits: Limits, *, timeouts: StageTimeouts | None = None, delegate: Any = None
 ) -> AsyncIterator[Harness]:
-    """A started host on the scripted backend, its sessions in one task group."""
+    """A started host on the scripted backend, its sessions in one task group; `delegate`:
+    the backend's background model (B31), none by default."""
     script = Script()
     settings = HostSettings(backend="scripted", limits=limits)
     if timeouts is not None:
         settings = dataclasses.replace(settings, timeouts=timeouts)
-    host = SessionHost(settings, backend=create_backend(script=script))
+    backend = create_backend(script=script)
+    backend.delegate = delegate
+    host = SessionHost(settings, backend=backend)
     await host.start()
     async with anyio.create_task_group() as tg:
         h = Harness(script, host, tg)

@@ -8,17 +8,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import pytest
 
 from backends.base import VlmAction
 from backends.remote.delegation import create_delegate
-from backends.scripted.backend import create_backend
-from backends.scripted.script import Script
-from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from spec.limits import Limits
-from tests.runtime.conftest import Client, Harness, eventually
+from tests.runtime.conftest import Client, Harness, eventually, hosted
 from tests.runtime.fake_chat_server import FakeChatServer
 
 pytestmark = pytest.mark.anyio
@@ -31,20 +27,11 @@ QUESTION = "What is the distance from the Earth to the Moon?"
 async def delegating_host(url: str | None, **table: Any) -> AsyncIterator[Harness]:
     """A started host on the scripted backend, with the chat server at `url` (None: none)
     as its background model."""
-    script = Script()
-    backend = create_backend(script=script)
+    delegate = None
     if url is not None:
-        backend.delegate = create_delegate({"url": url, "model": "background", **table})
-    limits = Limits(max_sessions=4, slow_consumer_s=0)
-    host = SessionHost(HostSettings(backend="scripted", limits=limits), backend=backend)
-    await host.start()
-    async with anyio.create_task_group() as tg:
-        harness = Harness(script, host, tg)
+        delegate = create_delegate({"url": url, "model": "background", **table})
+    async with hosted(Limits(max_sessions=4, slow_consumer_s=0), delegate=delegate) as harness:
         yield harness
-        for client in harness.clients:
-            await client.close()
-        tg.cancel_scope.cancel()
-    await host.stop()
 
 
 @pytest.fixture
