@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "REAL_TTS",
     "SPECIAL_TOKENS",
+    "TINY_TTS",
+    "TtsSizes",
     "build_all",
     "build_tiny_asr",
     "build_tiny_text",
@@ -265,19 +269,87 @@ def build_tiny_text(out: Path, tokenizer: Any | None = None) -> Path:
     return _finish(model, tokenizer, out, suppress=False)  # unchanged for the vLLM smoke
 
 
-#: codec codebook size of the tiny TTS (the real one: 2048); control ids follow it
-_TTS_CODEBOOK = 64
-#: codebooks per frame (the real one: 16)
-_TTS_QUANTIZERS = 4
+@dataclass(frozen=True)
+class TtsSizes:
+    """The sizes a Qwen3-TTS-12Hz checkpoint is built at (the layout never changes)."""
+
+    codebook: int  # codec codes per codebook (the real one: 2048); control ids follow
+    groups: int  # codebooks per frame (the real one: 16)
+    talker: dict[str, int]
+    predictor: dict[str, int]
+    mrope_section: tuple[int, int, int]
+    #: Code2Wav decoder overrides; None: the 12 Hz tokenizer's own (real) sizes
+    decoder: dict[str, int] | None
 
 
-def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
-    """Tiny Qwen3-TTS-12Hz CustomVoice (Talker + code predictor + 12 Hz tokenizer).
+_TINY_TTS_LAYER = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+}
+TINY_TTS = TtsSizes(
+    codebook=64,
+    groups=4,
+    talker={**_TINY_TTS_LAYER, "text_hidden_size": 64},
+    predictor=_TINY_TTS_LAYER,
+    mrope_section=(6, 5, 5),
+    decoder={
+        "codebook_dim": 32,
+        "hidden_size": 32,
+        "latent_dim": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "decoder_dim": 64,
+    },
+)
+#: Qwen3-TTS-12Hz-1.7B-CustomVoice: a 28-layer 1.7B Talker (Qwen3-1.7B shapes), a 5-layer
+#: code predictor for the 15 residual codebooks, the 12 Hz tokenizer's decoder as shipped
+REAL_TTS = TtsSizes(
+    codebook=2048,
+    groups=16,
+    talker={
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "text_hidden_size": 2048,
+    },
+    predictor={
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 5,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+    },
+    mrope_section=(24, 20, 20),
+    decoder=None,
+)
+
+
+def build_tiny_tts(
+    out: Path,
+    tokenizer: Any | None = None,
+    *,
+    sizes: TtsSizes = TINY_TTS,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> Path:
+    """A random Qwen3-TTS-12Hz CustomVoice (Talker + code predictor + 12 Hz tokenizer),
+    tiny unless `sizes` says otherwise (`REAL_TTS`: built on `device` in `dtype`).
 
     The codec vocabulary is laid out as the real one: codes first, then the control ids,
     then padding up to `codebook + 1024` (the model suppresses the top 1024 ids except
     EOS while generating). Codebooks are filled with random values (their init is zero,
-    which would decode to exact silence).
+    which would decode to exact silence). The speech tokenizer's encoder (only voice
+    cloning uses it) stays tiny at every size.
     """
     import importlib
 
@@ -300,23 +372,18 @@ def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
     role = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     if len(role) != 3:
         raise RuntimeError("the tokenizer must encode `<|im_start|>assistant\\n` as 3 tokens")
-    code, groups = _TTS_CODEBOOK, _TTS_QUANTIZERS
-    mrope = {"rope_type": "default", "mrope_section": [6, 5, 5], "interleaved": True}
-    small = {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 32,
-        "num_code_groups": groups,
+    code, groups = sizes.codebook, sizes.groups
+    mrope = {
+        "rope_type": "default",
+        "mrope_section": list(sizes.mrope_section),
+        "interleaved": True,
     }
     talker = {
-        **small,
+        **sizes.talker,
+        "num_code_groups": groups,
         "vocab_size": code + 1024,
         "max_position_embeddings": 4096,
         "rope_scaling": mrope,
-        "text_hidden_size": 64,
         "text_vocab_size": len(tokenizer),
         "codec_pad_id": code,
         "codec_bos_id": code + 1,
@@ -328,7 +395,12 @@ def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
         "spk_id": {"vivian": code + 10},
         "spk_is_dialect": {"vivian": False},
         "codec_language_id": {"english": code + 20, "chinese": code + 21},
-        "code_predictor_config": {**small, "vocab_size": code, "max_position_embeddings": 64},
+        "code_predictor_config": {
+            **sizes.predictor,
+            "num_code_groups": groups,
+            "vocab_size": code,
+            "max_position_embeddings": 64,
+        },
     }
     config = Qwen3TTSConfig(
         talker_config=talker,
@@ -342,7 +414,8 @@ def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
         tts_eos_token_id=ids["<tts_text_eod>"],
     )
     torch.manual_seed(0)
-    model = Qwen3TTSForConditionalGeneration(config).eval()
+    with torch.device(device):
+        model = Qwen3TTSForConditionalGeneration(config).to(getattr(torch, dtype)).eval()
     out.mkdir(parents=True, exist_ok=True)
     # written by hand as the published config.json is: the speaker encoder (Base models
     # only) keeps its own keys, and the Talker's mRoPE stays in `rope_scaling`
@@ -353,7 +426,7 @@ def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
     (out / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
     # `save_pretrained` cannot: qwen_tts declares `_tied_weights_keys` as a list, which
     # transformers 5 reads as a dict; the weights are not tied, so a plain file is it
-    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    state = {name: tensor.contiguous().cpu() for name, tensor in model.state_dict().items()}
     save_file = importlib.import_module("safetensors.torch").save_file
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     generation = {
@@ -384,22 +457,12 @@ def build_tiny_tts(out: Path, tokenizer: Any | None = None) -> Path:
             "sampling_rate": 24_000,
             "frame_rate": 12.5,
         },
-        decoder_config={
-            "codebook_size": code,
-            "codebook_dim": 32,
-            "hidden_size": 32,
-            "latent_dim": 32,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 2,
-            "intermediate_size": 64,
-            "num_hidden_layers": 1,
-            "num_quantizers": groups,
-            "decoder_dim": 64,
-        },
+        decoder_config={**(sizes.decoder or {}), "codebook_size": code, "num_quantizers": groups},
         encoder_valid_num_quantizers=groups,
     )
     torch.manual_seed(1)
-    speech = Qwen3TTSTokenizerV2Model(codec).eval()
+    with torch.device(device):
+        speech = Qwen3TTSTokenizerV2Model(codec).eval()
     with torch.no_grad():
         for name, param in speech.named_parameters():
             if name.endswith("_codebook.embedding_sum"):

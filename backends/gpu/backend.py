@@ -9,8 +9,10 @@ module only builds the stages: nothing is loaded until the backend is entered, a
 nothing here imports torch, vLLM or transformers.
 
 `runtime = "transformers"` in the placement swaps the vLLM engines for the
-transformers ones (`hf_engines.py`) and the TTS for eager `qwen_tts`, on "cpu" or a
-CUDA device: the same stages, prompt code and streaming, for debugging and CPU CI.
+transformers ones (`hf_engines.py`: static KV cache, the decode step a CUDA Graph on a
+GPU unless `enforce_eager`), on "cpu" or a CUDA device: the same stages, prompt code and
+streaming, for one GPU, debugging, the GPU check and CPU CI. The TTS is the same in
+both runtimes (CUDA Graphs on a GPU, eager `qwen_tts` on the CPU or with `enforce_eager`).
 
 The backend brings no VAD: server VAD is the shared Silero model of the CPU backend
 (`Backend.vad` is None here).
@@ -43,16 +45,24 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
         if dtype == "auto":
             dtype = "float32" if stage.device == "cpu" else "bfloat16"
         engine = HfAsrEngine if stage.stage == "asr" else HfVlmEngine
-        return engine(stage.model, dtype=dtype, device=stage.torch_device)
+        return engine(
+            stage.model,
+            dtype=dtype,
+            device=stage.torch_device,
+            load_format=stage.load_format,
+            max_len=stage.max_model_len,
+            cuda_graphs=stage.cuda_graphs,
+        )
     return VllmEngine(stage)
 
 
 def _describe(stage: StagePlacement, runtime: str) -> str:
     where = stage.torch_device
-    if stage.stage == "tts" and (runtime == "transformers" or not stage.cuda_graphs):
+    if stage.stage == "tts" and not stage.cuda_graphs:
         return f"tts on {where} (qwen_tts eager)"
     if runtime == "transformers":
-        return f"{stage.stage} on {where} (transformers)"
+        graphs = ", CUDA Graphs" if stage.cuda_graphs else ""
+        return f"{stage.stage} on {where} (transformers{graphs})"
     if stage.device == CPU:
         return f"{stage.stage} on cpu (vllm, eager)"
     graphs = "CUDA Graphs" if stage.cuda_graphs else "eager"
@@ -78,7 +88,7 @@ def create_backend(*, placement: str | None = None, profile: str = "speech") -> 
     runtime = plan.runtime
     asr = AsrStage(_engine(plan.asr, runtime), plan.asr) if profile == "speech" else None
     vlm = VlmStage(_engine(plan.vlm, runtime), plan.vlm)
-    tts = TtsStage(make_synthesizer(plan.tts, runtime=runtime), plan.tts)
+    tts = TtsStage(make_synthesizer(plan.tts), plan.tts)
     stages = ", ".join(
         _describe(s, runtime) for s in (plan.asr if asr else None, plan.vlm, plan.tts) if s
     )

@@ -1,12 +1,22 @@
-"""transformers engines: the CPU route of the same stages (tests, debugging without vLLM).
+"""transformers engines: the same stages without vLLM (one GPU, a check, the CPU in tests).
 
 `HfVlmEngine` (Qwen3-VL, `AutoModelForImageTextToText`) and `HfAsrEngine` (Qwen3-ASR)
-implement `GenerationEngine` with `model.generate()` in a worker thread, streaming text
-through `TextIteratorStreamer`; `abort()` stops a generation at the next token through
-a stopping criterion. `device` is "cpu" (tests) or "cuda:N". They take the very
-`EnginePrompt` the vLLM engines take, so the prompt building, compensation, streaming
-and action parsing above them are the code that runs in production. No CUDA Graphs, one
-request at a time: not a serving runtime (`runtime = "transformers"` in the placement).
+implement `GenerationEngine`: the model's own forward prefills the prompt (vision,
+audio, M-RoPE), then `StaticDecoder` decodes token by token on a static KV cache, the
+step captured as a CUDA Graph on a CUDA device unless the placement says
+`enforce_eager` (`static_decode.py`). Text streams through `TextIteratorStreamer` from a
+worker thread; `abort()` stops a generation at the next token. `device` is "cpu"
+(tests) or "cuda:N". They take the very `EnginePrompt` the vLLM engines take, so the
+prompt building, compensation, streaming and action parsing above them are the code
+that runs in production. One request at a time per engine (no batching): the route
+for one GPU, debugging and the GPU check, not for serving many sessions.
+
+`load_format = "dummy"` builds the architecture from its config directly on the device
+with random weights (seconds, nothing read but config and tokenizer files), as vLLM's
+dummy loader does. Its output rows for ids the tokenizer cannot decode, for added and
+special tokens and for whitespace are zeroed, so random weights still produce words
+for the full requested length (the GPU check measures fixed token counts, and its
+whole turn needs a transcript and a reply to speak).
 
 Qwen3-VL's processor class needs torchvision, which does not import beside the CPU
 torch wheel, so the image processor is run directly and each `<|image_pad|>` is
@@ -17,19 +27,22 @@ them (transformers 5 requires it whenever `image_grid_thw` is given).
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from backends.base import StageFailed
 from backends.gpu.errors import map_engine_errors
+from backends.gpu.static_decode import StaticDecoder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
 
-__all__ = ["HfAsrEngine", "HfVlmEngine"]
+__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine"]
 
 IMAGE_PAD = "<|image_pad|>"
 
@@ -59,32 +72,138 @@ class _ThreadStream:
             raise self._errors[0]
 
 
+@dataclass(slots=True)
+class DecodeTiming:
+    """Where one request's time went (the GPU check reads the engine's last one)."""
+
+    prompt_tokens: int = 0
+    prefill_ms: float = 0.0  # prompt forward and the first token's logits
+    tokens: int = 0
+    decode_ms: float = 0.0  # every token after the first
+    graphs: bool = False
+
+
+def _sample(logits: Any, sampling: Sampling, generated: list[int], generator: Any) -> int:
+    import torch
+
+    scores = logits[0].float()
+    if sampling.repetition_penalty != 1.0 and generated:
+        seen = torch.tensor(sorted(set(generated)), device=scores.device)
+        picked = scores[seen]
+        scores[seen] = torch.where(
+            picked > 0, picked / sampling.repetition_penalty, picked * sampling.repetition_penalty
+        )
+    if sampling.temperature <= 0:
+        return int(torch.argmax(scores))
+    scores = scores / sampling.temperature
+    if sampling.top_k > 0:
+        kth = torch.topk(scores, min(sampling.top_k, scores.numel())).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    if sampling.top_p < 1.0:
+        ordered, order = torch.sort(probs, descending=True)
+        drop = torch.cumsum(ordered, dim=-1) - ordered > sampling.top_p
+        probs = probs.scatter(0, order, ordered.masked_fill(drop, 0.0))
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
 class _HfEngine:
-    """Shared plumbing: load, count tokens, run `generate` in a thread, abort by flag."""
+    """Shared plumbing: load, count tokens, prefill + static decode in a thread, abort."""
+
+    mrope = False
 
     def __init__(
-        self, name: str, model_path: str, *, dtype: str = "float32", device: str = "cpu"
+        self,
+        name: str,
+        model_path: str,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        load_format: str = "auto",
+        max_len: int = 4096,
+        cuda_graphs: bool = True,
     ) -> None:
         self.name = name
         self.model_path = model_path
         self.dtype = dtype
         self.device = device
+        self.load_format = load_format
+        self.max_len = max_len
+        self.cuda_graphs = cuda_graphs
         self.model: Any = None
         self.tokenizer: Any = None
+        self.decoder: StaticDecoder | None = None
+        self.last_timing = DecodeTiming()
+        self._never: Any = None  # ids whose logits are suppressed (generation_config)
+        self._eos: frozenset[int] = frozenset()
         self._stops: dict[str, threading.Event] = {}
+        self._busy = threading.Lock()  # one request at a time on the decoder's buffers
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def _build(self, model_class: Any, config: Any) -> Any:
+        """The model on `self.device`: from the checkpoint, or random (`dummy`)."""
+        import torch
+
+        dtype = getattr(torch, self.dtype)
+        if self.load_format == "dummy":
+            # Auto classes build with `from_config`, model classes with `_from_config`
+            build = getattr(model_class, "from_config", None) or model_class._from_config
+            with torch.device(self.device):
+                model = build(config, dtype=dtype)
+            self._quiet_undecodable_rows(model)
+        else:
+            model = model_class.from_pretrained(self.model_path, config=config, dtype=dtype)
+            model = model.to(self.device)
+        return model.eval()
+
+    def _quiet_undecodable_rows(self, model: Any) -> None:
+        """Random weights decode greedily into a loop of one token; keep that token a
+        word: ids past the tokenizer, added tokens (markup, specials) and tokens that
+        decode to whitespace alone get zero logits, below any ordinary token's best."""
+        import torch
+
+        head = model.get_output_embeddings().weight
+        tokenizer = self.tokenizer
+        size = min(len(tokenizer), head.shape[0])
+        quiet = set(tokenizer.added_tokens_decoder) | set(tokenizer.all_special_ids)
+        quiet |= {i for i in range(size) if not tokenizer.decode([i]).strip()}
+        with torch.no_grad():
+            head[size:] = 0.0
+            head[sorted(i for i in quiet if i < size)] = 0.0
+
+    def _prepare_decoding(self) -> None:
+        import torch
+
+        generation = getattr(self.model, "generation_config", None)
+        eos = getattr(generation, "eos_token_id", None)
+        self._eos = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        never = list(getattr(generation, "suppress_tokens", None) or [])
+        self._never = torch.tensor(never, device=self.device) if never else None
+        text_config = self.model.config.get_text_config(decoder=True)
+        self.decoder = StaticDecoder(
+            self.model.model.language_model,
+            self.model.lm_head,
+            text_config,
+            max_len=self.max_len,
+            device=self.device,
+            dtype=getattr(torch, self.dtype),
+            mrope=self.mrope,
+            graphs=self.cuda_graphs,
+        )
 
     async def start(self) -> None:
         if self.model is None:
             with map_engine_errors(self.name):
                 await anyio.to_thread.run_sync(self._load)
+                await anyio.to_thread.run_sync(self._prepare_decoding)
 
     async def close(self) -> None:
         for stop in self._stops.values():
             stop.set()
         self.model = None
+        self.decoder = None
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
@@ -92,10 +211,57 @@ class _HfEngine:
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _rope_delta(self) -> int:
+        return 0
+
+    def _before_prefill(self) -> None:
+        """Forget what the previous request left on the model (Qwen3-VL's rope deltas)."""
+
+    def _generate(
+        self, inputs: dict[str, Any], sampling: Sampling, stop: threading.Event, streamer: Any
+    ) -> None:
+        import torch
+
+        decoder = self.decoder
+        if decoder is None:
+            raise StageFailed(f"{self.name}: engine not started", stage=self.name)
+        generator = None
+        if sampling.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
+        length = int(inputs["input_ids"].shape[1])
+        timing = DecodeTiming(prompt_tokens=length, graphs=decoder.graphs)
+        generated: list[int] = []
+        with self._busy, torch.inference_mode():
+            started = time.perf_counter()
+            self._before_prefill()
+            out = self.model(**inputs, use_cache=True, logits_to_keep=1)
+            decoder.load_prompt(out.past_key_values, length, self._rope_delta())
+            logits = out.logits[:, -1, :]
+            del out
+            for index in range(sampling.max_tokens):
+                if self._never is not None:
+                    logits = logits.index_fill(-1, self._never, float("-inf"))
+                token = _sample(logits, sampling, generated, generator)
+                if index == 0:
+                    timing.prefill_ms = (time.perf_counter() - started) * 1000
+                    started = time.perf_counter()
+                if token in self._eos or stop.is_set():
+                    break
+                generated.append(token)
+                streamer.put(torch.tensor([token]))
+                if length + index >= decoder.max_len or index + 1 == sampling.max_tokens:
+                    break
+                logits = decoder.step(token, length + index)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize(self.device)
+            timing.tokens = len(generated)
+            timing.decode_ms = (time.perf_counter() - started) * 1000 if generated else 0.0
+        self.last_timing = timing
+
     async def submit(
         self, request_id: str, prompt: EnginePrompt, sampling: Sampling
     ) -> _ThreadStream:
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+        from transformers import TextIteratorStreamer
 
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
@@ -105,38 +271,18 @@ class _HfEngine:
         }
         stop = threading.Event()
         self._stops[request_id] = stop
-
-        class _Stop(StoppingCriteria):  # type: ignore[misc]
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-                return stop.is_set()
-
         streamer = TextIteratorStreamer(
-            self.tokenizer, skip_prompt=True, skip_special_tokens=sampling.skip_special_tokens
+            self.tokenizer, skip_prompt=False, skip_special_tokens=sampling.skip_special_tokens
         )
         errors: list[BaseException] = []
-        generate_kwargs: dict[str, Any] = {
-            **inputs,
-            "max_new_tokens": sampling.max_tokens,
-            "do_sample": sampling.temperature > 0,
-            "streamer": streamer,
-            "stopping_criteria": StoppingCriteriaList([_Stop()]),
-            "repetition_penalty": sampling.repetition_penalty,
-        }
-        if sampling.temperature > 0:
-            generate_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p)
-            if sampling.top_k > 0:
-                generate_kwargs["top_k"] = sampling.top_k
 
         def run() -> None:
-            import torch
-
             try:
-                with torch.inference_mode():
-                    self.model.generate(**generate_kwargs)
+                self._generate(inputs, sampling, stop, streamer)
             except BaseException as exc:  # surfaced by the stream
                 errors.append(exc)
-                streamer.end()
             finally:
+                streamer.end()
                 self._stops.pop(request_id, None)
 
         thread = threading.Thread(target=run, name=f"hf-{self.name}-{request_id}", daemon=True)
@@ -152,23 +298,31 @@ class _HfEngine:
 class HfVlmEngine(_HfEngine):
     """Qwen3-VL / JoyAI through transformers."""
 
-    def __init__(self, model_path: str, *, dtype: str = "float32", device: str = "cpu") -> None:
-        super().__init__("vlm", model_path, dtype=dtype, device=device)
+    mrope = True
+
+    def __init__(self, model_path: str, **options: Any) -> None:
+        super().__init__("vlm", model_path, **options)
         self.image_processor: Any = None
 
     def _load(self) -> None:
-        import torch
-        from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoImageProcessor,
+            AutoModelForImageTextToText,
+            AutoTokenizer,
+        )
 
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.image_processor = AutoImageProcessor.from_pretrained(self.model_path)
-        self.model = (
-            AutoModelForImageTextToText.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype)
-            )
-            .to(self.device)
-            .eval()
-        )
+        config = AutoConfig.from_pretrained(self.model_path)
+        self.model = self._build(AutoModelForImageTextToText, config)
+
+    def _before_prefill(self) -> None:
+        self.model.model.rope_deltas = None
+
+    def _rope_delta(self) -> int:
+        delta = self.model.model.rope_deltas
+        return 0 if delta is None else int(delta.reshape(-1)[0])
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         import torch
@@ -201,12 +355,11 @@ class HfVlmEngine(_HfEngine):
 class HfAsrEngine(_HfEngine):
     """Qwen3-ASR through transformers (`Qwen3ASRForConditionalGeneration`)."""
 
-    def __init__(self, model_path: str, *, dtype: str = "float32", device: str = "cpu") -> None:
-        super().__init__("asr", model_path, dtype=dtype, device=device)
+    def __init__(self, model_path: str, **options: Any) -> None:
+        super().__init__("asr", model_path, **options)
         self.processor: Any = None
 
     def _load(self) -> None:
-        import torch
         from transformers import (
             AutoTokenizer,
             Qwen3ASRConfig,
@@ -221,10 +374,7 @@ class HfAsrEngine(_HfEngine):
         # transformers' own config class, not AutoConfig's: once vLLM has loaded a
         # Qwen3-ASR in this process, AutoConfig maps "qwen3_asr" to vLLM's class
         config = Qwen3ASRConfig.from_pretrained(self.model_path)
-        model = Qwen3ASRForConditionalGeneration.from_pretrained(
-            self.model_path, config=config, dtype=getattr(torch, self.dtype)
-        )
-        self.model = model.to(self.device).eval()
+        self.model = self._build(Qwen3ASRForConditionalGeneration, config)
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         if prompt.images or prompt.audio is None:

@@ -11,7 +11,7 @@ transformers-5 build of the official package), on the placement's device:
   cache of `max_model_len` positions) and streams codec chunks through the 12 Hz
   tokenizer's decoder (Code2Wav) with a left context, so audio starts after the first
   chunk instead of after the whole utterance;
-- `EagerSynthesizer` (`enforce_eager = true`, `runtime = "transformers"`, or
+- `EagerSynthesizer` (`enforce_eager = true` or
   `device = "cpu"`): `qwen_tts.Qwen3TTSModel` in eager mode, whole utterance then
   chunked; for debugging, and the CPU route the tests run with a tiny random checkpoint
   (`tools/gpu_tiny_models.py`).
@@ -174,12 +174,14 @@ class CudaGraphSynthesizer:
         dtype: str = "bfloat16",
         max_seq_len: int = 4096,
         chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+        max_new_tokens: int | None = None,
     ) -> None:
         self.model_path = model_path
         self.device = device
         self.dtype = dtype
         self.max_seq_len = max_seq_len
         self.chunk_frames = chunk_frames
+        self.max_new_tokens = max_new_tokens  # codec frames per utterance (12.5 per second)
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
         self._model: Any = None
 
@@ -201,8 +203,11 @@ class CudaGraphSynthesizer:
     def stream(
         self, text: str, *, speaker: str, language: str, stop: threading.Event
     ) -> Iterator[Float32Array]:
+        extra: dict[str, Any] = {}
+        if self.max_new_tokens is not None:
+            extra["max_new_tokens"] = self.max_new_tokens
         chunks = self._model.generate_custom_voice_streaming(
-            text=text, speaker=speaker, language=language, chunk_size=self.chunk_frames
+            text=text, speaker=speaker, language=language, chunk_size=self.chunk_frames, **extra
         )
         try:
             for audio, rate, _timing in chunks:
@@ -272,11 +277,11 @@ class EagerSynthesizer:
         self._model = None
 
 
-def make_synthesizer(placement: StagePlacement, *, runtime: str = "vllm") -> SpeechSynthesizer:
-    """CUDA Graphs, unless the placement says `enforce_eager`, the CPU, or the
-    transformers runtime: then eager `qwen_tts`."""
+def make_synthesizer(placement: StagePlacement) -> SpeechSynthesizer:
+    """CUDA Graphs, unless the placement says `enforce_eager` or the CPU: then eager
+    `qwen_tts`. The placement's runtime does not matter: vLLM never runs the TTS."""
     device = placement.torch_device
-    if placement.enforce_eager or device == "cpu" or runtime == "transformers":
+    if placement.enforce_eager or device == "cpu":
         return EagerSynthesizer(
             placement.model,
             device=device,
@@ -284,7 +289,11 @@ def make_synthesizer(placement: StagePlacement, *, runtime: str = "vllm") -> Spe
             max_new_tokens=placement.max_tokens,
         )
     return CudaGraphSynthesizer(
-        placement.model, device=device, dtype=placement.dtype, max_seq_len=placement.max_model_len
+        placement.model,
+        device=device,
+        dtype=placement.dtype,
+        max_seq_len=placement.max_model_len,
+        max_new_tokens=placement.max_tokens,
     )
 
 

@@ -146,3 +146,29 @@ def test_vlm_warmup_and_abort(tiny: dict[str, str]) -> None:
             await stream.aclose()
 
     anyio.run(main)
+
+
+def test_static_cache_decoding_gives_generate_tokens(tiny: dict[str, str]) -> None:
+    """The engine's own loop (prefill, static KV cache, one step per token: the step the
+    GPU captures as a CUDA Graph) decodes greedily exactly as transformers' `generate`,
+    request after request (each starts from a reset cache)."""
+    from backends.gpu.engine_api import EnginePrompt
+
+    async def main() -> list[tuple[str, str]]:
+        engine = HfVlmEngine(tiny["vlm"], max_len=512)
+        await engine.start()
+        pairs = []
+        for words in (5, 40, 12):
+            text = "what do you see? " * words
+            stream = await engine.submit(f"r{words}", EnginePrompt(text), Sampling(max_tokens=8))
+            ours = "".join([piece async for piece in stream])
+            encoded = engine.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+            ids = engine.model.generate(**encoded, max_new_tokens=8, do_sample=False)
+            reference = engine.tokenizer.decode(ids[0][encoded["input_ids"].shape[1] :])
+            pairs.append((ours, reference))
+            assert engine.last_timing.prompt_tokens == encoded["input_ids"].shape[1]
+        await engine.close()
+        return pairs
+
+    for ours, reference in anyio.run(main):
+        assert ours == reference

@@ -151,8 +151,11 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
-def build_checkpoints(root: Path) -> dict[str, str]:
-    """Config + tokenizer + processor files; weights come from load_format=dummy."""
+def build_checkpoints(root: Path, *, asr_layout: str = "vllm") -> dict[str, str]:
+    """Config + tokenizer + processor files; weights come from load_format=dummy.
+
+    `asr_layout`: "vllm" (the thinker layout vLLM's Qwen3-ASR reads) or "transformers"
+    (`Qwen3ASRConfig`: audio and text configs at the top, transformers' own classes)."""
     from gpu_tiny_models import build_tokenizer
 
     tokenizer = build_tokenizer(vocab_size=2000)
@@ -204,6 +207,19 @@ def build_checkpoints(root: Path) -> dict[str, str]:
     asr = root / "asr"
     asr.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(asr)
+    if asr_layout == "transformers":
+        from transformers import Qwen3ASRConfig, Qwen3ASRFeatureExtractor
+
+        Qwen3ASRConfig(
+            audio_config=dict(_sized("asr_audio", ASR_AUDIO)),
+            text_config={**_sized("asr_text", ASR_TEXT), "eos_token_id": im_end},
+            audio_token_id=ids["<|audio_pad|>"],
+            pad_token_id=pad,
+            eos_token_id=im_end,
+        ).save_pretrained(asr)
+        _write_json(asr / "generation_config.json", {"eos_token_id": im_end, "pad_token_id": pad})
+        Qwen3ASRFeatureExtractor().save_pretrained(asr)
+        return {"vlm": str(vlm), "asr": str(asr)}
     _write_json(
         asr / "config.json",
         {

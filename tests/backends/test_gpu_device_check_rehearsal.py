@@ -1,0 +1,58 @@
+"""Slow: the lent GPU machine's check (tests/gpu/check_device.py) rehearsed on the CPU.
+
+The lent machine has no vLLM, so its check runs the transformers runtime (static KV
+cache, the decode step a CUDA Graph) and the Qwen3-TTS runtimes at real sizes, and the
+whole turn through `joyduplex serve --backend gpu`. `JOYDUPLEX_GPU_CHECK_REHEARSAL=1`
+runs the very same script here with the same configs at toy sizes, float32, eager
+only, so the one call a lent session gets cannot fail on a script bug: every part must
+report its figures (the CUDA Graph ones say they were skipped on a CPU). The timings are
+CPU noise and are not asserted. It needs qwen-tts-hf (`make test-gpu-path` has it) and
+imports no vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("qwen_tts") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("needs torch and qwen-tts-hf (make test-gpu-path)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    env = {**os.environ, "JOYDUPLEX_GPU_CHECK_REHEARSAL": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "tests/gpu/check_device.py", "--out", str(out), "--budget-s", "420"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
+        check=False,
+    )
+    assert out.exists(), done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["rehearsal_on_cpu"] is True
+    assert "vLLM was not exercised" in report["vllm"]
+    asr, vlm, tts = (report[part]["graphs_off"] for part in ("asr", "vlm", "tts"))
+    assert asr["tokens"] == 32 and asr["latency_3s_audio_32_tokens_ms"] > 0, asr
+    for frames in (1, 8):
+        assert vlm[f"ttft_{frames}_frames_ms"] > 0, vlm
+        assert vlm[f"decode_tokens_per_s_{frames}_frames"] > 0, vlm
+    assert vlm["prompt_tokens_8_frames"] > vlm["prompt_tokens_1_frames"]
+    assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
+    e2e = report["e2e_graphs_off"]
+    assert e2e["turns_measured"] == 5 and e2e["end_of_commit_to_first_audio_p50_ms"] > 0, e2e
+    assert "skipped" in report["e2e_graphs_on"]  # no CUDA Graphs on a CPU
+    assert set(report["time_s"]) >= {"asr", "vlm", "tts", "e2e_graphs_off", "total"}
+    assert done.returncode == 0, done.stdout[-3000:]
