@@ -278,8 +278,8 @@ class TtsSizes:
     talker: dict[str, int]
     predictor: dict[str, int]
     mrope_section: tuple[int, int, int]
-    #: Code2Wav decoder overrides; None: the 12 Hz tokenizer's own (real) sizes
-    decoder: dict[str, int] | None
+    #: Code2Wav decoder overrides of the 12 Hz tokenizer's own (real) sizes
+    decoder: dict[str, int]
 
 
 _TINY_TTS_LAYER = {
@@ -330,7 +330,9 @@ REAL_TTS = TtsSizes(
         "head_dim": 128,
     },
     mrope_section=(24, 20, 20),
-    decoder=None,
+    # the class defaults are the shipped decoder's sizes, except the codebook width,
+    # which the shipped config sets and the class does not default
+    decoder={"codebook_dim": 512},
 )
 
 
@@ -457,7 +459,7 @@ def build_tiny_tts(
             "sampling_rate": 24_000,
             "frame_rate": 12.5,
         },
-        decoder_config={**(sizes.decoder or {}), "codebook_size": code, "num_quantizers": groups},
+        decoder_config={**sizes.decoder, "codebook_size": code, "num_quantizers": groups},
         encoder_valid_num_quantizers=groups,
     )
     torch.manual_seed(1)

@@ -81,6 +81,7 @@ class DecodeTiming:
     tokens: int = 0
     decode_ms: float = 0.0  # every token after the first
     graphs: bool = False
+    token_ids: tuple[int, ...] = ()
 
 
 def _sample(logits: Any, sampling: Sampling, generated: list[int], generator: Any) -> int:
@@ -211,6 +212,19 @@ class _HfEngine:
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _on_device(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Tensors on the engine's device; floating ones (audio features, pixels) in
+        the model's dtype, since a bf16 model's convolutions refuse float32 input."""
+        import torch
+
+        dtype = getattr(torch, self.dtype)
+        moved = {}
+        for key, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device, dtype=dtype if value.is_floating_point() else None)
+            moved[key] = value
+        return moved
+
     def _rope_delta(self) -> int:
         return 0
 
@@ -255,6 +269,7 @@ class _HfEngine:
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize(self.device)
             timing.tokens = len(generated)
+            timing.token_ids = tuple(generated)
             timing.decode_ms = (time.perf_counter() - started) * 1000 if generated else 0.0
         self.last_timing = timing
 
@@ -265,10 +280,7 @@ class _HfEngine:
 
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
-        inputs = {
-            key: value.to(self.device) if hasattr(value, "to") else value
-            for key, value in self._inputs(prompt).items()
-        }
+        inputs = self._on_device(self._inputs(prompt))
         stop = threading.Event()
         self._stops[request_id] = stop
         streamer = TextIteratorStreamer(

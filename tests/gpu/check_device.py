@@ -111,6 +111,29 @@ async def _timed_request(engine: Any, request_id: str, prompt: Any, tokens: int)
     }
 
 
+def _greedy_agreement(engine: Any, prompt: Any) -> float:
+    """Share of the last request's tokens that a full forward over prompt + tokens (no
+    cache, no graph) also picks: the static cache, its positions, the mask and the
+    graph must reproduce what the model computes in one pass. bf16 rounding differs
+    between the two, so a near tie may flip; wrong positions or a stale cache would
+    agree on almost nothing."""
+    import torch
+
+    tokens = engine.last_timing.token_ids
+    inputs = engine._on_device(engine._inputs(prompt))
+    length = inputs["input_ids"].shape[1]
+    fed = torch.tensor([tokens[:-1]], device=engine.device, dtype=inputs["input_ids"].dtype)
+    inputs["input_ids"] = torch.cat([inputs["input_ids"], fed], dim=1)
+    for key, pad in (("attention_mask", 1), ("mm_token_type_ids", 0)):
+        if key in inputs:
+            inputs[key] = torch.cat([inputs[key], torch.full_like(fed, pad)], dim=1)
+    with torch.inference_mode():
+        engine._before_prefill()
+        logits = engine.model(**inputs, use_cache=False).logits[0]
+    picks = logits[length - 1 : length - 1 + len(tokens)].argmax(-1).tolist()
+    return round(sum(a == b for a, b in zip(picks, tokens, strict=True)) / len(tokens), 3)
+
+
 def _compare(result: dict[str, Any], texts: dict[bool, str], suffix: str = "") -> None:
     """Greedy decoding through the graph must give the eager step's tokens."""
     if True in texts and False in texts:
@@ -153,6 +176,7 @@ async def child_asr(paths: dict[str, str]) -> dict[str, Any]:
             ),
             "tokens": runs[-1]["tokens"],
             "graph_captured": runs[-1]["graph_captured"],
+            "greedy_agreement_with_full_forward": _greedy_agreement(engine, prompt),
         }
         texts[graphs] = runs[-1]["text"]
     _compare(result, texts)
@@ -199,6 +223,7 @@ async def child_vlm(paths: dict[str, str]) -> dict[str, Any]:
                     figures["error"] = f"{type(exc).__name__}: {exc}"[:2000]
                     break
                 texts[(graphs, frames)] = runs[-1]["text"]
+                figures[f"greedy_agreement_{frames}_frames"] = _greedy_agreement(engine, prompt)
                 figures[f"ttft_{frames}_frames_ms"] = _p50([r["first_token_ms"] for r in runs])
                 figures[f"prompt_tokens_{frames}_frames"] = built.prompt_tokens
                 figures[f"decode_tokens_per_s_{frames}_frames"] = round(
@@ -478,7 +503,7 @@ def main() -> int:
                 if graphs and REHEARSAL:
                     report[part] = {"skipped": "no CUDA Graphs on a CPU (rehearsal)"}
                     continue
-                if not (Path(paths["tts"]) / "model.safetensors").exists():
+                if not (Path(paths["tts"]) / "speech_tokenizer" / "config.json").exists():
                     report[part] = {"skipped": "no TTS checkpoint (the tts part did not build one)"}
                     continue
                 tts_ok = "ttfa_ms" in report.get("tts", {}).get("graphs_on", {})
