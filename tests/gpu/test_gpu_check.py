@@ -1,4 +1,5 @@
-"""The GPU check (tests/gpu/check_gpu.py), run only where CUDA and vLLM are present."""
+"""The GPU checks, run only where CUDA is present: `check_gpu.py` (needs vLLM) and
+`check_device.py` (the transformers runtime and the TTS; what the lent machine runs)."""
 
 from __future__ import annotations
 
@@ -14,20 +15,46 @@ HERE = Path(__file__).resolve().parent
 
 
 def _cuda() -> bool:
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("vllm") is None:
+    if importlib.util.find_spec("torch") is None:
         return False
     import torch
 
     return bool(torch.cuda.is_available())
 
 
+def _vllm() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.slow,
-    pytest.mark.skipif(not _cuda(), reason="needs CUDA, torch and vLLM"),
+    pytest.mark.skipif(not _cuda(), reason="needs CUDA and torch"),
 ]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("qwen_tts") is None, reason="needs qwen-tts-hf")
+def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, str(HERE / "check_device.py"), "--out", str(out), "--budget-s", "420"],
+        capture_output=True,
+        text=True,
+        timeout=480,
+        check=False,
+    )
+    assert out.exists(), done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    for part, key in (("asr", "latency_3s_audio_32_tokens_ms"), ("vlm", "ttft_8_frames_ms")):
+        for graphs in ("graphs_on", "graphs_off"):
+            assert key in report[part][graphs], report[part][graphs]
+    assert report["vlm"]["graphs_on"]["graph_captured"] is True
+    for part in ("e2e_graphs_on", "e2e_graphs_off"):
+        assert report[part]["turns_measured"] == 5, report[part]
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.skipif(not _vllm(), reason="needs vLLM")
 def test_gpu_check_measures_asr_and_vlm_with_and_without_graphs(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     done = subprocess.run(
