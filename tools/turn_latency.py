@@ -3,6 +3,7 @@ would meet them: a real `joyduplex serve` process, server VAD, 20 ms appends pac
 time, a red camera frame with each turn, synthetic speech from the CPU TTS.
 
     python tools/turn_latency.py latency [--repo DIR] [--turns 24] [--out FILE.json]
+        [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
     python tools/turn_latency.py wer [--asr-model DIR] [--language en]
 
 `latency` starts the server from `--repo` (default: this checkout; point it at another
@@ -181,7 +182,17 @@ def wait_ready(port: int, timeout_s: float = 300.0) -> None:
     raise RuntimeError("the server did not become ready")
 
 
-async def run_turns(port: int, turns: list[Turn], clips: list[np.ndarray]) -> None:
+def turn_detection(name: str) -> dict[str, str]:
+    """`server_vad`, or `semantic_vad:<eagerness>` (low, medium, high, auto)."""
+    kind, _, eagerness = name.partition(":")
+    if kind == "semantic_vad":
+        return {"type": kind, "eagerness": eagerness or "auto"}
+    return {"type": kind}
+
+
+async def run_turns(
+    port: int, turns: list[Turn], clips: list[np.ndarray], detector: str = "server_vad"
+) -> None:
     import websockets
 
     jpeg = base64.b64encode(red_jpeg()).decode()
@@ -219,7 +230,7 @@ async def run_turns(port: int, turns: list[Turn], clips: list[np.ndarray]) -> No
             json.dumps(
                 {
                     "type": "session.update",
-                    "session": {"turn_detection": {"type": "server_vad"}},
+                    "session": {"turn_detection": turn_detection(detector)},
                 }
             )
         )
@@ -299,13 +310,14 @@ def latency(args: argparse.Namespace) -> None:
         wait_ready(port)
         turns = [Turn(text, voice) for text, voice in picks]
         # one warm-up turn, not counted: first calls of every model are slow
-        asyncio.run(run_turns(port, [Turn(*picks[0])], clips[:1]))
-        asyncio.run(run_turns(port, turns, clips))
+        asyncio.run(run_turns(port, [Turn(*picks[0])], clips[:1], args.turn_detection))
+        asyncio.run(run_turns(port, turns, clips, args.turn_detection))
     finally:
         server.terminate()
         server.wait(timeout=30)
     summary = summarize(turns)
     summary["repo"] = str(repo)
+    summary["turn_detection"] = args.turn_detection
     for t in turns:
         print(
             f"{t.voice:14} eos->stop {t.ms(t.speech_stopped)!s:>7} eos->delta "
@@ -388,6 +400,11 @@ def main() -> None:
     lat = sub.add_parser("latency", help="turn latency through a real server")
     lat.add_argument("--repo", default=str(ROOT), help="checkout whose server to run")
     lat.add_argument("--turns", type=int, default=24)
+    lat.add_argument(
+        "--turn-detection",
+        default="server_vad",
+        help="server_vad (default) or semantic_vad:<low|medium|high|auto>",
+    )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on both voices")
     w.add_argument("--asr-model", help="a local faster-whisper model directory")
