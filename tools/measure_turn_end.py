@@ -7,10 +7,12 @@ A real server (uvicorn on 127.0.0.1, in this process) with the CPU backend; one 
 per detector, `create_response: false` (the turn end alone: no ASR or reply competes for
 the CPU). Each turn is a Piper sentence streamed in real time in 20 ms appends, then
 silence; the figure is the time from the end of the speech (the last voiced sample, found
-in the audio) to `input_audio_buffer.speech_stopped`. Then mid-sentence pauses: a
-sentence cut at its quietest point in its middle third with 1 s of silence in the cut;
-a turn that ends inside the pause is counted. Last, the end-of-turn model's cost per call
-(features and model, on 8 s windows of these sentences), in this process.
+in the audio) to `input_audio_buffer.speech_stopped`. Then mid-sentence pauses, 1 s of
+silence cut into a sentence: at its quietest point in its middle third (which may fall
+after words that make a complete question), and after a phrase that cannot end a turn
+("I want to know ...", `PHRASE_PAUSES`); a turn that ends inside the pause is counted.
+Last, the end-of-turn model's cost per call (features and model, on 8 s windows of these
+sentences), in this process.
 """
 
 from __future__ import annotations
@@ -76,6 +78,34 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+#: sentences with a hesitation after words that cannot end a turn (the prefix)
+PHRASE_PAUSES = (
+    ("I want to know what colour this is.", "I want to know"),
+    ("Could you tell me where my keys are?", "Could you tell me"),
+    ("The thing I am holding is a red cup.", "The thing I am holding is"),
+    ("Can you check if the light is on?", "Can you check if"),
+    ("My favourite colour is dark blue.", "My favourite colour is"),
+    ("I was wondering whether you can see me.", "I was wondering whether"),
+    ("Please tell me what is written on this page.", "Please tell me what is written on"),
+    ("Is the cup on the left bigger than the other one?", "Is the cup on the left bigger than"),
+)
+
+
+def _after_prefix(text: str, prefix: str) -> tuple[np.ndarray, float, float]:
+    """The sentence cut at its quietest 20 ms near where `prefix` ends (estimated from
+    Piper speaking the prefix alone), 1 s of quiet in the cut: both halves keep the
+    sentence's continuing intonation; (audio, pause start s, pause end s)."""
+    voice = speech(text)
+    start, _ = speech_bounds(voice)
+    alone_start, alone_end = speech_bounds(speech(prefix + "..."))
+    guess = start + 0.95 * (alone_end - alone_start)  # alone, its last word is lengthened
+    energy = np.convolve(voice**2, np.ones(320) / 320, mode="same")
+    lo, hi = int((guess - 0.2) * RATE), int((guess + 0.15) * RATE)
+    cut = lo + int(np.argmin(energy[lo:hi]))
+    audio = np.concatenate([voice[:cut], quiet_noise(1.0, rms=0.0005, seed=11), voice[cut:]])
+    return audio, cut / RATE, cut / RATE + 1.0
+
+
 def _mid_sentence(text: str) -> tuple[np.ndarray, float, float]:
     """The sentence cut at its quietest 20 ms in its middle third, 1 s of quiet in the
     cut; (audio, pause start s, pause end s)."""
@@ -117,13 +147,14 @@ async def _turn_ends(url: str, detector: dict, texts: list[str], tail_s: float) 
     return out
 
 
-async def _pauses(url: str, detector: dict, texts: list[str], tail_s: float) -> tuple[int, int]:
+async def _pauses(
+    url: str, detector: dict, cases: list[tuple[np.ndarray, float, float]], tail_s: float
+) -> tuple[int, int]:
     """(turns that ended inside the mid-sentence pause, cases); a session per case."""
     early = 0
-    for text in texts:
+    for audio, _, pause_end in cases:
         async with DuplexClient.connect(url) as client:
             await client.update_session(turn_detection={**detector, "create_response": False})
-            audio, _, pause_end = _mid_sentence(text)
             audio = np.concatenate([audio, quiet_noise(tail_s, rms=0.0005, seed=3)])
             await client.stream_audio(to_pcm16(audio), realtime=True)
             await asyncio.sleep(0.5)  # the last verdicts
@@ -131,7 +162,7 @@ async def _pauses(url: str, detector: dict, texts: list[str], tail_s: float) -> 
             # audio_end_ms is on the session's audio clock: compare with the pause's end
             early += any(e.audio_end_ms < pause_end * 1000 for e in stopped)
             await client.close_session()
-    return early, len(texts)
+    return early, len(cases)
 
 
 def _model_cost(texts: list[str]) -> dict[str, list[float]]:
@@ -185,11 +216,12 @@ def main() -> None:
             f"p50 {_pct(ms, 50):.0f} ms, p90 {_pct(ms, 90):.0f} ms, "
             f"min {min(ms):.0f}, max {max(ms):.0f}"
         )
-    for name, detector in DETECTORS.items():
-        early, cases = asyncio.run(
-            _pauses(server.ws_url, detector, texts[: args.pauses], TAIL_S[name])
-        )
-        print(f"{name:20s} mid-sentence pauses (1 s) that ended the turn: {early} of {cases}")
+    quietest = [_mid_sentence(text) for text in texts[: args.pauses]]
+    phrases = [_after_prefix(text, prefix) for text, prefix in PHRASE_PAUSES]
+    for label, cases in (("at the quietest point", quietest), ("after a phrase", phrases)):
+        for name, detector in DETECTORS.items():
+            early, count = asyncio.run(_pauses(server.ws_url, detector, cases, TAIL_S[name]))
+            print(f"{name:20s} 1 s pauses {label} that ended the turn: {early} of {count}")
     main_cost(texts)
 
 
