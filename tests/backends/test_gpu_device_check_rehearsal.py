@@ -13,35 +13,22 @@ imports no vLLM.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.gpu.check_runner import run_check
+
 if importlib.util.find_spec("qwen_tts") is None or importlib.util.find_spec("torch") is None:
     pytest.skip("needs torch and qwen-tts-hf (make test-gpu-path)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) -> None:
-    out = tmp_path / "report.json"
     env = {**os.environ, "JOYDUPLEX_GPU_CHECK_REHEARSAL": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "tests/gpu/check_device.py", "--out", str(out), "--budget-s", "420"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
-    assert out.exists(), done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report, done = run_check("check_device.py", tmp_path / "report.json", env=env)
     assert report["rehearsal_on_cpu"] is True
     assert "vLLM was not exercised" in report["vllm"]
     asr, vlm, tts = (report[part]["graphs_off"] for part in ("asr", "vlm", "tts"))

@@ -54,6 +54,7 @@ from check_gpu import (  # noqa: E402  (check_gpu puts the repo and tools/ on sy
     _noise_jpeg,
     build_checkpoints,
     preflight,
+    run_child,
 )
 
 ENGINE_MAX_LEN = 4096  # static KV cache positions per engine (8 frames need ~1.7K)
@@ -433,22 +434,6 @@ def part_e2e(
 CHILDREN = {"asr": child_asr, "vlm": child_vlm, "tts": child_tts}
 
 
-def run_child(kind: str, paths: dict[str, str], timeout_s: float) -> dict[str, Any]:
-    args = [sys.executable, __file__, "--child", kind, "--paths", json.dumps(paths)]
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, timeout=max(timeout_s, 1), check=False, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired as exc:
-        tail = (exc.stderr or b"")[-2000:]
-        return {"error": f"timed out after {timeout_s:.0f} s", "stderr_tail": str(tail)}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("CHILD_RESULT ")]
-    if done.returncode != 0 or not lines:
-        return {"error": f"exit {done.returncode}", "stderr_tail": done.stderr[-3000:]}
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("CHILD_RESULT "))
-    return result
-
-
 #: each part's share of the budget (a part may use what earlier parts left)
 SHARES = {"asr": 0.12, "vlm": 0.2, "tts": 0.24, "e2e_graphs_on": 0.22, "e2e_graphs_off": 0.22}
 
@@ -509,7 +494,7 @@ def main() -> int:
                 tts_ok = "ttfa_ms" in report.get("tts", {}).get("graphs_on", {})
                 report[part] = part_e2e(paths, graphs, budget, tts_graphs=graphs and tts_ok)
             else:
-                report[part] = run_child(part, paths, budget)
+                report[part] = run_child(part, paths, budget, script=__file__)
             report["time_s"][part] = round(time.monotonic() - t0, 1)
             at = time.monotonic() - began
             print(f"[{at:6.1f} s] {part}: {json.dumps(report[part])[:600]}", flush=True)

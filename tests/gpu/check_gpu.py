@@ -404,9 +404,17 @@ async def child_tts(paths: dict[str, str], graphs: bool) -> dict[str, Any]:
 CHILDREN = {"vlm": child_vlm, "asr": child_asr, "tts": child_tts}
 
 
-def run_child(kind: str, graphs: bool, paths: dict[str, str], timeout_s: float) -> dict[str, Any]:
-    args = [sys.executable, __file__, "--child", kind, "--graphs", "on" if graphs else "off"]
-    args += ["--paths", json.dumps(paths)]
+def run_child(
+    kind: str,
+    paths: dict[str, str],
+    timeout_s: float,
+    *,
+    script: str = __file__,
+    extra: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """`script --child KIND`, its own process (fresh GPU memory; a crash stays there):
+    the JSON it prints on its `CHILD_RESULT` line, or what went wrong."""
+    args = [sys.executable, script, "--child", kind, *extra, "--paths", json.dumps(paths)]
     started = time.perf_counter()
     try:
         done = subprocess.run(
@@ -503,7 +511,8 @@ def main() -> int:
                     report[kind][label] = {"skipped": "time budget spent"}
                     continue
                 share = left / (len(plan) - index) * (1.6 if kind == "vlm" else 1.0)
-                report[kind][label] = run_child(kind, graphs, paths, min(share, left - 5))
+                graphs_arg = ("--graphs", "on" if graphs else "off")
+                report[kind][label] = run_child(kind, paths, min(share, left - 5), extra=graphs_arg)
                 print(f"{kind} {label}: {json.dumps(report[kind][label])[:400]}", flush=True)
         report["e2e"] = {g: compose_e2e(report, g) for g in ("graphs_on", "graphs_off")}
     Path(args.out).write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from tests.gpu.check_runner import run_check
 
 
 def _cuda() -> bool:
@@ -35,16 +32,7 @@ pytestmark = [
 
 @pytest.mark.skipif(importlib.util.find_spec("qwen_tts") is None, reason="needs qwen-tts-hf")
 def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: Path) -> None:
-    out = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, str(HERE / "check_device.py"), "--out", str(out), "--budget-s", "420"],
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
-    assert out.exists(), done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report, done = run_check("check_device.py", tmp_path / "report.json")
     for part, key in (("asr", "latency_3s_audio_32_tokens_ms"), ("vlm", "ttft_8_frames_ms")):
         for graphs in ("graphs_on", "graphs_off"):
             assert key in report[part][graphs], report[part][graphs]
@@ -56,16 +44,7 @@ def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: 
 
 @pytest.mark.skipif(not _vllm(), reason="needs vLLM")
 def test_gpu_check_measures_asr_and_vlm_with_and_without_graphs(tmp_path: Path) -> None:
-    out = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, str(HERE / "check_gpu.py"), "--out", str(out), "--budget-s", "450"],
-        capture_output=True,
-        text=True,
-        timeout=480,
-        check=False,
-    )
-    assert out.exists(), done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report, done = run_check("check_gpu.py", tmp_path / "report.json", budget_s=450)
     for stage, key in (("asr", "latency_3s_audio_32_tokens_ms"), ("vlm", "ttft_8_frames_ms")):
         for graphs in ("graphs_on", "graphs_off"):
             assert key in report[stage][graphs], report[stage][graphs]
