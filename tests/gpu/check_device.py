@@ -55,6 +55,7 @@ from check_gpu import (  # noqa: E402  (check_gpu puts the repo and tools/ on sy
     build_checkpoints,
     preflight,
     run_child,
+    time_utterance,
 )
 
 ENGINE_MAX_LEN = 4096  # static KV cache positions per engine (8 frames need ~1.7K)
@@ -282,7 +283,6 @@ async def child_tts(paths: dict[str, str]) -> dict[str, Any]:
 
 
 async def _tts_mode(placement: Any, graphs: bool, text: str) -> dict[str, Any]:
-    from backends.base import TtsRequest
     from backends.gpu.tts import TtsStage, make_synthesizer
 
     loading = time.perf_counter()
@@ -291,15 +291,9 @@ async def _tts_mode(placement: Any, graphs: bool, text: str) -> dict[str, Any]:
         load_s = round(time.perf_counter() - loading, 1)
         await stage.warmup()
         for rep in range(REPS + 1):
-            t0 = time.perf_counter()
-            first, samples = None, 0
-            async for chunk in stage.synthesize(TtsRequest(f"t{graphs}{rep}", text)):
-                if first is None:
-                    first = time.perf_counter() - t0
-                samples += len(chunk.pcm16) // 2
-            elapsed = time.perf_counter() - t0
+            first, elapsed, samples = await time_utterance(stage, f"t{graphs}{rep}", text)
             if rep:
-                firsts.append((first or elapsed) * 1000)
+                firsts.append(first * 1000)
                 rtfs.append(elapsed / max(samples / 24_000, 1e-9))
                 seconds.append(samples / 24_000)
     return {

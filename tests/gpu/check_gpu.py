@@ -364,6 +364,20 @@ async def child_asr(paths: dict[str, str], graphs: bool) -> dict[str, Any]:
     return result
 
 
+async def time_utterance(stage: Any, request_id: str, text: str) -> tuple[float, float, int]:
+    """One utterance through a TTS stage: (s to its first chunk, s in all, samples)."""
+    from backends.base import TtsRequest
+
+    t0 = time.perf_counter()
+    first, samples = None, 0
+    async for chunk in stage.synthesize(TtsRequest(request_id, text)):
+        if first is None:
+            first = time.perf_counter() - t0
+        samples += len(chunk.pcm16) // 2
+    elapsed = time.perf_counter() - t0
+    return (elapsed if first is None else first), elapsed, samples
+
+
 async def child_tts(paths: dict[str, str], graphs: bool) -> dict[str, Any]:
     model = os.environ.get("JOYDUPLEX_TTS_MODEL")
     if not model:
@@ -373,7 +387,6 @@ async def child_tts(paths: dict[str, str], graphs: bool) -> dict[str, Any]:
     missing = [m for m in ("qwen_tts", "faster_qwen3_tts") if importlib.util.find_spec(m) is None]
     if missing:
         return {"skipped": f"not installed: {', '.join(missing)} (pip install faster-qwen3-tts)"}
-    from backends.base import TtsRequest
     from backends.gpu.placement import default_placement
     from backends.gpu.tts import TtsStage, make_synthesizer
 
@@ -387,14 +400,8 @@ async def child_tts(paths: dict[str, str], graphs: bool) -> dict[str, Any]:
         firsts, rtfs = [], []
         text = "Hello! I can see a red ball on the table in front of you."
         for rep in range(3):
-            t0 = time.perf_counter()
-            first, samples = None, 0
-            async for chunk in stage.synthesize(TtsRequest(f"t{rep}", text)):
-                if first is None:
-                    first = time.perf_counter() - t0
-                samples += len(chunk.pcm16) // 2
-            elapsed = time.perf_counter() - t0
-            firsts.append(first or elapsed)
+            first, elapsed, samples = await time_utterance(stage, f"t{rep}", text)
+            firsts.append(first)
             rtfs.append(elapsed / max(samples / 24_000, 1e-9))
         result["ttfa_ms"] = round(statistics.median(firsts) * 1000, 1)
         result["rtf"] = round(statistics.median(rtfs), 3)
