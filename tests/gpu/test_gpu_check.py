@@ -30,7 +30,10 @@ pytestmark = [
 ]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("qwen_tts") is None, reason="needs qwen-tts-hf")
+@pytest.mark.skipif(
+    not _cuda() or importlib.util.find_spec("qwen_tts") is None,
+    reason="needs CUDA, torch and qwen-tts-hf",
+)
 def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: Path) -> None:
     report, done = run_check("check_device.py", tmp_path / "report.json")
     for part, key in (("asr", "latency_3s_audio_32_tokens_ms"), ("vlm", "ttft_8_frames_ms")):
@@ -42,7 +45,7 @@ def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: 
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-@pytest.mark.skipif(not _vllm(), reason="needs vLLM")
+@pytest.mark.skipif(not _cuda() or not _vllm(), reason="needs CUDA, torch and vLLM")
 def test_gpu_check_measures_asr_and_vlm_with_and_without_graphs(tmp_path: Path) -> None:
     report, done = run_check("check_gpu.py", tmp_path / "report.json", budget_s=450)
     for stage, key in (("asr", "latency_3s_audio_32_tokens_ms"), ("vlm", "ttft_8_frames_ms")):
