@@ -79,8 +79,14 @@ pytestmark = [
 SERVER_START_S = 600.0
 TURN_S = 120.0
 VLM_MAX_TOKENS = 160
-#: the longest reply: the runtime asks for at most 256 tokens (`VlmRequest.max_tokens`)
+#: the replies the replica kill interrupts
 LONG_MAX_TOKENS = 256
+#: the reply cap of the barge-in's server (`[remote.vlm] max_tokens`; the sessions keep
+#: `max_output_tokens = "inf"`, so this cap is what reaches vLLM): the tiny models never
+#: emit EOS (their special-token rows are zeroed), so every reply runs to this cap, far
+#: longer than the cancel takes to reach vLLM; the prompt keeps the rest of the server's
+#: `--max-model-len` (4096, the tiny VLM's longest position)
+ENDLESS_MAX_TOKENS = 3072
 
 
 class VllmServer:
@@ -113,6 +119,8 @@ class VllmServer:
                     "2",
                     "--max-num-batched-tokens",
                     "1024",
+                    # logs `Request <id> aborted.` when a client's disconnect cancels one
+                    "--enable-log-requests",
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -139,16 +147,37 @@ class VllmServer:
             time.sleep(1)
 
     def metrics(self) -> dict[str, float]:
+        """The figures of vLLM's `/metrics` these tests read (0 where absent).
+
+        `running`/`waiting`: requests in the engine now (`vllm:num_requests_running`,
+        `vllm:num_requests_waiting`); `generated`: tokens generated so far
+        (`vllm:generation_tokens_total`); `finished`: requests that ended in the engine
+        (`vllm:request_success_total`, every `finished_reason` but abort: stop, length,
+        error, repetition); `aborted`: its `finished_reason="abort"` row, which vLLM
+        0.32 counts only for aborts of its own, never for a client's disconnect (that
+        request leaves the output processor before its finish is recorded).
+        """
         text = httpx.get(self.url + "/metrics", timeout=5).text
-        out: dict[str, float] = {}
-        for key, pattern in {
-            "running": r"^vllm:num_requests_running\{[^}]*\} (\S+)",
-            "aborted": r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\S+)',
-            "generated": r"^vllm:generation_tokens_total\{[^}]*\} (\S+)",
-        }.items():
-            found = re.search(pattern, text, re.MULTILINE)
-            out[key] = float(found.group(1)) if found else 0.0
-        return out
+
+        def total(pattern: str) -> float:
+            return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
+
+        return {
+            "running": total(r"^vllm:num_requests_running\{[^}]*\} (\S+)"),
+            "waiting": total(r"^vllm:num_requests_waiting\{[^}]*\} (\S+)"),
+            "generated": total(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)"),
+            "finished": total(
+                r'^vllm:request_success_total\{[^}]*finished_reason="(?!abort")[^}]*\} (\S+)'
+            ),
+            "aborted": total(
+                r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\S+)'
+            ),
+        }
+
+    def aborted_in_log(self) -> int:
+        """Requests vLLM's API server aborted: with `--enable-log-requests` it logs
+        `Request <id> aborted.` when a client's disconnect cancels the generation."""
+        return len(re.findall(r"Request \S+ aborted\.", self.log.read_text()))
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the API server and its engine core)."""
@@ -253,6 +282,15 @@ def served_long(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory)
         yield process
 
 
+@pytest.fixture(scope="module")
+def served_endless(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The same, with replies that outlast any barge-in: the cancel always lands while
+    the replica is still generating."""
+    root = tmp_path_factory.mktemp("remote-endless")
+    with _joyduplex(fleet, root, ENDLESS_MAX_TOKENS) as process:
+        yield process
+
+
 def _posts(fleet: dict[str, Any]) -> dict[str, int]:
     """Chat requests each VLM replica logged so far (vLLM logs one when it answers)."""
     return {
@@ -302,14 +340,51 @@ def test_spoken_turn_with_a_frame_then_camera_turn(served: Any, fleet: dict[str,
     assert speech and all(s.body["stream"] is True for s in speech)
 
 
-def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
-    served_long: Any, fleet: dict[str, Any]
-) -> None:
-    before = {n: fleet[n].metrics()["aborted"] for n in ("vlm0", "vlm1")}
-    posts = _posts(fleet)
+async def _generating(
+    fleet: dict[str, Any], before: dict[str, dict[str, float]]
+) -> tuple[VllmServer, dict[str, float]]:
+    """The VLM replica whose `vllm:generation_tokens_total` rose since `before` (it is
+    generating this turn's reply), and its figures at that moment."""
+    with anyio.fail_after(TURN_S):
+        while True:
+            for name in ("vlm0", "vlm1"):
+                server: VllmServer = fleet[name]
+                now = await anyio.to_thread.run_sync(server.metrics)
+                if now["generated"] > before[name]["generated"]:
+                    return server, now
+            await anyio.sleep(0.01)
 
-    async def main() -> Any:
-        async with DuplexClient.connect(served_long.ws_url) as client:
+
+def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
+    served_endless: Any, fleet: dict[str, Any]
+) -> None:
+    """`response.cancel` while vLLM generates the reply: the session's stream is closed and
+    vLLM aborts the request, proven on the vLLM side.
+
+    The reply cap is `ENDLESS_MAX_TOKENS` (`[remote.vlm] max_tokens`, the real
+    configuration path) and the tiny model never emits EOS, so the request cannot end on
+    its own before the cancel; the cancel is sent only once the serving replica's
+    `vllm:generation_tokens_total` rose (and `vllm:num_requests_running` is then 1, asserted):
+    the barge-in always lands mid-generation. What proves the abort, per replica:
+
+    - `vllm:num_requests_running` and `vllm:num_requests_waiting` back to 0: the request
+      left vLLM's engine;
+    - `vllm:request_success_total` summed over the normal ends (finished_reason stop,
+      length, and error/repetition) unchanged: it did not end by itself. vLLM 0.32 has no
+      counter for a client's disconnect (its `finished_reason="abort"` row counts only the
+      engine's own aborts), so that row is printed, not asserted;
+    - `vllm:generation_tokens_total` grew by less than the cap: generation stopped early;
+    - the API server's own log line `Request <id> aborted.` (`--enable-log-requests`),
+      written when the disconnect cancels the generation; the test waits for that line
+      or a normal end, whichever comes, so a disconnect noticed late only makes it wait;
+    - the other replica took no part (its running gauge 0, its generated tokens unchanged).
+    """
+    names = ("vlm0", "vlm1")
+    before = {n: fleet[n].metrics() for n in names}
+    logged = {n: fleet[n].aborted_in_log() for n in names}
+
+    async def main() -> tuple[VllmServer, dict[str, float], Any]:
+        async with DuplexClient.connect(served_endless.ws_url) as client:
             await client.wait_for("session.created")
             # a typed question first: JoyAI's stages answer nothing before one (B30)
             text = ev.ContentPart(type="input_text", text="What colour is this?")
@@ -317,37 +392,38 @@ def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
             await client.append_audio(b"", frames=[_jpeg((20, 20, 200))])
             await client.commit(create_response=True)
             created = await client.wait_for("response.created", timeout=TURN_S)
-            # the VLM request reached a replica and is being served (a 256-token reply
-            # takes this CPU about a second): barge in now
-            server = await _serving(fleet, posts)
-            running = server.metrics()["running"]
+            server, at_cancel = await _generating(fleet, before)
             await client.cancel_response()
             response_id = created.response.id  # type: ignore[attr-defined]
-            return running, await client.collect_response(TURN_S, response_id=response_id)
+            return server, at_cancel, await client.collect_response(TURN_S, response_id=response_id)
 
-    running, result = anyio.run(main)
-    print(f"\nbarge-in: vLLM running gauge at the cancel: {running}")
-    if result.status == "completed":
-        # the tiny model streams its 256 tokens in about half a second on this CPU: the
-        # whole reply can be over before the cancel lands (the stand-in server of
-        # test_remote_turns.py proves the disconnect deterministically)
-        pytest.skip("the tiny model's reply ended before the barge-in reached it")
+    server, at_cancel, result = anyio.run(main)
     assert result.status == "cancelled", result
-    # The stream is closed at once; whether vLLM counts an abort depends on whether the
-    # tiny model was still generating when the disconnect reached it (it often finished
-    # its reply first on this CPU), so the test proves what holds either way: nothing is
-    # left running on any replica, and at most this one request was aborted.
-    deadline = time.monotonic() + 30
+    assert at_cancel["running"] == 1, at_cancel  # the cancel went out mid-generation
+    # vLLM's account of the request's end: its abort log line, or a normal finish
+    deadline = time.monotonic() + TURN_S
     while True:
-        after = {n: fleet[n].metrics() for n in ("vlm0", "vlm1")}
-        aborted = sum(after[n]["aborted"] - before[n] for n in before)
-        running = sum(m["running"] for m in after.values())
-        if running == 0:
+        after = server.metrics()
+        aborted = server.aborted_in_log() - logged[server.key]
+        left = after["running"] == 0 and after["waiting"] == 0
+        if left and (aborted or after["finished"] > before[server.key]["finished"]):
             break
-        assert time.monotonic() < deadline, (after, before)
+        assert time.monotonic() < deadline, (before[server.key], after, aborted)
         time.sleep(0.2)
-    print(f"barge-in: requests aborted on vLLM: {aborted}")
-    assert aborted <= 1
+    generated = after["generated"] - before[server.key]["generated"]
+    print(
+        f"\nbarge-in on {server.key}: before {before[server.key]}, at the cancel {at_cancel},"
+        f" after {after}; tokens generated {generated:.0f} of a {ENDLESS_MAX_TOKENS} cap,"
+        f" abort lines logged {aborted}, request_success_total{{finished_reason=abort}} rose by"
+        f" {after['aborted'] - before[server.key]['aborted']:.0f}"
+    )
+    assert after["finished"] == before[server.key]["finished"], (before[server.key], after)
+    assert aborted == 1
+    assert generated < ENDLESS_MAX_TOKENS
+    other = fleet["vlm1" if server.key == "vlm0" else "vlm0"]
+    other_after = other.metrics()
+    assert other_after["running"] == 0
+    assert other_after["generated"] == before[other.key]["generated"]
 
 
 def test_server_overhead_against_vllm(fleet: dict[str, Any]) -> None:
