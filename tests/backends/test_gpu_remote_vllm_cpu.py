@@ -18,15 +18,18 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
 - `joyduplex serve --backend remote --config` as a subprocess, driven through its
   websocket (`transport.client.DuplexClient`): a spoken turn with a camera frame
   (transcription, response, audio, done), a camera-only turn, a barge-in
-  (`response.cancel`) while the VLM streams (cancelled, nothing left running on any
-  replica per vLLM's `/metrics`; whether vLLM also counts an abort depends on whether the
-  tiny model had finished first, so that is printed, not asserted), and one VLM replica killed
-  (its process group, SIGKILL) mid-stream: that response fails once with a typed error
-  (or, when the kill lands before the first piece was read, is retried on the other
-  replica), the next turn goes to the other replica, the session and readiness survive.
-  Known limit: the tiny model streams its whole 256-token reply in about half a second
-  on this CPU, so the barge-in can arrive after the reply ended; that run skips with
-  the reason (the stand-in server of test_remote_turns.py proves the disconnect);
+  (`response.cancel`) while the VLM streams, and one VLM replica killed (its process
+  group, SIGKILL) mid-stream: that response fails once with a typed error (or, when the
+  kill lands before the first piece was read, is retried on the other replica), the
+  next turn goes to the other replica, the session and readiness survive;
+- the barge-in is deterministic: its server caps replies at `ENDLESS_MAX_TOKENS`
+  through `[remote.vlm] max_tokens` (the tiny models never emit EOS, so a reply runs to
+  its cap), and the cancel goes out only once the serving replica's
+  `vllm:generation_tokens_total` rose. The abort is proven on vLLM's side: its
+  `/metrics` shows nothing running or waiting, no normal finish
+  (`vllm:request_success_total` over stop/length unchanged: vLLM 0.32 does not count a
+  client's disconnect under `finished_reason="abort"`) and fewer tokens generated than
+  the cap, and its API server (`--enable-log-requests`) logs `Request <id> aborted.`;
 - the server overhead of a spoken turn against these servers, in-process
   (`SessionHost`), printed.
 
