@@ -81,21 +81,34 @@ pytestmark = [
 
 SERVER_START_S = 600.0
 TURN_S = 120.0
+METRICS_S = 60.0
 VLM_MAX_TOKENS = 160
 #: the replies the replica kill interrupts
 LONG_MAX_TOKENS = 256
+#: the VLM replicas' `--max-model-len`: far above the tiny VLM's 4096 positions, which
+#: `--hf-overrides` raises to match (random weights do not mind)
+VLM_MODEL_LEN = 32_768
+VLM_SERVER_ARGS = (
+    "--max-model-len",
+    str(VLM_MODEL_LEN),
+    "--hf-overrides",
+    f'{{"text_config": {{"max_position_embeddings": {VLM_MODEL_LEN}}}}}',
+)
 #: the reply cap of the barge-in's server (`[remote.vlm] max_tokens`; the sessions keep
 #: `max_output_tokens = "inf"`, so this cap is what reaches vLLM): the tiny models never
-#: emit EOS (their special-token rows are zeroed), so every reply runs to this cap, far
-#: longer than the cancel takes to reach vLLM; the prompt keeps the rest of the server's
-#: `--max-model-len` (4096, the tiny VLM's longest position)
-ENDLESS_MAX_TOKENS = 3072
+#: emit EOS (their special-token rows are zeroed), so every reply runs to its cap. The
+#: cap leaves the prompt 2048 tokens and outlasts the cancel by far: a busy API server
+#: can stall its /metrics and notice a disconnect seconds late while its engine goes on
+#: generating (a 3072-token cap was once used up before /metrics first answered)
+ENDLESS_MAX_TOKENS = VLM_MODEL_LEN - 2048
 
 
 class VllmServer:
     """One `vllm serve` (the API server module) in its own process group."""
 
-    def __init__(self, key: str, model: str, name: str, log: Path) -> None:
+    def __init__(
+        self, key: str, model: str, name: str, log: Path, args: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.key = key  # which replica of the fleet
         self.name = name
@@ -116,14 +129,13 @@ class VllmServer:
                     str(self.port),
                     "--dtype",
                     "float32",
-                    "--max-model-len",
-                    "4096",
                     "--max-num-seqs",
                     "2",
                     "--max-num-batched-tokens",
                     "1024",
                     # logs `Request <id> aborted.` when a client's disconnect cancels one
                     "--enable-log-requests",
+                    *(args or ("--max-model-len", "4096")),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -160,7 +172,9 @@ class VllmServer:
         0.32 counts only for aborts of its own, never for a client's disconnect (that
         request leaves the output processor before its finish is recorded).
         """
-        text = httpx.get(self.url + "/metrics", timeout=5).text
+        # a generous read timeout: a busy API server can answer late (it was once seen
+        # silent for seconds while its engine streamed), and these calls wait for events
+        text = httpx.get(self.url + "/metrics", timeout=METRICS_S).text
 
         def total(pattern: str) -> float:
             return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
@@ -196,8 +210,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
     vlm_path = str(build_tiny_vlm(root / "vlm", tokenizer))
     asr_path = str(build_tiny_asr(root / "asr", tokenizer))
     servers = {
-        "vlm0": VllmServer("vlm0", vlm_path, "joyai", root / "vlm0.log"),
-        "vlm1": VllmServer("vlm1", vlm_path, "joyai", root / "vlm1.log"),
+        "vlm0": VllmServer("vlm0", vlm_path, "joyai", root / "vlm0.log", VLM_SERVER_ARGS),
+        "vlm1": VllmServer("vlm1", vlm_path, "joyai", root / "vlm1.log", VLM_SERVER_ARGS),
         "asr": VllmServer("asr", asr_path, "qwen3-asr", root / "asr.log"),
     }
     tts = FakeReplica("tts-omni-shape").start()
@@ -213,14 +227,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 server.kill()
 
 
-def remote_table(fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS) -> dict[str, Any]:
+def remote_table(
+    fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS, max_model_len: int = 4096
+) -> dict[str, Any]:
     return {
         "probe_interval_s": 0.5,
         "asr": {"urls": [fleet["asr"].url], "model": "qwen3-asr", "max_tokens": 8},
         "vlm": {
             "urls": [fleet["vlm0"].url, fleet["vlm1"].url],
             "model": "joyai",
-            "max_model_len": 4096,
+            "max_model_len": max_model_len,
             "max_tokens": max_tokens,
             "max_images": 1,
         },
@@ -265,9 +281,11 @@ def _jpeg(color: tuple[int, int, int]) -> bytes:
 
 
 @contextlib.contextmanager
-def _joyduplex(fleet: dict[str, Any], root: Path, max_tokens: int) -> Any:
+def _joyduplex(
+    fleet: dict[str, Any], root: Path, max_tokens: int, max_model_len: int = 4096
+) -> Any:
     config = root / "joyduplex.toml"
-    config.write_text(_toml(remote_table(fleet, max_tokens)))
+    config.write_text(_toml(remote_table(fleet, max_tokens, max_model_len)))
     with serve(["--config", str(config)], root / "serve.log", ready_s=60) as process:
         yield process
 
@@ -290,7 +308,7 @@ def served_endless(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFacto
     """The same, with replies that outlast any barge-in: the cancel always lands while
     the replica is still generating."""
     root = tmp_path_factory.mktemp("remote-endless")
-    with _joyduplex(fleet, root, ENDLESS_MAX_TOKENS) as process:
+    with _joyduplex(fleet, root, ENDLESS_MAX_TOKENS, VLM_MODEL_LEN) as process:
         yield process
 
 
