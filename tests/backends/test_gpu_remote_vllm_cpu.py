@@ -84,6 +84,8 @@ pytestmark = [
 SERVER_START_S = 600.0
 TURN_S = 120.0
 METRICS_S = 60.0
+#: the longest wait for vLLM to account for an aborted request (an event, not a figure)
+ABORT_S = 300.0
 VLM_MAX_TOKENS = 160
 #: the replies the replica kill interrupts
 LONG_MAX_TOKENS = 256
@@ -455,12 +457,15 @@ def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
 
     server, at_cancel, result = anyio.run(main)
     assert result.status == "cancelled", result
-    # vLLM's account of the request's end: its abort log line, or a normal finish
-    deadline = time.monotonic() + TURN_S
+    # vLLM's account of the request's end: its abort log line, or a normal finish (a
+    # loaded machine was seen taking tens of seconds to notice the disconnect)
+    deadline = time.monotonic() + ABORT_S
+    after: dict[str, float] = {}
     while True:
-        after = server.metrics()
+        with contextlib.suppress(httpx.TimeoutException):  # busy: ask again
+            after = server.metrics()
         aborted = server.aborted_in_log() - logged[server.key]
-        left = after["running"] == 0 and after["waiting"] == 0
+        left = after and after["running"] == 0 and after["waiting"] == 0
         if left and (aborted or after["finished"] > before[server.key]["finished"]):
             break
         assert time.monotonic() < deadline, (before[server.key], after, aborted)
