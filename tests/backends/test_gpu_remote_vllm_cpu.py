@@ -18,15 +18,20 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
 - `joyduplex serve --backend remote --config` as a subprocess, driven through its
   websocket (`transport.client.DuplexClient`): a spoken turn with a camera frame
   (transcription, response, audio, done), a camera-only turn, a barge-in
-  (`response.cancel`) while the VLM streams (cancelled, nothing left running on any
-  replica per vLLM's `/metrics`; whether vLLM also counts an abort depends on whether the
-  tiny model had finished first, so that is printed, not asserted), and one VLM replica killed
-  (its process group, SIGKILL) mid-stream: that response fails once with a typed error
-  (or, when the kill lands before the first piece was read, is retried on the other
-  replica), the next turn goes to the other replica, the session and readiness survive.
-  Known limit: the tiny model streams its whole 256-token reply in about half a second
-  on this CPU, so the barge-in can arrive after the reply ended; that run skips with
-  the reason (the stand-in server of test_remote_turns.py proves the disconnect);
+  (`response.cancel`) while the VLM streams, and one VLM replica killed (its process
+  group, SIGKILL) mid-stream: that response fails once with a typed error (or, when the
+  kill lands before the first piece was read, is retried on the other replica), the
+  next turn goes to the other replica, the session and readiness survive;
+- the barge-in is deterministic: its server caps replies at `ENDLESS_MAX_TOKENS`
+  through `[remote.vlm] max_tokens` (the tiny models never emit EOS, so a reply runs to
+  its cap), and the cancel goes out only once the serving replica shows it generating
+  (`vllm:generation_tokens_total` rose, or its stats log line says so while its busy API
+  server leaves /metrics unanswered). The abort is proven on vLLM's side: its
+  `/metrics` shows nothing running or waiting, no normal finish
+  (`vllm:request_success_total` over stop/length unchanged: vLLM 0.32 does not count a
+  client's disconnect under `finished_reason="abort"`) and fewer tokens generated than
+  the cap (but more than none), and its API server (`--enable-log-requests`) logs
+  `Request <id> aborted.`;
 - the server overhead of a spoken turn against these servers, in-process
   (`SessionHost`), printed.
 
@@ -78,15 +83,41 @@ pytestmark = [
 
 SERVER_START_S = 600.0
 TURN_S = 120.0
+METRICS_S = 60.0
+#: the longest wait for vLLM to account for an aborted request (an event, not a figure)
+ABORT_S = 300.0
 VLM_MAX_TOKENS = 160
-#: the longest reply: the runtime asks for at most 256 tokens (`VlmRequest.max_tokens`)
+#: the replies the replica kill interrupts
 LONG_MAX_TOKENS = 256
+#: the VLM replicas' `--max-model-len`: far above the tiny VLM's 4096 positions, which
+#: `--hf-overrides` raises to match (random weights do not mind)
+VLM_MODEL_LEN = 32_768
+VLM_SERVER_ARGS = (
+    "--max-model-len",
+    str(VLM_MODEL_LEN),
+    "--hf-overrides",
+    f'{{"text_config": {{"max_position_embeddings": {VLM_MODEL_LEN}}}}}',
+)
+#: the reply cap of the barge-in's server (`[remote.vlm] max_tokens`; the sessions keep
+#: `max_output_tokens = "inf"`, so this cap is what reaches vLLM): the tiny models never
+#: emit EOS (their special-token rows are zeroed), so every reply runs to its cap. The
+#: cap leaves the prompt 2048 tokens and outlasts the cancel by far: a busy API server
+#: can stall its /metrics and notice a disconnect seconds late while its engine goes on
+#: generating (a 3072-token cap was once used up before /metrics first answered)
+ENDLESS_MAX_TOKENS = VLM_MODEL_LEN - 2048
+
+
+#: vLLM's periodic stats log line: generation throughput over the last interval, requests
+#: running now
+_STATS_LINE = re.compile(r"Avg generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs")
 
 
 class VllmServer:
     """One `vllm serve` (the API server module) in its own process group."""
 
-    def __init__(self, key: str, model: str, name: str, log: Path) -> None:
+    def __init__(
+        self, key: str, model: str, name: str, log: Path, args: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.key = key  # which replica of the fleet
         self.name = name
@@ -107,12 +138,13 @@ class VllmServer:
                     str(self.port),
                     "--dtype",
                     "float32",
-                    "--max-model-len",
-                    "4096",
                     "--max-num-seqs",
                     "2",
                     "--max-num-batched-tokens",
                     "1024",
+                    # logs `Request <id> aborted.` when a client's disconnect cancels one
+                    "--enable-log-requests",
+                    *(args or ("--max-model-len", "4096")),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -121,6 +153,8 @@ class VllmServer:
                     "VLLM_CPU_KVCACHE_SPACE": "1",
                     "HF_HUB_OFFLINE": "1",
                     "OMP_NUM_THREADS": "1",
+                    # the stats line `generating_in_log` reads, every second
+                    "VLLM_LOG_STATS_INTERVAL": "1",
                 },
                 start_new_session=True,  # its engine processes share its process group
             )
@@ -138,17 +172,54 @@ class VllmServer:
             assert time.monotonic() < deadline, f"{self.name} did not start"
             time.sleep(1)
 
-    def metrics(self) -> dict[str, float]:
-        text = httpx.get(self.url + "/metrics", timeout=5).text
-        out: dict[str, float] = {}
-        for key, pattern in {
-            "running": r"^vllm:num_requests_running\{[^}]*\} (\S+)",
-            "aborted": r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\S+)',
-            "generated": r"^vllm:generation_tokens_total\{[^}]*\} (\S+)",
-        }.items():
-            found = re.search(pattern, text, re.MULTILINE)
-            out[key] = float(found.group(1)) if found else 0.0
-        return out
+    def metrics(self, timeout: float = METRICS_S) -> dict[str, float]:
+        """The figures of vLLM's `/metrics` these tests read (0 where absent).
+
+        `running`/`waiting`: requests in the engine now (`vllm:num_requests_running`,
+        `vllm:num_requests_waiting`); `generated`: tokens generated so far
+        (`vllm:generation_tokens_total`); `finished`: requests that ended in the engine
+        (`vllm:request_success_total`, every `finished_reason` but abort: stop, length,
+        error, repetition); `aborted`: its `finished_reason="abort"` row, which vLLM
+        0.32 counts only for aborts of its own, never for a client's disconnect (that
+        request leaves the output processor before its finish is recorded).
+        """
+        # a generous read timeout by default: on a loaded machine the API server was seen
+        # leaving /metrics unanswered for as long as it streamed a reply (up to a minute)
+        text = httpx.get(self.url + "/metrics", timeout=timeout).text
+
+        def total(pattern: str) -> float:
+            return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
+
+        return {
+            "running": total(r"^vllm:num_requests_running\{[^}]*\} (\S+)"),
+            "waiting": total(r"^vllm:num_requests_waiting\{[^}]*\} (\S+)"),
+            "generated": total(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)"),
+            "finished": total(
+                r'^vllm:request_success_total\{[^}]*finished_reason="(?!abort")[^}]*\} (\S+)'
+            ),
+            "aborted": total(
+                r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\S+)'
+            ),
+        }
+
+    def log_size(self) -> int:
+        return len(self.log.read_text())
+
+    def generating_in_log(self, since: int) -> str | None:
+        """vLLM's periodic stats line (every `VLLM_LOG_STATS_INTERVAL` s) after offset
+        `since` of its log that reports tokens generated while a request runs: the same
+        figures as /metrics, logged by its API server even while /metrics goes
+        unanswered."""
+        for line in self.log.read_text()[since:].splitlines():
+            found = _STATS_LINE.search(line)
+            if found and float(found.group(1)) > 0 and int(found.group(2)) > 0:
+                return line[found.start() :]
+        return None
+
+    def aborted_in_log(self) -> int:
+        """Requests vLLM's API server aborted: with `--enable-log-requests` it logs
+        `Request <id> aborted.` when a client's disconnect cancels the generation."""
+        return len(re.findall(r"Request \S+ aborted\.", self.log.read_text()))
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the API server and its engine core)."""
@@ -164,8 +235,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
     vlm_path = str(build_tiny_vlm(root / "vlm", tokenizer))
     asr_path = str(build_tiny_asr(root / "asr", tokenizer))
     servers = {
-        "vlm0": VllmServer("vlm0", vlm_path, "joyai", root / "vlm0.log"),
-        "vlm1": VllmServer("vlm1", vlm_path, "joyai", root / "vlm1.log"),
+        "vlm0": VllmServer("vlm0", vlm_path, "joyai", root / "vlm0.log", VLM_SERVER_ARGS),
+        "vlm1": VllmServer("vlm1", vlm_path, "joyai", root / "vlm1.log", VLM_SERVER_ARGS),
         "asr": VllmServer("asr", asr_path, "qwen3-asr", root / "asr.log"),
     }
     tts = FakeReplica("tts-omni-shape").start()
@@ -181,14 +252,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 server.kill()
 
 
-def remote_table(fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS) -> dict[str, Any]:
+def remote_table(
+    fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS, max_model_len: int = 4096
+) -> dict[str, Any]:
     return {
         "probe_interval_s": 0.5,
         "asr": {"urls": [fleet["asr"].url], "model": "qwen3-asr", "max_tokens": 8},
         "vlm": {
             "urls": [fleet["vlm0"].url, fleet["vlm1"].url],
             "model": "joyai",
-            "max_model_len": 4096,
+            "max_model_len": max_model_len,
             "max_tokens": max_tokens,
             "max_images": 1,
         },
@@ -233,9 +306,11 @@ def _jpeg(color: tuple[int, int, int]) -> bytes:
 
 
 @contextlib.contextmanager
-def _joyduplex(fleet: dict[str, Any], root: Path, max_tokens: int) -> Any:
+def _joyduplex(
+    fleet: dict[str, Any], root: Path, max_tokens: int, max_model_len: int = 4096
+) -> Any:
     config = root / "joyduplex.toml"
-    config.write_text(_toml(remote_table(fleet, max_tokens)))
+    config.write_text(_toml(remote_table(fleet, max_tokens, max_model_len)))
     with serve(["--config", str(config)], root / "serve.log", ready_s=60) as process:
         yield process
 
@@ -250,6 +325,15 @@ def served(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> A
 def served_long(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The same, with replies long enough to interrupt: the barge-in and the kill."""
     with _joyduplex(fleet, tmp_path_factory.mktemp("remote-long"), LONG_MAX_TOKENS) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def served_endless(fleet: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The same, with replies that outlast any barge-in: the cancel always lands while
+    the replica is still generating."""
+    root = tmp_path_factory.mktemp("remote-endless")
+    with _joyduplex(fleet, root, ENDLESS_MAX_TOKENS, VLM_MODEL_LEN) as process:
         yield process
 
 
@@ -302,14 +386,63 @@ def test_spoken_turn_with_a_frame_then_camera_turn(served: Any, fleet: dict[str,
     assert speech and all(s.body["stream"] is True for s in speech)
 
 
-def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
-    served_long: Any, fleet: dict[str, Any]
-) -> None:
-    before = {n: fleet[n].metrics()["aborted"] for n in ("vlm0", "vlm1")}
-    posts = _posts(fleet)
+async def _generating(
+    fleet: dict[str, Any], before: dict[str, dict[str, float]], since: dict[str, int]
+) -> tuple[VllmServer, str]:
+    """The VLM replica generating this turn's reply, and what showed it: its
+    `vllm:generation_tokens_total` rose since `before`, or (its API server can leave
+    /metrics unanswered while it streams, see `VllmServer.metrics`) its stats log line
+    after offset `since` reports tokens generated with a request running."""
+    with anyio.fail_after(TURN_S):
+        while True:
+            for name in ("vlm0", "vlm1"):
+                server: VllmServer = fleet[name]
+                line = server.generating_in_log(since[name])
+                if line is not None:
+                    return server, f"log: {line}"
+                with contextlib.suppress(httpx.TimeoutException):
+                    now = await anyio.to_thread.run_sync(server.metrics, 1.0)
+                    if now["generated"] > before[name]["generated"]:
+                        assert now["running"] == 1, now
+                        return server, f"/metrics: {now}"
+            await anyio.sleep(0.02)
 
-    async def main() -> Any:
-        async with DuplexClient.connect(served_long.ws_url) as client:
+
+def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
+    served_endless: Any, fleet: dict[str, Any]
+) -> None:
+    """`response.cancel` while vLLM generates the reply: the session's stream is closed and
+    vLLM aborts the request, proven on the vLLM side.
+
+    The reply cap is `ENDLESS_MAX_TOKENS` (`[remote.vlm] max_tokens`, the real
+    configuration path) and the tiny model never emits EOS, so the request cannot end on
+    its own before the cancel; the cancel is sent only once the serving replica shows it
+    generating: its `vllm:generation_tokens_total` rose (`vllm:num_requests_running` then
+    1, asserted), or, when its API server leaves /metrics unanswered while it streams (seen
+    for up to a minute on a loaded machine), its once-a-second stats log line reports
+    tokens generated with a request running (`VLLM_LOG_STATS_INTERVAL=1`). What proves
+    the abort, per replica, once its /metrics answers again:
+
+    - `vllm:num_requests_running` and `vllm:num_requests_waiting` back to 0: the request
+      left vLLM's engine;
+    - `vllm:request_success_total` summed over the normal ends (finished_reason stop,
+      length, and error/repetition) unchanged: it did not end by itself. vLLM 0.32 has no
+      counter for a client's disconnect (its `finished_reason="abort"` row counts only the
+      engine's own aborts), so that row is printed, not asserted;
+    - `vllm:generation_tokens_total` grew, by less than the cap: tokens were generated
+      and generation stopped early;
+    - the API server's own log line `Request <id> aborted.` (`--enable-log-requests`),
+      written when the disconnect cancels the generation; the test waits for that line
+      or a normal end, whichever comes, so a disconnect noticed late only makes it wait;
+    - the other replica took no part (its running gauge 0, its generated tokens unchanged).
+    """
+    names = ("vlm0", "vlm1")
+    before = {n: fleet[n].metrics() for n in names}
+    logged = {n: fleet[n].aborted_in_log() for n in names}
+    since = {n: fleet[n].log_size() for n in names}
+
+    async def main() -> tuple[VllmServer, str, Any]:
+        async with DuplexClient.connect(served_endless.ws_url) as client:
             await client.wait_for("session.created")
             # a typed question first: JoyAI's stages answer nothing before one (B30)
             text = ev.ContentPart(type="input_text", text="What colour is this?")
@@ -317,37 +450,41 @@ def test_barge_in_cancels_the_reply_and_leaves_nothing_running_on_the_server(
             await client.append_audio(b"", frames=[_jpeg((20, 20, 200))])
             await client.commit(create_response=True)
             created = await client.wait_for("response.created", timeout=TURN_S)
-            # the VLM request reached a replica and is being served (a 256-token reply
-            # takes this CPU about a second): barge in now
-            server = await _serving(fleet, posts)
-            running = server.metrics()["running"]
+            server, at_cancel = await _generating(fleet, before, since)
             await client.cancel_response()
             response_id = created.response.id  # type: ignore[attr-defined]
-            return running, await client.collect_response(TURN_S, response_id=response_id)
+            return server, at_cancel, await client.collect_response(TURN_S, response_id=response_id)
 
-    running, result = anyio.run(main)
-    print(f"\nbarge-in: vLLM running gauge at the cancel: {running}")
-    if result.status == "completed":
-        # the tiny model streams its 256 tokens in about half a second on this CPU: the
-        # whole reply can be over before the cancel lands (the stand-in server of
-        # test_remote_turns.py proves the disconnect deterministically)
-        pytest.skip("the tiny model's reply ended before the barge-in reached it")
+    server, at_cancel, result = anyio.run(main)
     assert result.status == "cancelled", result
-    # The stream is closed at once; whether vLLM counts an abort depends on whether the
-    # tiny model was still generating when the disconnect reached it (it often finished
-    # its reply first on this CPU), so the test proves what holds either way: nothing is
-    # left running on any replica, and at most this one request was aborted.
-    deadline = time.monotonic() + 30
+    # vLLM's account of the request's end: its abort log line, or a normal finish (a
+    # loaded machine was seen taking tens of seconds to notice the disconnect)
+    deadline = time.monotonic() + ABORT_S
+    after: dict[str, float] = {}
     while True:
-        after = {n: fleet[n].metrics() for n in ("vlm0", "vlm1")}
-        aborted = sum(after[n]["aborted"] - before[n] for n in before)
-        running = sum(m["running"] for m in after.values())
-        if running == 0:
+        with contextlib.suppress(httpx.TimeoutException):  # busy: ask again
+            after = server.metrics()
+        aborted = server.aborted_in_log() - logged[server.key]
+        left = after and after["running"] == 0 and after["waiting"] == 0
+        if left and (aborted or after["finished"] > before[server.key]["finished"]):
             break
-        assert time.monotonic() < deadline, (after, before)
+        assert time.monotonic() < deadline, (before[server.key], after, aborted)
         time.sleep(0.2)
-    print(f"barge-in: requests aborted on vLLM: {aborted}")
-    assert aborted <= 1
+    generated = after["generated"] - before[server.key]["generated"]
+    print(
+        f"\nbarge-in on {server.key}: before {before[server.key]}, at the cancel {at_cancel},"
+        f" after {after}; tokens generated {generated:.0f} of a {ENDLESS_MAX_TOKENS} cap,"
+        f" abort lines logged {aborted}, request_success_total{{finished_reason=abort}} rose by"
+        f" {after['aborted'] - before[server.key]['aborted']:.0f}"
+    )
+    assert after["finished"] == before[server.key]["finished"], (before[server.key], after)
+    assert aborted == 1
+    # tokens were generated and the request never finished: the abort came mid-generation
+    assert 0 < generated < ENDLESS_MAX_TOKENS
+    other = fleet["vlm1" if server.key == "vlm0" else "vlm0"]
+    other_after = other.metrics()
+    assert other_after["running"] == 0
+    assert other_after["generated"] == before[other.key]["generated"]
 
 
 def test_server_overhead_against_vllm(fleet: dict[str, Any]) -> None:
