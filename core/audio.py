@@ -48,6 +48,8 @@ def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
     """
     if not audio or (fmt == "pcm16" and rate_hz == 16_000):
         return audio  # the hot path (or nothing to convert)
+    if fmt == "pcm16" and rate_hz == 24_000:
+        return _pcm16_24k_to_16k(audio)
     if fmt == "pcm16":
         samples = np.frombuffer(audio, dtype="<i2").astype(np.float32)
     elif fmt == "pcm_f32le":
@@ -64,6 +66,22 @@ def to_pcm16_16k(audio: bytes, fmt: str, rate_hz: int) -> bytes:
         positions = np.arange(n_out, dtype=np.float64) * (rate_hz / 16_000)
         samples = np.interp(positions, np.arange(samples.size), samples).astype(np.float32)
     return bytes(np.clip(np.rint(samples), -32768, 32767).astype("<i2").tobytes())
+
+
+def _pcm16_24k_to_16k(audio: bytes) -> bytes:
+    """`to_pcm16_16k` of 24 kHz pcm16 (the GA default input), the same bytes in a third of
+    the time: at a 3:2 ratio the interpolation points fall on every third sample and
+    halfway between the two after it, so there is nothing to search or weigh."""
+    x = np.frombuffer(audio, dtype="<i2")
+    whole = x.size // 3
+    out = np.empty(x.size * 2 // 3, dtype=np.float32)
+    triples = x[: 3 * whole].reshape(whole, 3).astype(np.float32)
+    out[0 : 2 * whole : 2] = triples[:, 0]
+    out[1 : 2 * whole : 2] = (triples[:, 1] + triples[:, 2]) * 0.5  # exact: both are int16
+    if out.size > 2 * whole:  # two samples left over: the first is the point
+        out[2 * whole] = x[3 * whole]
+    # a half rounds to even, as the general path's np.rint does; nothing can overflow
+    return np.rint(out).astype("<i2").tobytes()
 
 
 def pcm16_ms(n_bytes: int) -> int:

@@ -141,6 +141,9 @@ class Metrics:
             "process_cpu_seconds", "CPU time (user and system) of every worker process."
         )
         self._cpu_seen = 0.0  # the first sample counts the process's CPU since it started
+        # the labelled children of the per-event counters, by event type (a few dozen)
+        self._events_in_by_type: dict[str, Any] = {}
+        self._events_out_by_type: dict[str, Any] = {}
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -168,10 +171,16 @@ class Metrics:
     # -- events -----------------------------------------------------------------------
 
     def event_in(self, event_type: str) -> None:
-        self._events_in.labels(event_type).inc()
+        child = self._events_in_by_type.get(event_type)
+        if child is None:  # labels() takes a lock and builds a key on every call
+            child = self._events_in_by_type[event_type] = self._events_in.labels(event_type)
+        child.inc()
 
     def event_out(self, event_type: str) -> None:
-        self._events_out.labels(event_type).inc()
+        child = self._events_out_by_type.get(event_type)
+        if child is None:
+            child = self._events_out_by_type[event_type] = self._events_out.labels(event_type)
+        child.inc()
 
     def error(self, code: str) -> None:
         self._errors.labels(code).inc()

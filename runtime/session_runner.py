@@ -56,6 +56,7 @@ from backends.base import (
 from core.journal import ReplayImpossible, ResumeJournal
 from core.statemachines.attachment import Attachment
 from runtime.channel import ChannelClosed
+from runtime.clock import loop_clock
 from runtime.outbound import OutboundOverflow, OutboundQueue
 from runtime.timers import TimerHandle, Timers
 from spec.effects import (
@@ -240,6 +241,7 @@ class SessionRunner:
         self.outbound = OutboundQueue(max_outbound_events)
         self.slow_consumer_s = slow_consumer_s
         self._full_since: float | None = None  # when the outbound queue last became full
+        self._loop_time = loop_clock()  # anyio.current_time(), bound once (hot path)
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
@@ -543,7 +545,7 @@ class SessionRunner:
         deadline = self.protocol.next_deadline()
         if deadline is None or self._timers is None:
             return
-        at = anyio.current_time() + max(0, deadline - self.clock.now_ms()) / 1000
+        at = self._loop_time() + max(0, deadline - self.clock.now_ms()) / 1000
         if self._timer_at is None or at < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
@@ -615,10 +617,8 @@ class SessionRunner:
         if len(self.outbound) < self.outbound.max_events:
             self._full_since = None
         elif self._full_since is None:
-            self._full_since = anyio.current_time()
-        elif self.slow_consumer_s and (
-            anyio.current_time() - self._full_since > self.slow_consumer_s
-        ):
+            self._full_since = self._loop_time()
+        elif self.slow_consumer_s and (self._loop_time() - self._full_since > self.slow_consumer_s):
             self._slow_consumer(f"its outbound queue stayed full {self.slow_consumer_s:g} s")
 
     def _journal(self, event: ServerEvent) -> None:

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 import anyio
 import numpy as np
 
+from runtime.clock import loop_clock
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -50,12 +52,12 @@ SLICE_FRAMES = 48
 class _Slot:
     __slots__ = ("done", "frames", "probabilities", "queued_at", "scored", "state", "wake")
 
-    def __init__(self, state: VadState, frames: npt.NDArray[np.float32]) -> None:
+    def __init__(self, state: VadState, frames: npt.NDArray[np.float32], now: float) -> None:
         self.state = state
         self.frames = frames
         self.scored = 0  # frames scored so far, in order
         self.probabilities: list[float] = []
-        self.queued_at = anyio.current_time()
+        self.queued_at = now
         self.done = False
         self.wake = anyio.Event()  # set when scored, or when this slot's owner should lead
 
@@ -73,6 +75,7 @@ class VadBatcher:
         self.batches = 0
         self.frames = 0
         self.longest_wait_s = 0.0  # since `take_longest_wait_s` last read it
+        self._now = loop_clock()  # anyio.current_time(), bound once (once per append)
 
     @property
     def queued(self) -> int:
@@ -89,7 +92,7 @@ class VadBatcher:
         """Probabilities of `frames` (shape [k, 512]) for one session, in order."""
         if len(frames) == 0:
             return []
-        slot = _Slot(state, frames)
+        slot = _Slot(state, frames, self._now())
         self._queue.append(slot)
         try:
             while not slot.done:
@@ -109,7 +112,7 @@ class VadBatcher:
         try:
             with anyio.CancelScope(shield=True):
                 tick = self.tick_s
-                await anyio.sleep(tick - anyio.current_time() % tick if tick > 0 else 0)
+                await anyio.sleep(tick - self._now() % tick if tick > 0 else 0)
                 batch = list(self._queue)
                 await self._score(batch)
                 # slots with frames left keep their place; those queued meanwhile follow
@@ -142,5 +145,5 @@ class VadBatcher:
             if slot.scored >= len(slot.frames):
                 slot.done = True
                 slot.wake.set()
-                waited = anyio.current_time() - slot.queued_at
+                waited = self._now() - slot.queued_at
                 self.longest_wait_s = max(self.longest_wait_s, waited)

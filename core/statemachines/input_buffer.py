@@ -16,6 +16,7 @@ so the session can release its reservation (I5).
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -106,12 +107,14 @@ class InputBuffer:
         """Bytes held after such an append, if it were made now (for the backpressure check)."""
         if self.capturing:
             return self.held_bytes + added_audio + sum(len(f) for f in added_frames)
-        sizes = [len(c) for c in self.chunks] + ([added_audio] if added_audio else [])
-        audio = sum(sizes)
-        for size in sizes[:-1]:
+        # what `add_audio` would keep: the oldest chunks go while more than the preroll is
+        # held, never the newest (walks only the chunks that would go: the append path)
+        audio = self.audio_bytes + added_audio
+        droppable = len(self.chunks) - (0 if added_audio else 1)
+        for chunk in itertools.islice(self.chunks, max(droppable, 0)):
             if audio <= _PREROLL_BYTES:
                 break
-            audio -= size
+            audio -= len(chunk)
         frames = len(added_frames[-1]) if added_frames else self.frame_bytes
         return audio + frames
 
