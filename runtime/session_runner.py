@@ -129,9 +129,9 @@ __all__ = ["Attached", "ResumePolicy", "SessionRunner", "StageTimeouts"]
 log = logging.getLogger("joyduplex.runtime")
 
 ABORT_DEADLINE_S = 2.0
-#: appends whose audio may wait for its VAD verdict before the reader waits too (0.5 s of
-#: 20 ms appends): the backpressure that keeps a session that outruns the VAD bounded
-MAX_VAD_BACKLOG = 25
+#: frames of audio that may wait for their VAD verdict before the reader waits too (about
+#: 0.8 s of audio): the backpressure that keeps a session that outruns the VAD bounded
+MAX_VAD_BACKLOG_FRAMES = 25
 #: events applied without waiting for the verdict on earlier audio: more audio, and a
 #: liveness probe that changes nothing
 _UNORDERED = (InputAudioBufferAppend, SessionHeartbeat)
@@ -250,11 +250,10 @@ class SessionRunner:
         self._live: _LivePartial | None = None
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
-        self._vad_pending: list[ScoreVad] = []
-        self._vad_submitted = 0  # ScoreVad effects queued ...
+        self._vad_slot: Any = None  # this session's place in the VAD queue
+        self._vad_submitted = 0  # frames queued for scoring ...
         self._vad_applied = 0  # ... and those whose verdict the protocol has seen
-        self._vad_wake = anyio.Event()
-        self._vad_progress = anyio.Event()
+        self._vad_progress: anyio.Event | None = None  # while the reader waits for verdicts
         self._timers = timers  # the process's; a private one when it is not running
         self._timer_at: float | None = None  # loop time of the deadline scheduled
         self._timer: TimerHandle | None = None
@@ -276,8 +275,6 @@ class SessionRunner:
                     tg.start_soon(self._timers.run)
                 with self._boundary("start"):
                     self._pump()  # session.created
-                if self.vad is not None:
-                    tg.start_soon(self._vad_worker)
                 conn: Attached | None = self._conn
                 while conn is not None:
                     conn = await self._serve(conn)
@@ -291,6 +288,8 @@ class SessionRunner:
             if self._timer is not None:
                 self._timer.cancel()  # the heap must not keep this session alive
             self._tg = None
+            if self.vad is not None:
+                self.vad.discard(self._vad_slot)
             for work in self._responses.values():
                 if work.tts_send is not None:
                     work.tts_send.close()
@@ -447,7 +446,7 @@ class SessionRunner:
             if isinstance(received, SessionEventAck) and self.journal is not None:
                 self.journal.ack(received.server_event_seq)
             backlog = self._vad_submitted - self._vad_applied
-            if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG:
+            if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG_FRAMES:
                 await self._vad_settled()  # a commit never races its own audio's verdict
             if self.crashed is not None:
                 break
@@ -577,6 +576,8 @@ class SessionRunner:
             exc_info=exc,
         )
         self.metrics.session_crashed()
+        if self._vad_progress is not None:  # a reader waiting for verdicts gives up
+            self._vad_progress.set()
         self._emit(
             Error(
                 error=ErrorDetail(
@@ -685,10 +686,8 @@ class SessionRunner:
             case CloseSession():
                 self._emit(effect)
             case ScoreVad():
-                if self.vad is not None:
-                    self._vad_pending.append(effect)
-                    self._vad_submitted += 1
-                    self._vad_wake.set()
+                if self.vad is not None and tg is not None:
+                    self._submit_vad(effect, tg)
             case _ if tg is None:
                 pass  # the connection ended: no backend work starts any more
             case SubmitAsr():
@@ -897,41 +896,33 @@ class SessionRunner:
 
     # --- server VAD -------------------------------------------------------------------
 
-    async def _vad_worker(self) -> None:
-        """Score this session's appended audio as it comes, in order, one VAD tick at a
-        time: everything appended since the last tick goes into one batch slot."""
-        while self.crashed is None:
-            if not self._vad_pending:
-                self._vad_wake = anyio.Event()
-                await self._vad_wake.wait()
-                continue
-            with self._boundary("vad"):
-                await self._score_vad()
-        self._vad_progress.set()  # nobody waits for verdicts of a crashed session
+    def _submit_vad(self, effect: ScoreVad, tg: TaskGroup) -> None:
+        """Queue the whole frames of an append's audio for the process's VAD tick (the
+        rest waits for the next append)."""
+        assert self.vad is not None and self._vad_state is not None
+        audio = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        if len(self._vad_rest):
+            audio = np.concatenate([self._vad_rest, audio])
+        n = len(audio) // 512
+        self._vad_rest = audio[n * 512 :]
+        if n:
+            self._vad_submitted += n
+            frames = audio[: n * 512].reshape(n, 512)
+            self._vad_slot = self.vad.submit(
+                self._vad_slot, self._vad_state, frames, self._vad_scored, tg
+            )
+
+    def _vad_scored(self, probabilities: list[float]) -> None:
+        """The tick's verdicts on the next of this session's frames, in order."""
+        self._vad_applied += len(probabilities)
+        if not self._ended:
+            self._feed(VadScores(tuple(probabilities)))
+        if self._vad_progress is not None:
+            self._vad_progress.set()
 
     async def _vad_settled(self) -> None:
         """Wait until the verdict on every append applied so far was applied too."""
         while self._vad_applied < self._vad_submitted and self.crashed is None:
+            self._vad_progress = anyio.Event()
             await self._vad_progress.wait()
-
-    async def _score_vad(self) -> None:
-        """Score the audio of the appends applied so far and feed the verdicts."""
-        while self._vad_pending:
-            pending, self._vad_pending = self._vad_pending, []
-            assert self.vad is not None and self._vad_state is not None
-            audio = np.concatenate(
-                [self._vad_rest]
-                + [
-                    np.frombuffer(p.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-                    for p in pending
-                ]
-            )
-            n = len(audio) // 512
-            self._vad_rest = audio[n * 512 :]
-            if n:
-                frames = audio[: n * 512].reshape(n, 512)
-                probabilities = await self.vad.score(self._vad_state, frames)
-                self._feed(VadScores(tuple(probabilities)))
-            self._vad_applied += len(pending)
-            progress, self._vad_progress = self._vad_progress, anyio.Event()
-            progress.set()
+        self._vad_progress = None

@@ -1,32 +1,35 @@
 """Batched server VAD across sessions, on a per-process tick (docs/architecture.md, the
 session tier).
 
-Silero costs about 130 us for one frame alone and about 55 us per frame in a batch of 64
-or more, so the batch size decides how many listening sessions a core holds. Every
-session that appended audio queues its whole 512-sample frames; the queue is scored once
-per tick (`TICK_S`), all of it in one `Vad.score_sequences` call and one worker-thread hop
-(step j scores frame j of every session that has one: the model is recurrent, so a
-session's frames go in order).
+Silero costs about 130 us for one frame alone and about 40-55 us per frame in a batch of
+64 or more, so the batch size decides how many listening sessions a core holds. Every
+session that appended audio queues its whole 512-sample frames (`submit`, synchronous,
+from the append path); the queue is scored once per tick (`TICK_S`), all of it in one
+`Vad.score_sequences` call and one worker-thread hop (step j scores frame j of every
+session that has one: the model is recurrent, so a session's frames go in order), and
+each session's verdicts are handed to its callback on the event loop.
+
+A session holds at most one slot: frames it submits while its slot waits join that slot
+(even while a batch scores it: the rest is scored next tick, in order), so one session
+never appears twice in a batch.
 
 Fair sharing: a batch takes at most `slice_frames` frames of each session (`SLICE_FRAMES`,
 about 1.5 s of audio per 20 ms tick, far ahead of real time); a session with a longer
 backlog keeps its place in the queue and goes on in the next ticks, so one session's
 backlog never delays the frames of another by more than one slice per tick.
 
-There is no background task: the first session to queue leads, waits for the tick
-boundary, scores one slice of everything queued, then hands the lead to the first
-session still waiting (so no session's reader is held for more than its own batch). The
-wait and the scoring are shielded, so a leader that is cancelled still answers everyone
-who joined; a waiter that is cancelled takes its frames out of the queue and, if it had
-just been given the lead, passes it on. Each session scores from a task of its own (the
-runner's VAD worker), so more audio keeps arriving while earlier audio waits for its
-tick; any other client event waits for the verdicts, so a commit never races its own
-audio's verdict.
+The tick task (`run`) lives in the task group of a session that submitted: the first
+submit starts it there, and when that session ends (its task group cancels the tick),
+the tick starts again in the task group of the next session still waiting, so audio
+never waits for a submit that may not come. Scoring and delivery are shielded: a batch
+that started is always answered. Why not a task per session: waking one per append and
+one per verdict cost more than the append itself once hundreds of sessions listen.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -36,10 +39,11 @@ from runtime.clock import loop_clock
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    from anyio.abc import TaskGroup
 
     from backends.base import Vad, VadState
 
-__all__ = ["SLICE_FRAMES", "TICK_S", "VadBatcher"]
+__all__ = ["SLICE_FRAMES", "TICK_S", "VadBatcher", "Verdicts"]
 
 log = logging.getLogger("joyduplex.runtime.vad")
 
@@ -49,17 +53,33 @@ TICK_S = 0.02
 SLICE_FRAMES = 48
 
 
-class _Slot:
-    __slots__ = ("done", "frames", "probabilities", "queued_at", "scored", "state", "wake")
+#: what a session is handed for each scored slice of its frames: their speech
+#: probabilities, in order
+Verdicts = Callable[[list[float]], None]
 
-    def __init__(self, state: VadState, frames: npt.NDArray[np.float32], now: float) -> None:
+
+class _Slot:
+    __slots__ = ("frames", "on_scored", "owner", "queued", "queued_at", "scored", "state")
+
+    def __init__(
+        self,
+        state: VadState,
+        frames: npt.NDArray[np.float32],
+        on_scored: Verdicts,
+        owner: TaskGroup,
+        now: float,
+    ) -> None:
         self.state = state
         self.frames = frames
+        self.on_scored = on_scored
+        self.owner = owner  # the submitting session's task group: a home for the tick
         self.scored = 0  # frames scored so far, in order
-        self.probabilities: list[float] = []
+        self.queued = True  # in the queue: more frames of its session may join it
         self.queued_at = now
-        self.done = False
-        self.wake = anyio.Event()  # set when scored, or when this slot's owner should lead
+
+    @property
+    def done(self) -> bool:
+        return self.scored >= len(self.frames)
 
 
 class VadBatcher:
@@ -71,7 +91,7 @@ class VadBatcher:
         self.tick_s = tick_s
         self.slice_frames = slice_frames
         self._queue: list[_Slot] = []
-        self._leading = False
+        self.running = False  # a tick task is started (or about to be)
         self.batches = 0
         self.frames = 0
         self.longest_wait_s = 0.0  # since `take_longest_wait_s` last read it
@@ -88,46 +108,94 @@ class VadBatcher:
         longest, self.longest_wait_s = self.longest_wait_s, 0.0
         return longest
 
-    async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
-        """Probabilities of `frames` (shape [k, 512]) for one session, in order."""
+    def submit(
+        self,
+        slot: _Slot | None,
+        state: VadState,
+        frames: npt.NDArray[np.float32],
+        on_scored: Verdicts,
+        owner: TaskGroup,
+    ) -> _Slot | None:
+        """Queue `frames` (shape [k, 512]) of one session for the next tick; `slot` is
+        the one this returned last time for the same session (its frames join it while
+        it waits). `on_scored` gets the probabilities of each scored slice, in order, on
+        the event loop; `owner` (the session's task group) hosts the tick if none runs."""
         if len(frames) == 0:
-            return []
-        slot = _Slot(state, frames, self._now())
-        self._queue.append(slot)
-        try:
-            while not slot.done:
-                if self._leading:
-                    await slot.wake.wait()
-                    slot.wake = anyio.Event()
-                    continue
-                await self._lead()
-        finally:
-            if not slot.done and slot in self._queue:  # cancelled while waiting
-                self._queue.remove(slot)
-                self._pass_lead()
-        return slot.probabilities
+            return slot
+        if slot is not None and slot.queued:
+            slot.frames = np.concatenate([slot.frames, frames])
+        else:
+            slot = _Slot(state, frames, on_scored, owner, self._now())
+            self._queue.append(slot)
+        self._ensure_tick(owner)
+        return slot
 
-    async def _lead(self) -> None:
-        self._leading = True
+    def discard(self, slot: _Slot | None) -> None:
+        """Drop a slot whose session ended (its frames are never scored)."""
+        if slot is not None and slot.queued:
+            slot.queued = False
+            self._queue.remove(slot)
+
+    async def score(self, state: VadState, frames: npt.NDArray[np.float32]) -> list[float]:
+        """Probabilities of `frames` (shape [k, 512]) for one session, in order: `submit`
+        for a caller that can wait (tests, tools)."""
+        probabilities: list[float] = []
+        if len(frames) == 0:
+            return probabilities
+        scored = anyio.Event()
+
+        def on_scored(part: list[float]) -> None:
+            probabilities.extend(part)
+            if len(probabilities) >= len(frames):
+                scored.set()
+
+        async with anyio.create_task_group() as tg:
+            slot = self.submit(None, state, frames, on_scored, tg)
+            try:
+                await scored.wait()
+            finally:
+                self.discard(slot)  # cancelled while waiting: its frames go unscored
+                tg.cancel_scope.cancel()  # a tick hosted here moves on to another session
+        return probabilities
+
+    def _ensure_tick(self, owner: TaskGroup) -> None:
+        if not self.running:
+            self.running = True  # at once: a second submit must not start another
+            owner.start_soon(self.run)
+
+    async def run(self) -> None:
+        """Score the queue once per tick until there is nothing left; started by
+        `submit` in a session's task group."""
+        self.running = True
         try:
-            with anyio.CancelScope(shield=True):
+            while self._queue:
                 tick = self.tick_s
                 await anyio.sleep(tick - self._now() % tick if tick > 0 else 0)
-                batch = list(self._queue)
-                await self._score(batch)
-                # slots with frames left keep their place; those queued meanwhile follow
-                self._queue = [s for s in self._queue if not s.done]
+                with anyio.CancelScope(shield=True):
+                    await self._score(list(self._queue))
+                    # slots with frames left keep their place; those queued meanwhile follow
+                    for slot in self._queue:
+                        slot.queued = not slot.done
+                    self._queue = [s for s in self._queue if s.queued]
         finally:
-            self._leading = False
-            self._pass_lead()
+            self.running = False
+            self._rehome()
 
-    def _pass_lead(self) -> None:
-        if not self._leading and self._queue:
-            self._queue[0].wake.set()
+    def _rehome(self) -> None:
+        """The tick ended (nothing queued, or its session's task group cancelled it):
+        if frames still wait, start it again in a waiting session's task group."""
+        for slot in list(self._queue):
+            if slot.owner.cancel_scope.cancel_called:
+                continue  # that session is ending: it will not be answered anyway
+            try:
+                self._ensure_tick(slot.owner)
+            except RuntimeError:  # a task group that already closed
+                self.running = False
+                continue
+            return
 
     async def _score(self, batch: list[_Slot]) -> None:
-        """Score the next slice of every slot of `batch`; a slot whose frames are all
-        scored is done and woken."""
+        """Score the next slice of every slot of `batch` and hand each its verdicts."""
         if not batch:
             return
         slices = [s.frames[s.scored : s.scored + self.slice_frames] for s in batch]
@@ -138,12 +206,13 @@ class VadBatcher:
             log.exception("VAD batch of %d frames failed; scoring them as silence", frames)
             scored = [np.zeros(len(f), dtype=np.float32) for f in slices]
         self.batches += 1
+        now = self._now()
         for slot, part, probabilities in zip(batch, slices, scored, strict=True):
             self.frames += len(part)
             slot.scored += len(part)
-            slot.probabilities.extend(np.asarray(probabilities, dtype=np.float64).tolist())
-            if slot.scored >= len(slot.frames):
-                slot.done = True
-                slot.wake.set()
-                waited = self._now() - slot.queued_at
-                self.longest_wait_s = max(self.longest_wait_s, waited)
+            if slot.done:
+                self.longest_wait_s = max(self.longest_wait_s, now - slot.queued_at)
+            try:
+                slot.on_scored(np.asarray(probabilities, dtype=np.float64).tolist())
+            except Exception:  # one session's failure must not cost the others their verdicts
+                log.exception("a session failed to take its VAD verdicts")
