@@ -29,6 +29,7 @@ one per verdict cost more than the append itself once hundreds of sessions liste
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,7 @@ Verdicts = Callable[[list[float]], None]
 
 
 class _Slot:
-    __slots__ = ("frames", "on_scored", "owner", "queued", "queued_at", "scored", "state")
+    __slots__ = ("arrivals", "frames", "on_scored", "owner", "queued", "scored", "state")
 
     def __init__(
         self,
@@ -75,7 +76,9 @@ class _Slot:
         self.owner = owner  # the submitting session's task group: a home for the tick
         self.scored = 0  # frames scored so far, in order
         self.queued = True  # in the queue: more frames of its session may join it
-        self.queued_at = now
+        #: (frames held once they came, when): the wait of each append's frames is
+        #: measured from its own arrival, not from the slot's first
+        self.arrivals: deque[tuple[int, float]] = deque([(len(frames), now)])
 
     @property
     def done(self) -> bool:
@@ -84,9 +87,15 @@ class _Slot:
 
 class VadBatcher:
     def __init__(
-        self, vad: Vad, *, tick_s: float = TICK_S, slice_frames: int = SLICE_FRAMES
+        self,
+        vad: Vad,
+        *,
+        tick_s: float = TICK_S,
+        slice_frames: int = SLICE_FRAMES,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        """`tick_s=0` scores at the next loop iteration (tests on a simulated clock)."""
+        """`tick_s=0` scores at the next loop iteration (tests on a simulated clock);
+        `clock` (seconds) times the waits, the event loop's by default."""
         self.vad = vad
         self.tick_s = tick_s
         self.slice_frames = slice_frames
@@ -95,7 +104,7 @@ class VadBatcher:
         self.batches = 0
         self.frames = 0
         self.longest_wait_s = 0.0  # since `take_longest_wait_s` last read it
-        self._now = loop_clock()  # anyio.current_time(), bound once (once per append)
+        self._now = clock or loop_clock()  # anyio.current_time(), bound once (per append)
 
     @property
     def queued(self) -> int:
@@ -124,6 +133,7 @@ class VadBatcher:
             return slot
         if slot is not None and slot.queued:
             slot.frames = np.concatenate([slot.frames, frames])
+            slot.arrivals.append((len(slot.frames), self._now()))
         else:
             slot = _Slot(state, frames, on_scored, owner, self._now())
             self._queue.append(slot)
@@ -170,7 +180,7 @@ class VadBatcher:
         try:
             while self._queue:
                 tick = self.tick_s
-                await anyio.sleep(tick - self._now() % tick if tick > 0 else 0)
+                await anyio.sleep(tick - anyio.current_time() % tick if tick > 0 else 0)
                 with anyio.CancelScope(shield=True):
                     await self._score(list(self._queue))
                     # slots with frames left keep their place; those queued meanwhile follow
@@ -210,8 +220,11 @@ class VadBatcher:
         for slot, part, probabilities in zip(batch, slices, scored, strict=True):
             self.frames += len(part)
             slot.scored += len(part)
-            if slot.done:
-                self.longest_wait_s = max(self.longest_wait_s, now - slot.queued_at)
+            arrivals = slot.arrivals
+            if arrivals and arrivals[0][0] <= slot.scored:  # the oldest waited longest
+                self.longest_wait_s = max(self.longest_wait_s, now - arrivals[0][1])
+                while arrivals and arrivals[0][0] <= slot.scored:
+                    arrivals.popleft()
             try:
                 slot.on_scored(np.asarray(probabilities, dtype=np.float64).tolist())
             except Exception:  # one session's failure must not cost the others their verdicts

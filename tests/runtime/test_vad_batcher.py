@@ -164,3 +164,39 @@ async def test_a_session_joining_while_a_backlog_is_scored_waits_one_slice_at_mo
     start, end = joined_at
     assert end - start <= 2  # scored in the next batch (or the one after, at the boundary)
     assert len(vad.calls) == 10  # 480 frames in slices of 48
+
+
+async def test_vad_wait_of_a_session_that_keeps_appending_is_counted_per_append() -> None:
+    """Regression: a slot that more frames keep joining while it is scored stays queued;
+    its wait was measured from its first frames, so a session streaming steadily looked
+    ever later (the overload gate shed new sessions at a third of the capacity)."""
+    now = [0.0]
+    batcher: VadBatcher
+
+    class JoiningVad:
+        """Each call takes one clock second, and one more frame arrives meanwhile."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def new_state(self) -> Any:
+            return object()
+
+        async def score_sequences(self, states: Any, sequences: Any) -> list[Any]:
+            self.calls += 1
+            now[0] += 1.0
+            if self.calls < 5:
+                batcher.submit(slot, states[0], frames(0.1, 1), on_scored, tg)
+            return [np.zeros(len(s), dtype=np.float32) for s in sequences]
+
+    vad = JoiningVad()
+    batcher = VadBatcher(vad, tick_s=0, clock=lambda: now[0])  # type: ignore[arg-type]
+    scored: list[float] = []
+
+    def on_scored(part: list[float]) -> None:
+        scored.extend(part)
+
+    async with anyio.create_task_group() as tg:
+        slot = batcher.submit(None, vad.new_state(), frames(0.1, 1), on_scored, tg)
+    assert (vad.calls, len(scored), batcher.queued) == (5, 5, 0)
+    assert batcher.take_longest_wait_s() == 1.0  # each frame waited one call, never five
