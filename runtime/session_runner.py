@@ -446,7 +446,11 @@ class SessionRunner:
             if isinstance(received, SessionEventAck) and self.journal is not None:
                 self.journal.ack(received.server_event_seq)
             backlog = self._vad_submitted - self._vad_applied
-            if not isinstance(received, _UNORDERED) or backlog > MAX_VAD_BACKLOG_FRAMES:
+            if backlog > MAX_VAD_BACKLOG_FRAMES and self.vad is not None:
+                held_since = self._loop_time()  # the VAD is behind: an overload signal
+                await self._vad_settled()
+                self.vad.note_wait(self._loop_time() - held_since)
+            elif not isinstance(received, _UNORDERED):
                 await self._vad_settled()  # a commit never races its own audio's verdict
             if self.crashed is not None:
                 break

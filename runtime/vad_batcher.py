@@ -112,10 +112,19 @@ class VadBatcher:
         return len(self._queue)
 
     def take_longest_wait_s(self) -> float:
-        """The longest a session's audio waited for its verdict (queued to scored) since
-        the last read: the overload signal of the VAD."""
-        longest, self.longest_wait_s = self.longest_wait_s, 0.0
+        """The longest a session's audio waited for its verdict since the last read (queued
+        to scored, or queued and still waiting, or held back by a reader that waited for
+        its backlog to be scored): the overload signal of the VAD."""
+        now = self._now()
+        oldest = min((s.arrivals[0][1] for s in self._queue if s.arrivals), default=now)
+        longest = max(self.longest_wait_s, now - oldest)
+        self.longest_wait_s = 0.0
         return longest
+
+    def note_wait(self, seconds: float) -> None:
+        """A session's reader waited `seconds` for its audio's verdicts before it could
+        read on: audio the VAD had not scored yet was held back in the connection."""
+        self.longest_wait_s = max(self.longest_wait_s, seconds)
 
     def submit(
         self,
