@@ -60,7 +60,7 @@ Verdicts = Callable[[list[float]], None]
 
 
 class _Slot:
-    __slots__ = ("arrivals", "frames", "on_scored", "owner", "queued", "scored", "state")
+    __slots__ = ("arrivals", "frames", "on_scored", "owner", "queued", "state")
 
     def __init__(
         self,
@@ -71,18 +71,17 @@ class _Slot:
         now: float,
     ) -> None:
         self.state = state
-        self.frames = frames
+        self.frames = frames  # not scored yet, in order (scored frames leave each tick)
         self.on_scored = on_scored
         self.owner = owner  # the submitting session's task group: a home for the tick
-        self.scored = 0  # frames scored so far, in order
         self.queued = True  # in the queue: more frames of its session may join it
-        #: (frames held once they came, when): the wait of each append's frames is
-        #: measured from its own arrival, not from the slot's first
+        #: (frames held once they came, when), counted from the slot's first unscored
+        #: frame: the wait of each append's frames is measured from its own arrival
         self.arrivals: deque[tuple[int, float]] = deque([(len(frames), now)])
 
     @property
     def done(self) -> bool:
-        return self.scored >= len(self.frames)
+        return len(self.frames) == 0
 
 
 class VadBatcher:
@@ -217,7 +216,7 @@ class VadBatcher:
         """Score the next slice of every slot of `batch` and hand each its verdicts."""
         if not batch:
             return
-        slices = [s.frames[s.scored : s.scored + self.slice_frames] for s in batch]
+        slices = [s.frames[: self.slice_frames] for s in batch]
         try:
             scored = await self.vad.score_sequences([s.state for s in batch], slices)
         except Exception:  # a VAD failure must not stall the sessions waiting on it
@@ -227,13 +226,14 @@ class VadBatcher:
         self.batches += 1
         now = self._now()
         for slot, part, probabilities in zip(batch, slices, scored, strict=True):
-            self.frames += len(part)
-            slot.scored += len(part)
+            n = len(part)
+            self.frames += n
+            # frames that joined during the call follow the scored ones: both stay in order
+            slot.frames = slot.frames[n:]
             arrivals = slot.arrivals
-            if arrivals and arrivals[0][0] <= slot.scored:  # the oldest waited longest
+            if arrivals and arrivals[0][0] <= n:  # the oldest waited longest
                 self.longest_wait_s = max(self.longest_wait_s, now - arrivals[0][1])
-                while arrivals and arrivals[0][0] <= slot.scored:
-                    arrivals.popleft()
+            slot.arrivals = deque((end - n, at) for end, at in arrivals if end > n)
             try:
                 slot.on_scored(np.asarray(probabilities, dtype=np.float64).tolist())
             except Exception:  # one session's failure must not cost the others their verdicts

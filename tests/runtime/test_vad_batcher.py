@@ -166,37 +166,57 @@ async def test_a_session_joining_while_a_backlog_is_scored_waits_one_slice_at_mo
     assert len(vad.calls) == 10  # 480 frames in slices of 48
 
 
+class JoiningSession:
+    """One session streaming steadily: during each VAD call (one clock second) its next
+    append of `per_append` frames joins its slot, until `appends` were made."""
+
+    def __init__(self, appends: int, per_append: int) -> None:
+        self.appends, self.per_append = appends, per_append
+        self.now = 0.0
+        self.calls = 0
+        self.held: list[int] = []  # frames its slot held at each call
+        self.scored: list[float] = []
+        self.batcher = VadBatcher(self, tick_s=0, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.slot: Any = None
+        self.tg: Any = None
+
+    def new_state(self) -> Any:
+        return object()
+
+    async def score_sequences(self, states: Any, sequences: Any) -> list[Any]:
+        self.calls += 1
+        self.now += 1.0
+        self.held.append(len(self.slot.frames))
+        if self.calls < self.appends:
+            self._append(states[0])
+        return [np.zeros(len(s), dtype=np.float32) for s in sequences]
+
+    def _append(self, state: Any) -> None:
+        self.slot = self.batcher.submit(
+            self.slot, state, frames(0.1, self.per_append), self.scored.extend, self.tg
+        )
+
+    async def stream(self) -> None:
+        async with anyio.create_task_group() as self.tg:
+            self._append(self.new_state())
+
+
 async def test_vad_wait_of_a_session_that_keeps_appending_is_counted_per_append() -> None:
     """Regression: a slot that more frames keep joining while it is scored stays queued;
     its wait was measured from its first frames, so a session streaming steadily looked
     ever later (the overload gate shed new sessions at a third of the capacity)."""
-    now = [0.0]
-    batcher: VadBatcher
+    session = JoiningSession(appends=5, per_append=1)
+    await session.stream()
+    assert (session.calls, len(session.scored), session.batcher.queued) == (5, 5, 0)
+    # each frame waited one call, never five
+    assert session.batcher.take_longest_wait_s() == 1.0
 
-    class JoiningVad:
-        """Each call takes one clock second, and one more frame arrives meanwhile."""
 
-        def __init__(self) -> None:
-            self.calls = 0
-
-        def new_state(self) -> Any:
-            return object()
-
-        async def score_sequences(self, states: Any, sequences: Any) -> list[Any]:
-            self.calls += 1
-            now[0] += 1.0
-            if self.calls < 5:
-                batcher.submit(slot, states[0], frames(0.1, 1), on_scored, tg)
-            return [np.zeros(len(s), dtype=np.float32) for s in sequences]
-
-    vad = JoiningVad()
-    batcher = VadBatcher(vad, tick_s=0, clock=lambda: now[0])  # type: ignore[arg-type]
-    scored: list[float] = []
-
-    def on_scored(part: list[float]) -> None:
-        scored.extend(part)
-
-    async with anyio.create_task_group() as tg:
-        slot = batcher.submit(None, vad.new_state(), frames(0.1, 1), on_scored, tg)
-    assert (vad.calls, len(scored), batcher.queued) == (5, 5, 0)
-    assert batcher.take_longest_wait_s() == 1.0  # each frame waited one call, never five
+async def test_a_slot_that_frames_keep_joining_holds_only_its_unscored_frames() -> None:
+    """Regression: a slot kept every frame it was ever given until it was done, so a
+    session whose next append always joined before the tick finished held (and copied
+    on every append) all its audio since the slot was made."""
+    session = JoiningSession(appends=50, per_append=2)
+    await session.stream()
+    assert (session.calls, len(session.scored), session.batcher.queued) == (50, 100, 0)
+    assert max(session.held) == 2  # only the frames this tick scores, never the ones before
