@@ -267,6 +267,7 @@ class DuplexClient:
         token: str | None = None,
         headers: Mapping[str, str] | None = None,
         open_timeout: float = 10.0,
+        ping_timeout: float | None = 20.0,
         mode: str | None = None,
         resume: ResumeState | None = None,
     ) -> AsyncIterator[Self]:
@@ -279,6 +280,10 @@ class DuplexClient:
 
         With `resume` it opens no session: it resumes that one (`?resume=1`, then
         `session.resume`) and returns after `session.resumed`.
+
+        The client pings the server every 20 s and drops the connection (close 1011,
+        `ConnectionLost`) when a pong takes longer than `ping_timeout` seconds (None:
+        never): a client sharing a starved machine with the server may want it longer.
 
         Raises:
             HandshakeRefused: the server answered the handshake with an HTTP status (401
@@ -298,6 +303,7 @@ class DuplexClient:
                 additional_headers=extra,
                 max_size=MAX_FRAME_BYTES,
                 open_timeout=open_timeout,
+                ping_timeout=ping_timeout,
             )
         except InvalidStatus as exc:  # an HTTP answer instead of the upgrade
             response = exc.response
