@@ -17,6 +17,7 @@ import itertools
 import logging
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from backends.base import load_backend, tts_voices
 from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
+from runtime.heap import return_free_heap
 from runtime.metrics import Metrics
 from runtime.session_runner import ResumePolicy, SessionRunner, StageTimeouts
 from runtime.timers import Timers
@@ -108,7 +110,9 @@ class SessionHost:
         self.slots = SessionSlots(worker_share(settings.limits.max_sessions, self.workers))
         limits = settings.limits
         self.overload = OverloadGate(
-            loop_lag_limit_ms=limits.shed_loop_lag_ms, vad_limit_ms=limits.shed_vad_wait_ms
+            loop_lag_limit_ms=limits.shed_loop_lag_ms,
+            vad_limit_ms=limits.shed_vad_wait_ms,
+            loop_busy_limit=limits.shed_loop_busy,
         )
         self.backend = backend
         self._started = False
@@ -198,19 +202,29 @@ class SessionHost:
 
     async def watch(self, period_s: float = 0.25) -> None:
         """Until cancelled: measure how late the event loop wakes a `period_s` sleep
-        (event-loop lag), count this process's CPU, and publish this worker's state."""
+        (event-loop lag) and how much of it the loop's thread ran on the CPU, count this
+        process's CPU, and publish this worker's state."""
+        # this task runs on the event loop's thread: its thread CPU time is the loop's
+        cpu_before = time.thread_time()
         while True:
             before = anyio.current_time()
             await anyio.sleep(period_s)
-            lag_s = max(0.0, anyio.current_time() - before - period_s)
+            now = anyio.current_time()
+            lag_s = max(0.0, now - before - period_s)
+            cpu_now = time.thread_time()
+            busy = (cpu_now - cpu_before) / max(now - before, 1e-6)
+            cpu_before = cpu_now
             self.metrics.loop_lag(lag_s)
             self.metrics.sample_cpu()
             vad_s = self._vad.take_longest_wait_s() if self._vad is not None else 0.0
-            shedding = self.overload.closed
-            self.overload.observe(lag_s * 1000, vad_s * 1000)
-            if self.overload.closed != shedding:
-                if self.overload.closed:
-                    log.warning("overloaded, refusing new sessions: %s", self.overload.reason)
+            shedding = self.overload.refusal() is not None
+            self.overload.observe(
+                lag_s * 1000, vad_s * 1000, loop_busy=busy, sessions=len(self._runners)
+            )
+            refusal = self.overload.refusal()
+            if (refusal is not None) != shedding:
+                if refusal is not None:
+                    log.warning("refusing new sessions: %s", refusal.message)
                 else:
                     log.warning("load back under the limits; admitting new sessions")
             self.publish()
@@ -279,6 +293,7 @@ class SessionHost:
         session_id = session_id or self.new_session_id()
         assert self.backend is not None
         self.slots.admit(session_id)
+        self.overload.admitted()
         self.metrics.session_opened()
         clock = MonotonicClock()
         protocol = SessionProtocol(
@@ -314,6 +329,7 @@ class SessionHost:
             self.publish()
             log.info("session %s closed", session_id)
             if not self._runners:
+                return_free_heap()  # the peak's buffers back to the system (runtime/heap)
                 self._all_closed.set()
                 self._all_closed = anyio.Event()
 

@@ -30,6 +30,7 @@ MAX_OUTPUT_TOKENS = 4_096
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]
 _Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=3_600_000)]
+_Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -84,6 +85,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     shed_loop_lag_ms: _Milliseconds = 50.0
     #: ... or while audio waits longer than this for its VAD verdict (queued to scored)
     shed_vad_wait_ms: _Milliseconds = 100.0
+    #: ... and a new session is refused when the event-loop thread's measured CPU share
+    #: plus the predicted cost of the sessions admitted since would pass this share of
+    #: one core (the measured capacity: a burst of connections is not all admitted before
+    #: the lag shows it); 0 switches the prediction off
+    shed_loop_busy: _Share = 0.9
     #: the largest HTTP request head (request line and headers) the server reads; a larger
     #: one is answered 400 and the connection closed (uvicorn/h11)
     max_header_bytes: _Positive = 16 * 1024

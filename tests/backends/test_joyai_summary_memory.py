@@ -423,11 +423,16 @@ def test_b29_through_the_runtime_a_session_is_summarised_under_its_own_id(
         await serve_one(host, session)
 
     anyio.run(with_host, table, run)
-    chats = [
-        seen.body
-        for name in ("vlm0", "vlm1")
-        for seen in fleet[name].requests("/v1/chat/completions")
-    ]
+    # in the order they arrived: the balancer spreads them over both replicas
+    arrived = sorted(
+        (
+            seen
+            for name in ("vlm0", "vlm1")
+            for seen in fleet[name].requests("/v1/chat/completions")
+        ),
+        key=lambda seen: seen.started,
+    )
+    chats = [seen.body for seen in arrived]
     jobs = [c for c in chats if c["messages"][0]["content"].startswith("You keep the memory")]
     assert jobs and all(job["max_tokens"] == 400 for job in jobs)
     replies = [c for c in chats if c not in jobs]

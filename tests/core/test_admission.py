@@ -56,3 +56,72 @@ def test_overload_gate_with_a_zero_lag_limit_never_sheds() -> None:
     for _ in range(5):
         gate.observe(10_000, 10_000)
     assert not gate.closed
+
+
+def _measured(limit: float = 0.9) -> OverloadGate:
+    """A gate that measured the event loop 50% busy with 100 sessions: 0.5% each."""
+    gate = OverloadGate(loop_lag_limit_ms=50, vad_limit_ms=100, loop_busy_limit=limit)
+    gate.observe(0, 0, loop_busy=0.5, sessions=100)
+    return gate
+
+
+def test_a_burst_is_refused_once_the_measured_cost_of_what_it_adds_passes_the_limit() -> None:
+    """A hundred connections a second are all in before the lag shows anything: the
+    gate counts each admitted session at the measured per-session cost until a
+    measurement includes it."""
+    gate = _measured()
+    for _ in range(70):  # 0.5 + 71 x 0.005 < 0.9
+        assert gate.refusal() is None
+        gate.admitted()
+    for _ in range(15):
+        gate.admitted()
+    refusal = gate.refusal()  # 0.5 + 86 x 0.005 > 0.9
+    assert refusal is not None and refusal.code is ErrorCode.RESOURCE_EXHAUSTED
+    assert (
+        "measured capacity" in refusal.message and "85 sessions admitted since" in refusal.message
+    )
+    assert not gate.closed  # the lag and VAD gate is another matter
+
+
+def test_admitted_sessions_stop_counting_as_predicted_two_periods_after_admission() -> None:
+    gate = _measured()
+    for _ in range(90):
+        gate.admitted()
+    assert gate.refusal() is not None
+    gate.observe(0, 0, loop_busy=0.55, sessions=190)  # partly measured: still predicted
+    assert gate.predicted_busy() > 0.9
+    gate.observe(0, 0, loop_busy=0.5, sessions=190)  # measured: they cost less than feared
+    assert gate.predicted_busy() == pytest.approx(0.5)
+    assert gate.refusal() is None
+
+
+def test_a_higher_per_session_cost_counts_at_once_a_lower_one_slowly() -> None:
+    gate = _measured()  # 0.005 per session
+    gate.observe(0, 0, loop_busy=0.8, sessions=100)  # handshakes of a ramp: 0.008 each
+    for _ in range(10):
+        gate.admitted()
+    assert gate.predicted_busy() == pytest.approx(0.8 + 10 * 0.008)
+    gate.observe(0, 0, loop_busy=0.4, sessions=100)  # 0.004 measured: 0.75 x 0.008 + 0.25 x 0.004
+    gate.admitted()
+    assert gate.predicted_busy() == pytest.approx(0.4 + 11 * 0.007)
+
+
+def test_no_cost_is_estimated_from_a_handful_of_sessions() -> None:
+    """The loop's own fixed work (the VAD tick, the watcher) shared by three sessions is
+    not what a session costs: nothing is refused on it."""
+    gate = OverloadGate(loop_lag_limit_ms=50, vad_limit_ms=100, loop_busy_limit=0.9)
+    gate.observe(0, 0, loop_busy=0.95, sessions=3)
+    for _ in range(100):
+        gate.admitted()
+    assert gate.refusal() is None
+
+
+@pytest.mark.parametrize(("lag_limit", "busy_limit"), [(0, 0.9), (50, 0)])
+def test_the_capacity_prediction_is_off_with_shedding_or_with_a_zero_busy_limit(
+    lag_limit: float, busy_limit: float
+) -> None:
+    gate = OverloadGate(loop_lag_limit_ms=lag_limit, vad_limit_ms=100, loop_busy_limit=busy_limit)
+    gate.observe(0, 0, loop_busy=0.95, sessions=100)
+    for _ in range(100):
+        gate.admitted()
+    assert gate.refusal() is None
