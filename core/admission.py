@@ -16,17 +16,20 @@ below half of it, so it does not flap at the edge.
 Lag and VAD wait show overload only once it is there: a burst of connections (a hundred a
 second) is all admitted in the second before the lag builds up, and the load overshoots
 (seen: 574 sessions admitted where about 450 fit, heartbeat p99 1.3 s). So the gate also
-predicts: from the share of the last period the event-loop thread spent on the CPU and the
-sessions that shared it, it knows what one session costs, and it refuses a session when the
-load measured plus the sessions admitted since (not yet measured) would pass
-`loop_busy_limit`. Capacity is thus measured on the machine itself, per process, and
+predicts, for the two resources a listening session uses: the event-loop thread's CPU share
+and the VAD's share of wall time spent scoring. From each one's measured share in the last
+period and the sessions that shared it, it knows what one session costs, and it refuses a
+session when the share measured plus the sessions admitted since (not yet measured) would
+pass that resource's limit. Capacity is thus measured on the machine itself, per process, and
 follows what the sessions really do (listening, speaking, idle)."""
 
 from __future__ import annotations
 
+from collections import deque
+
 from spec.errors import ErrorCode, RemoteProtocolError
 
-__all__ = ["OverloadGate", "SessionSlots", "worker_share"]
+__all__ = ["MeasuredShare", "OverloadGate", "SessionSlots", "worker_share"]
 
 
 class SessionSlots:
@@ -67,30 +70,78 @@ def worker_share(max_sessions: int, workers: int) -> int:
     return -(-max_sessions // workers)
 
 
-#: below this many sessions the per-session cost is not estimated: the loop's own fixed
-#: work (the VAD tick, the watcher) would be charged to too few sessions
+#: below this many sessions the per-session cost is not estimated: the fixed work of a
+#: process (the VAD tick, the watcher) would be charged to too few sessions
 MIN_COSTED_SESSIONS = 8
+
+
+class MeasuredShare:
+    """How busy one resource of the process is (a share of wall time, 0..1 and more), what
+    one session costs of it, and what the sessions admitted since its last measurement
+    will add: the capacity prediction for that resource."""
+
+    __slots__ = ("_recent", "cost", "limit", "name", "unmeasured")
+
+    def __init__(self, name: str, limit: float, *, window: int = 4) -> None:
+        self.name = name
+        self.limit = limit  # 0: not predicted
+        #: the shares of the last `window` periods: one quarter-second share is noisy (a
+        #: batch that ended just after the period), and a burst must not slip through the
+        #: one low sample; `busy` is the highest of them
+        self._recent: deque[float] = deque(maxlen=window)
+        self.cost: float | None = None  # of one session
+        #: sessions admitted in this period and the one before: the last measurement
+        #: shows their cost in part or not at all
+        self.unmeasured = [0, 0]
+
+    @property
+    def busy(self) -> float:
+        """The highest share measured in the recent periods (0 before any)."""
+        return max(self._recent, default=0.0)
+
+    def measure(self, busy: float, sessions: int) -> None:
+        self._recent.append(busy)
+        if sessions >= MIN_COSTED_SESSIONS:
+            cost = busy / sessions
+            # smoothed: one period's share is noisy (a garbage collection, a burst of
+            # handshakes); `busy` is already the cautious figure
+            self.cost = cost if self.cost is None else 0.5 * self.cost + 0.5 * cost
+        self.unmeasured = [0, self.unmeasured[0]]
+
+    def predicted(self, extra: int = 0) -> float:
+        """The share measured last plus the cost of the sessions admitted since and of
+        `extra` more (no cost before an estimate)."""
+        return self.busy + (self.cost or 0.0) * (sum(self.unmeasured) + extra)
+
+    def full(self) -> bool:
+        """One more session would pass the limit."""
+        return self.limit > 0 and self.cost is not None and self.predicted(1) > self.limit
+
+    def describe(self) -> str:
+        cost = self.cost or 0.0
+        return (
+            f"{self.name} {self.busy:.0%} busy, {sum(self.unmeasured)} sessions admitted "
+            f"since, {cost:.2%} per session; limit {self.limit:.0%}"
+        )
 
 
 class OverloadGate:
     """Overload from measurements the runtime feeds in (sans-IO: no clock of its own).
 
-    `observe(loop_lag_ms, vad_wait_ms, loop_busy=, sessions=)` takes one measurement
-    period; a lag or VAD signal counts as over its limit when it exceeds it in `periods`
-    consecutive observations (one late wake-up from a garbage collection does not shed
-    anyone). `admitted()` is called for every session admitted; `refusal()` answers a
-    new connection."""
+    `observe(loop_lag_ms, vad_wait_ms, loop_busy=, vad_busy=, sessions=)` takes one
+    measurement period; a lag or VAD signal counts as over its limit when it exceeds it
+    in `periods` consecutive observations (one late wake-up from a garbage collection
+    does not shed anyone). `admitted()` is called for every session admitted;
+    `refusal()` answers a new connection."""
 
     __slots__ = (
-        "_busy",
-        "_cost",
         "_over",
-        "_unmeasured",
         "closed",
-        "loop_busy_limit",
+        "loop",
         "loop_lag_limit_ms",
         "periods",
         "reason",
+        "vad",
         "vad_limit_ms",
     )
 
@@ -100,20 +151,18 @@ class OverloadGate:
         loop_lag_limit_ms: float,
         vad_limit_ms: float,
         loop_busy_limit: float = 0.0,
+        vad_busy_limit: float = 0.0,
         periods: int = 4,
     ) -> None:
         self.loop_lag_limit_ms = loop_lag_limit_ms
         self.vad_limit_ms = vad_limit_ms
-        self.loop_busy_limit = loop_busy_limit
         self.periods = periods
         self._over = 0
         self.closed = False
         self.reason = ""
-        self._busy = 0.0  # the loop thread's CPU share in the last period
-        self._cost: float | None = None  # of one session, in loop CPU share
-        #: sessions admitted in this period and the one before: the last measurement
-        #: shows their cost in part or not at all
-        self._unmeasured = [0, 0]
+        #: the event-loop thread's CPU share, and the VAD's share of wall time scoring
+        self.loop = MeasuredShare("event loop", loop_busy_limit)
+        self.vad = MeasuredShare("VAD", vad_busy_limit)
 
     def observe(
         self,
@@ -121,25 +170,18 @@ class OverloadGate:
         vad_wait_ms: float,
         *,
         loop_busy: float | None = None,
+        vad_busy: float | None = None,
         sessions: int = 0,
     ) -> None:
         """One measurement period: how late the loop woke, the longest VAD wait, and
-        (optional) the share of the period the event-loop thread ran on the CPU with
-        `sessions` open."""
+        (optional) the share of the period the event-loop thread ran on the CPU and the
+        VAD spent scoring, with `sessions` open."""
         if self.loop_lag_limit_ms <= 0:  # shedding switched off
             return
         if loop_busy is not None:
-            self._busy = loop_busy
-            if sessions >= MIN_COSTED_SESSIONS:
-                cost = loop_busy / sessions
-                # smoothed: one period's CPU share is noisy (a garbage collection, a burst
-                # of handshakes); the higher estimate wins at once (shed early, not late)
-                self._cost = (
-                    cost
-                    if self._cost is None or cost > self._cost
-                    else (0.75 * self._cost + 0.25 * cost)
-                )
-            self._unmeasured = [0, self._unmeasured[0]]
+            self.loop.measure(loop_busy, sessions)
+        if vad_busy is not None:
+            self.vad.measure(vad_busy, sessions)
         over = loop_lag_ms > self.loop_lag_limit_ms or vad_wait_ms > self.vad_limit_ms
         under = loop_lag_ms <= self.loop_lag_limit_ms / 2 and vad_wait_ms <= self.vad_limit_ms / 2
         self._over = self._over + 1 if over else 0
@@ -155,12 +197,8 @@ class OverloadGate:
 
     def admitted(self) -> None:
         """A session was admitted: its cost counts as predicted until it is measured."""
-        self._unmeasured[0] += 1
-
-    def predicted_busy(self) -> float:
-        """The loop's CPU share measured last, plus the cost of the sessions admitted
-        since (0 cost before any estimate)."""
-        return self._busy + (self._cost or 0.0) * sum(self._unmeasured)
+        self.loop.unmeasured[0] += 1
+        self.vad.unmeasured[0] += 1
 
     def refusal(self) -> RemoteProtocolError | None:
         if self.closed:
@@ -168,15 +206,14 @@ class OverloadGate:
                 f"the server is overloaded ({self.reason}); retry later",
                 code=ErrorCode.RESOURCE_EXHAUSTED,
             )
-        if self.loop_lag_limit_ms <= 0 or self.loop_busy_limit <= 0 or self._cost is None:
+        if self.loop_lag_limit_ms <= 0:
             return None
-        predicted = self.predicted_busy() + self._cost  # with the one asking
-        if predicted <= self.loop_busy_limit:
+        full = [share for share in (self.loop, self.vad) if share.full()]
+        if not full:
             return None
         return RemoteProtocolError(
-            f"the server is at its measured capacity (event loop {self._busy:.0%} busy, "
-            f"{sum(self._unmeasured)} sessions admitted since, {self._cost * 1000:.2f} ms "
-            f"of loop CPU per second per session; limit {self.loop_busy_limit:.0%}); "
-            "retry later",
+            "the server is at its measured capacity ("
+            + "; ".join(share.describe() for share in full)
+            + "); retry later",
             code=ErrorCode.RESOURCE_EXHAUSTED,
         )

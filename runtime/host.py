@@ -54,6 +54,9 @@ __all__ = ["HostSettings", "Readiness", "SessionHost"]
 
 log = logging.getLogger("joyduplex.runtime")
 
+#: shedding counts as over once the gate has stayed open this long (seconds)
+SHEDDING_QUIET_S = 10.0
+
 
 @dataclass(frozen=True)
 class HostSettings:
@@ -113,6 +116,7 @@ class SessionHost:
             loop_lag_limit_ms=limits.shed_loop_lag_ms,
             vad_limit_ms=limits.shed_vad_wait_ms,
             loop_busy_limit=limits.shed_loop_busy,
+            vad_busy_limit=limits.shed_vad_busy,
         )
         self.backend = backend
         self._started = False
@@ -126,6 +130,10 @@ class SessionHost:
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(4)
         self._all_closed = anyio.Event()
+        #: sessions refused in the current shedding episode (None: none under way), and
+        #: when the gate last refused
+        self._shed_refused: int | None = None
+        self._shed_last = 0.0
 
     @property
     def sessions(self) -> int:
@@ -216,18 +224,36 @@ class SessionHost:
             cpu_before = cpu_now
             self.metrics.loop_lag(lag_s)
             self.metrics.sample_cpu()
-            vad_s = self._vad.take_longest_wait_s() if self._vad is not None else 0.0
-            shedding = self.overload.refusal() is not None
+            vad = self._vad
+            vad_s = vad.take_longest_wait_s() if vad is not None else 0.0
+            vad_busy = vad.take_scoring_s() / max(now - before, 1e-6) if vad is not None else None
+            self.metrics.busy(busy, vad_busy)
             self.overload.observe(
-                lag_s * 1000, vad_s * 1000, loop_busy=busy, sessions=len(self._runners)
+                lag_s * 1000,
+                vad_s * 1000,
+                loop_busy=busy,
+                vad_busy=vad_busy,
+                sessions=len(self._runners),
             )
-            refusal = self.overload.refusal()
-            if (refusal is not None) != shedding:
-                if refusal is not None:
-                    log.warning("refusing new sessions: %s", refusal.message)
-                else:
-                    log.warning("load back under the limits; admitting new sessions")
+            self._log_shedding(self.overload.refusal(), now)
             self.publish()
+
+    def _log_shedding(self, refusal: ProtocolError | None, now: float) -> None:
+        """Say when shedding starts (why) and when it has been over for `SHEDDING_QUIET_S`
+        (how many were refused): at the edge of capacity the gate opens and closes many
+        times a second, which is one episode, not many."""
+        if refusal is not None:
+            self._shed_last = now
+            if self._shed_refused is None:
+                self._shed_refused = 0
+                log.warning("refusing new sessions: %s", refusal.message)
+        elif self._shed_refused is not None and now - self._shed_last >= SHEDDING_QUIET_S:
+            log.warning(
+                "admitting new sessions again: under the limits for %g s; %d refused meanwhile",
+                SHEDDING_QUIET_S,
+                self._shed_refused,
+            )
+            self._shed_refused = None
 
     async def close_sessions(self) -> None:
         """Stop admitting, close every session (`session.closed` reason shutdown, close
@@ -265,6 +291,8 @@ class SessionHost:
             )
         shed = self.overload.refusal()
         if shed is not None:
+            self._log_shedding(shed, anyio.current_time())
+            self._shed_refused = (self._shed_refused or 0) + 1
             return shed
         if self.slots.in_use >= self.slots.capacity:
             limit = f"the server is at its limit of {self.slots.capacity} sessions"

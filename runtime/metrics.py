@@ -129,6 +129,16 @@ class Metrics:
             "liveall",
             ("worker",),
         ).labels(str(worker))
+        busy = gauge(
+            "joyduplex_worker_busy_ratio",
+            "The share of the latest watcher period each worker's event-loop thread ran on "
+            "the CPU (resource=event_loop) and its VAD spent scoring (resource=vad): what "
+            "admission predicts capacity from (shed_loop_busy, shed_vad_busy).",
+            "liveall",
+            ("worker", "resource"),
+        )
+        self._busy_loop = busy.labels(str(worker), "event_loop")
+        self._busy_vad = busy.labels(str(worker), "vad")
         self._worker_sessions = gauge(
             "joyduplex_worker_sessions",
             "Sessions opened since start, by worker.",
@@ -200,6 +210,11 @@ class Metrics:
     def loop_lag(self, seconds: float) -> None:
         self._loop_lag.observe(seconds)
         self._worker_loop_lag.set(seconds)
+
+    def busy(self, loop: float, vad: float | None) -> None:
+        self._busy_loop.set(loop)
+        if vad is not None:
+            self._busy_vad.set(vad)
 
     def sample_cpu(self) -> None:
         """Add the CPU this process used since the last call to `process_cpu_seconds`."""

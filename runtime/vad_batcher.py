@@ -103,6 +103,7 @@ class VadBatcher:
         self.batches = 0
         self.frames = 0
         self.longest_wait_s = 0.0  # since `take_longest_wait_s` last read it
+        self.scoring_s = 0.0  # wall time spent in scoring calls since `take_scoring_s`
         self._now = clock or loop_clock()  # anyio.current_time(), bound once (per append)
 
     @property
@@ -119,6 +120,13 @@ class VadBatcher:
         longest = max(self.longest_wait_s, now - oldest)
         self.longest_wait_s = 0.0
         return longest
+
+    def take_scoring_s(self) -> float:
+        """Seconds the VAD spent scoring (wall time, waits for the CPU included) since the
+        last read: over a period, the share of it the VAD was busy, the capacity signal
+        of the VAD (near 1, verdicts start to queue)."""
+        spent, self.scoring_s = self.scoring_s, 0.0
+        return spent
 
     def note_wait(self, seconds: float) -> None:
         """A session's reader waited `seconds` for its audio's verdicts before it could
@@ -217,6 +225,7 @@ class VadBatcher:
         if not batch:
             return
         slices = [s.frames[: self.slice_frames] for s in batch]
+        started = self._now()
         try:
             scored = await self.vad.score_sequences([s.state for s in batch], slices)
         except Exception:  # a VAD failure must not stall the sessions waiting on it
@@ -225,6 +234,7 @@ class VadBatcher:
             scored = [np.zeros(len(f), dtype=np.float32) for f in slices]
         self.batches += 1
         now = self._now()
+        self.scoring_s += now - started
         for slot, part, probabilities in zip(batch, slices, scored, strict=True):
             n = len(part)
             self.frames += n

@@ -90,6 +90,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: one core (the measured capacity: a burst of connections is not all admitted before
     #: the lag shows it); 0 switches the prediction off
     shed_loop_busy: _Share = 0.9
+    #: ... or the VAD's measured share of wall time spent scoring would pass this share
+    shed_vad_busy: _Share = 0.72
     #: the largest HTTP request head (request line and headers) the server reads; a larger
     #: one is answered 400 and the connection closed (uvicorn/h11)
     max_header_bytes: _Positive = 16 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.admission import OverloadGate, worker_share
+from core.admission import MeasuredShare, OverloadGate, worker_share
 from spec.errors import ErrorCode
 
 
@@ -77,10 +77,21 @@ def test_a_burst_is_refused_once_the_measured_cost_of_what_it_adds_passes_the_li
         gate.admitted()
     refusal = gate.refusal()  # 0.5 + 86 x 0.005 > 0.9
     assert refusal is not None and refusal.code is ErrorCode.RESOURCE_EXHAUSTED
-    assert (
-        "measured capacity" in refusal.message and "85 sessions admitted since" in refusal.message
-    )
-    assert not gate.closed  # the lag and VAD gate is another matter
+    assert "measured capacity (event loop 50% busy, 85 sessions admitted since" in refusal.message
+    assert not gate.closed  # the lag and VAD-wait gate is another matter
+
+
+def test_the_vad_share_is_predicted_alike_and_named_in_the_refusal() -> None:
+    gate = OverloadGate(loop_lag_limit_ms=50, vad_limit_ms=100, vad_busy_limit=0.72)
+    gate.observe(0, 0, loop_busy=0.3, vad_busy=0.6, sessions=400)  # 0.15% a session
+    for _ in range(70):  # 0.6 + 71 x 0.0015 < 0.72
+        assert gate.refusal() is None
+        gate.admitted()
+    for _ in range(10):
+        gate.admitted()
+    refusal = gate.refusal()
+    assert refusal is not None and "VAD 60% busy, 80 sessions admitted since" in refusal.message
+    assert "event loop" not in refusal.message  # no loop limit given: not predicted
 
 
 def test_admitted_sessions_stop_counting_as_predicted_two_periods_after_admission() -> None:
@@ -88,27 +99,33 @@ def test_admitted_sessions_stop_counting_as_predicted_two_periods_after_admissio
     for _ in range(90):
         gate.admitted()
     assert gate.refusal() is not None
-    gate.observe(0, 0, loop_busy=0.55, sessions=190)  # partly measured: still predicted
-    assert gate.predicted_busy() > 0.9
+    gate.observe(0, 0, loop_busy=0.5, sessions=190)  # partly measured: still predicted
+    assert gate.loop.predicted() > gate.loop.busy
     gate.observe(0, 0, loop_busy=0.5, sessions=190)  # measured: they cost less than feared
-    assert gate.predicted_busy() == pytest.approx(0.5)
+    assert gate.loop.predicted() == pytest.approx(0.5)
     assert gate.refusal() is None
 
 
-def test_a_higher_per_session_cost_counts_at_once_a_lower_one_slowly() -> None:
-    gate = _measured()  # 0.005 per session
-    gate.observe(0, 0, loop_busy=0.8, sessions=100)  # handshakes of a ramp: 0.008 each
-    for _ in range(10):
-        gate.admitted()
-    assert gate.predicted_busy() == pytest.approx(0.8 + 10 * 0.008)
-    gate.observe(0, 0, loop_busy=0.4, sessions=100)  # 0.004 measured: 0.75 x 0.008 + 0.25 x 0.004
-    gate.admitted()
-    assert gate.predicted_busy() == pytest.approx(0.4 + 11 * 0.007)
+def test_the_busiest_of_the_last_four_periods_counts() -> None:
+    """One quiet quarter second at the edge of capacity must not let a burst through."""
+    share = MeasuredShare("VAD", 0.72)
+    for busy in (0.7, 0.4, 0.45, 0.5):
+        share.measure(busy, sessions=450)
+    assert share.busy == 0.7
+    share.measure(0.5, sessions=450)  # the 0.7 left the window
+    assert share.busy == 0.5
+
+
+def test_the_per_session_cost_is_smoothed_over_periods() -> None:
+    share = MeasuredShare("event loop", 0.9)
+    share.measure(0.5, sessions=100)  # 0.005
+    share.measure(0.8, sessions=100)  # 0.008: half of each
+    assert share.cost == pytest.approx(0.0065)
 
 
 def test_no_cost_is_estimated_from_a_handful_of_sessions() -> None:
-    """The loop's own fixed work (the VAD tick, the watcher) shared by three sessions is
-    not what a session costs: nothing is refused on it."""
+    """The process's own fixed work (the VAD tick, the watcher) shared by three sessions
+    is not what a session costs: nothing is refused on it."""
     gate = OverloadGate(loop_lag_limit_ms=50, vad_limit_ms=100, loop_busy_limit=0.9)
     gate.observe(0, 0, loop_busy=0.95, sessions=3)
     for _ in range(100):
@@ -120,8 +137,13 @@ def test_no_cost_is_estimated_from_a_handful_of_sessions() -> None:
 def test_the_capacity_prediction_is_off_with_shedding_or_with_a_zero_busy_limit(
     lag_limit: float, busy_limit: float
 ) -> None:
-    gate = OverloadGate(loop_lag_limit_ms=lag_limit, vad_limit_ms=100, loop_busy_limit=busy_limit)
-    gate.observe(0, 0, loop_busy=0.95, sessions=100)
+    gate = OverloadGate(
+        loop_lag_limit_ms=lag_limit,
+        vad_limit_ms=100,
+        loop_busy_limit=busy_limit,
+        vad_busy_limit=busy_limit,
+    )
+    gate.observe(0, 0, loop_busy=0.95, vad_busy=0.95, sessions=100)
     for _ in range(100):
         gate.admitted()
     assert gate.refusal() is None

@@ -220,3 +220,12 @@ async def test_a_slot_that_frames_keep_joining_holds_only_its_unscored_frames() 
     await session.stream()
     assert (session.calls, len(session.scored), session.batcher.queued) == (50, 100, 0)
     assert max(session.held) == 2  # only the frames this tick scores, never the ones before
+
+
+async def test_the_time_spent_scoring_is_handed_to_the_watcher_once() -> None:
+    """The VAD's busy share (admission's capacity signal) is the wall time of its scoring
+    calls: five calls of one clock second each, read once, then nothing until more."""
+    session = JoiningSession(appends=5, per_append=1)
+    await session.stream()
+    assert session.batcher.take_scoring_s() == 5.0
+    assert session.batcher.take_scoring_s() == 0.0

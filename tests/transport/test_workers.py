@@ -126,6 +126,12 @@ def test_two_workers_share_the_port_the_limits_the_metrics_and_stop_on_sigterm(
                     if n == "joyduplex_worker_event_loop_lag_seconds"
                 }
                 assert lag == pids
+                busy = {
+                    (int(labels["pid"]), labels["resource"])
+                    for n, labels, _ in samples
+                    if n == "joyduplex_worker_busy_ratio"
+                }
+                assert busy == {(p, r) for p in pids for r in ("event_loop", "vad")}
 
                 # The CPU counter adds up every worker: it reaches the sum of both
                 # workers' CPU as the kernel counted it a moment ago (each worker adds
