@@ -29,7 +29,6 @@ from backends.base import (
     StageFailed,
     StageLifecycle,
     VadState,
-    score_in_steps,
 )
 from backends.cpu.assets import (
     SILERO_VAD_SHA256,
@@ -142,8 +141,71 @@ class SileroVad(StageLifecycle):
         if self._limiter is None:
             raise BackendUnavailable("vad: the Silero VAD stage is not loaded", stage="vad")
         return await anyio.to_thread.run_sync(
-            score_in_steps, self.score_sync, states, sequences, limiter=self._limiter
+            self.score_sequences_sync, states, sequences, limiter=self._limiter
         )
+
+    def score_sequences_sync(
+        self, states: Sequence[VadState], sequences: Sequence[Float32Array]
+    ) -> list[Float32Array]:
+        """`score_sequences`, synchronous. The same onnxruntime calls as one `score_sync`
+        per time step (`score_in_steps`), with the same inputs, so the same results; but
+        the sessions' states and audio are gathered once and written back once per call,
+        not per step: that per-session copying was 8% of the VAD's time at 450 sessions.
+
+        Each session's frames lie back to back after its 64 context samples in one row,
+        so the model input of step k is a window of that row: its context is the end of
+        frame k - 1 (or the state's context at step 0).
+        """
+        session = self._session
+        if session is None:
+            raise BackendUnavailable("vad: the Silero VAD stage is not loaded", stage="vad")
+        n = len(states)
+        if len(sequences) != n:
+            raise StageFailed(f"vad: {len(sequences)} frame sequences for {n} states", stage="vad")
+        lengths = np.array([len(sequence) for sequence in sequences], dtype=np.intp)
+        steps = int(lengths.max(initial=0))
+        if steps == 0:
+            return [np.zeros(0, dtype=np.float32) for _ in range(n)]
+        width = CONTEXT_SAMPLES + VAD_FRAME_SAMPLES
+        audio = np.zeros((n, CONTEXT_SAMPLES + steps * VAD_FRAME_SAMPLES), dtype=np.float32)
+        for i, (vad_state, sequence) in enumerate(zip(states, sequences, strict=True)):
+            frames = np.asarray(sequence, dtype=np.float32)
+            if frames.ndim != 2 or frames.shape[1] != VAD_FRAME_SAMPLES:
+                raise StageFailed(
+                    f"vad: a frame sequence must have shape (k, {VAD_FRAME_SAMPLES}), "
+                    f"got {frames.shape}",
+                    stage="vad",
+                )
+            audio[i, :CONTEXT_SAMPLES] = vad_state.data["context"]
+            audio[i, CONTEXT_SAMPLES : CONTEXT_SAMPLES + frames.size] = frames.reshape(-1)
+        state = np.concatenate([s.data["state"] for s in states], axis=1)
+        scored = np.zeros((n, steps), dtype=np.float32)
+        with serving_failures("vad"):
+            for step in range(steps):
+                start = step * VAD_FRAME_SAMPLES
+                live = np.flatnonzero(lengths > step)
+                if len(live) == n:
+                    model_input = np.ascontiguousarray(audio[:, start : start + width])
+                    probabilities, state = session.run(
+                        None, {"input": model_input, "state": state, "sr": _SAMPLE_RATE}
+                    )
+                    scored[:, step] = np.asarray(probabilities).reshape(n)
+                    continue
+                model_input = audio[live, start : start + width]
+                probabilities, new_state = session.run(
+                    None,
+                    {"input": model_input, "state": state[:, live, :], "sr": _SAMPLE_RATE},
+                )
+                state[:, live, :] = new_state
+                scored[live, step] = np.asarray(probabilities).reshape(len(live))
+        out: list[Float32Array] = []
+        for i, (vad_state, length) in enumerate(zip(states, lengths, strict=True)):
+            out.append(scored[i, :length].copy())
+            if length:
+                end = CONTEXT_SAMPLES + int(length) * VAD_FRAME_SAMPLES
+                vad_state.data["state"] = state[:, i : i + 1, :].copy()
+                vad_state.data["context"] = audio[i, end - CONTEXT_SAMPLES : end].copy()
+        return out
 
     def score_sync(self, states: Sequence[VadState], frames: Float32Array) -> Float32Array:
         """`score`, synchronous: one onnxruntime call for all n sessions."""

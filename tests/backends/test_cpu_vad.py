@@ -8,7 +8,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from backends.base import VAD_FRAME_SAMPLES, BackendUnavailable, StageFailed, VadState
+from backends.base import (
+    VAD_FRAME_SAMPLES,
+    BackendUnavailable,
+    StageFailed,
+    VadState,
+    score_in_steps,
+)
 from backends.cpu.vad import SileroVad
 
 from .conftest import Speech
@@ -160,6 +166,29 @@ async def test_b10_sequences_of_unequal_length_score_as_each_session_alone(
         np.testing.assert_allclose(got, want, atol=1e-4)
     with pytest.raises(StageFailed, match="2 frame sequences for 3 states"):
         await vad.score_sequences(states, [_frames(c) for c in clips[:2]])
+
+
+async def test_sequences_score_exactly_as_one_batched_call_per_step(
+    vad: SileroVad, cpu_speech: Speech
+) -> None:
+    """The gathered scoring (states and audio gathered once per call) makes the very
+    onnxruntime calls of one `score_sync` per step: the same probabilities and the same
+    states after, bit for bit, across two calls in a row (the context carries over)."""
+    speech = cpu_speech("What colour is this?", RATE)
+    clips = [speech[:RATE], np.zeros(RATE // 2, dtype=np.float32), speech[RATE // 3 : RATE // 2]]
+    gathered = [vad.new_state() for _ in clips]
+    stepped = [vad.new_state() for _ in clips]
+    for part in (slice(0, 9), slice(9, None)):
+        sequences = [_frames(clip)[part] for clip in clips]
+        got = vad.score_sequences_sync(gathered, sequences)
+        want = score_in_steps(vad.score_sync, stepped, sequences)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    for g, w in zip(gathered, stepped, strict=True):
+        np.testing.assert_array_equal(g.data["state"], w.data["state"])
+        np.testing.assert_array_equal(g.data["context"], w.data["context"])
+    with pytest.raises(StageFailed, match="must have shape"):
+        vad.score_sequences_sync(gathered[:1], [np.zeros((2, 300), dtype=np.float32)])
 
 
 async def test_new_state_holds_silero_state_and_context(vad: SileroVad) -> None:
