@@ -76,8 +76,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     max_resume_journal_bytes: _Positive = 8 * MIB
     #: how long a journaled event is kept for replay (seconds), acknowledged or not
     resume_journal_age_s: _Seconds = 60.0
-    #: concurrent sessions per process
-    max_sessions: _Positive = 64
+    #: concurrent sessions of the whole server (each of N workers admits ceil(max / N)): a
+    #: ceiling for memory, set above what one machine's CPU holds, which admission measures
+    #: (`shed_loop_busy`, `shed_vad_busy`: about 450 listening sessions per worker on a
+    #: 2-core machine with 100 ms appends)
+    max_sessions: _Positive = 1024
     #: queued outbound events per session before audio deltas are dropped
     max_outbound_events: _Positive = 512
     #: new sessions are refused (resource_exhausted, close 1013) while the event loop wakes

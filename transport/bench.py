@@ -59,7 +59,8 @@ The command prints a progress line on stderr while it runs, a short summary on s
 the JSON report on stdout at the end (`--json FILE` also writes it to FILE); the first
 Ctrl-C ends the window early and still reports. Exit status: 0 when it ran, 1 when no
 websocket could be opened at all, 2 on a usage error. It raises its own open-file limit to
-fit one socket per session; the server's `max_sessions` (default 64) is the server's.
+fit one socket per session; the server's `max_sessions` (default 1024) and measured
+capacity are the server's.
 
 Library use: `report = await run_bench(BenchOptions(url, sessions=20, duration_s=3))`;
 `report.to_json()` is the JSON the command prints.
