@@ -1,6 +1,8 @@
 """CPU backend stage costs: Silero VAD per 32 ms frame (one session vs a batch of 64,
-the baseline and the design's figure, same run), Whisper tiny.en and Piper real-time
-factors (`extra_info["rtf"]`: seconds of compute per second of audio)."""
+the baseline and the design's figure, same run), a VAD tick of 450 sessions x 3 frames
+(one batched call per step vs the states gathered once per call, same run), Whisper
+tiny.en and Piper real-time factors (`extra_info["rtf"]`: seconds of compute per second
+of audio)."""
 
 from __future__ import annotations
 
@@ -97,6 +99,38 @@ def test_bench_vad_64_sessions_batched_per_call(benchmark, vad) -> None:  # type
     assert probabilities.shape == (BATCH,)
     if benchmark.stats:
         benchmark.extra_info["us_per_frame"] = benchmark.stats.stats.median * 1e6 / BATCH
+
+
+#: a tick at about the measured capacity: 450 listening sessions, 3 frames each (100 ms
+#: appends); the gathered scoring against one batched call per step, same run
+TICK_SESSIONS = 450
+TICK_FRAMES = 3
+
+
+def _tick(vad: Any) -> tuple[list[Any], list[np.ndarray]]:
+    rng = np.random.default_rng(2)
+    states = [vad.new_state() for _ in range(TICK_SESSIONS)]
+    sequences = [
+        rng.normal(0.0, 0.01, (TICK_FRAMES, VAD_FRAME_SAMPLES)).astype(np.float32)
+        for _ in range(TICK_SESSIONS)
+    ]
+    return states, sequences
+
+
+@pytest.mark.benchmark(group="cpu-vad-tick-450x3")
+def test_bench_vad_tick_one_batched_call_per_step_baseline(benchmark, vad) -> None:  # type: ignore[no-untyped-def]
+    from backends.base import score_in_steps
+
+    states, sequences = _tick(vad)
+    scored = benchmark(score_in_steps, vad.score_sync, states, sequences)
+    assert [len(s) for s in scored] == [TICK_FRAMES] * TICK_SESSIONS
+
+
+@pytest.mark.benchmark(group="cpu-vad-tick-450x3")
+def test_bench_vad_tick_gathered_once_per_call(benchmark, vad) -> None:  # type: ignore[no-untyped-def]
+    states, sequences = _tick(vad)
+    scored = benchmark(vad.score_sequences_sync, states, sequences)
+    assert [len(s) for s in scored] == [TICK_FRAMES] * TICK_SESSIONS
 
 
 @pytest.mark.benchmark(group="cpu-asr-rtf")
