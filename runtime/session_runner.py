@@ -256,6 +256,7 @@ class SessionRunner:
         self._vad_progress: anyio.Event | None = None  # while the reader waits for verdicts
         self._timers = timers  # the process's; a private one when it is not running
         self._timer_at: float | None = None  # loop time of the deadline scheduled
+        self._timer_deadline: int | None = None  # the same deadline on the session clock
         self._timer: TimerHandle | None = None
         self._ended = False
         self._closing = False
@@ -454,12 +455,14 @@ class SessionRunner:
                 await self._vad_settled()  # a commit never races its own audio's verdict
             if self.crashed is not None:
                 break
-            with self._boundary("receive"):
+            try:  # the crash boundary, inline on this per-append path (`_boundary`)
                 try:
                     self.protocol.receive(received, self.clock.now_ms())
                 except RemoteProtocolError as exc:
                     self._send_error(exc)
                 self._pump()
+            except Exception as exc:
+                self._crash(exc, "receive")
         if self.crashed is not None:  # let the writer deliver the error and the 1011 close
             with anyio.move_on_after(CRASH_FLUSH_S):
                 await anyio.sleep_forever()
@@ -537,7 +540,7 @@ class SessionRunner:
         """The process's timers: the deadline scheduled for `at` is due."""
         if at != self._timer_at or self._ended or self.crashed is not None:
             return  # stale: rescheduled earlier meanwhile, or the session is over
-        self._timer_at = None
+        self._timer_at = self._timer_deadline = None
         with self._boundary("timer"):
             self.protocol.handle_timeout(self.clock.now_ms())
             self._pump()
@@ -548,11 +551,17 @@ class SessionRunner:
         deadline = self.protocol.next_deadline()
         if deadline is None or self._timers is None:
             return
+        held = self._timer_deadline
+        if held is not None and deadline >= held:
+            # the common case (every append moves the idle deadline later): the session
+            # clock runs on the loop's clock, so the held timer comes first; no clock read
+            return
         at = self._loop_time() + max(0, deadline - self.clock.now_ms()) / 1000
         if self._timer_at is None or at < self._timer_at:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = at
+            self._timer_deadline = deadline
             self._timer = self._timers.schedule(self, at)
 
     # --- the crash boundary -------------------------------------------------------------
@@ -675,10 +684,12 @@ class SessionRunner:
     def _feed(self, result: StageResult) -> None:
         if self.crashed is not None:
             return
-        with self._boundary(f"stage result {type(result).__name__}"):
+        try:  # the crash boundary, inline: every VAD verdict comes this way (`_boundary`)
             # a LocalProtocolError (an impossible result) is a crash like any other
             self.protocol.backend_event(result, self.clock.now_ms())
             self._pump()
+        except Exception as exc:
+            self._crash(exc, f"stage result {type(result).__name__}")
 
     # --- effects ----------------------------------------------------------------------
 
