@@ -181,16 +181,10 @@ class Metrics:
     # -- events -----------------------------------------------------------------------
 
     def event_in(self, event_type: str) -> None:
-        child = self._events_in_by_type.get(event_type)
-        if child is None:  # labels() takes a lock and builds a key on every call
-            child = self._events_in_by_type[event_type] = self._events_in.labels(event_type)
-        child.inc()
+        _child(self._events_in_by_type, self._events_in, event_type).inc()
 
     def event_out(self, event_type: str) -> None:
-        child = self._events_out_by_type.get(event_type)
-        if child is None:
-            child = self._events_out_by_type[event_type] = self._events_out.labels(event_type)
-        child.inc()
+        _child(self._events_out_by_type, self._events_out, event_type).inc()
 
     def error(self, code: str) -> None:
         self._errors.labels(code).inc()
@@ -241,3 +235,12 @@ class Metrics:
         """One sample's value as /metrics would show it (0 when it has none yet)."""
         value = self._collecting().get_sample_value(name, labels)
         return float(value) if value is not None else 0.0
+
+
+def _child(children: dict[str, Any], family: Any, label: str) -> Any:
+    """`family.labels(label)`, kept in `children`: labels() takes a lock and builds a key
+    on every call, and the per-event counters are counted on every append."""
+    child = children.get(label)
+    if child is None:
+        child = children[label] = family.labels(label)
+    return child

@@ -43,6 +43,7 @@ import msgspec
 import numpy as np
 
 from backends.base import (
+    VAD_FRAME_SAMPLES,
     AsrRequest,
     BackendError,
     DelegationRequest,
@@ -918,11 +919,11 @@ class SessionRunner:
         audio = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
         if len(self._vad_rest):
             audio = np.concatenate([self._vad_rest, audio])
-        n = len(audio) // 512
-        self._vad_rest = audio[n * 512 :]
+        n = len(audio) // VAD_FRAME_SAMPLES
+        self._vad_rest = audio[n * VAD_FRAME_SAMPLES :]
         if n:
             self._vad_submitted += n
-            frames = audio[: n * 512].reshape(n, 512)
+            frames = audio[: n * VAD_FRAME_SAMPLES].reshape(n, VAD_FRAME_SAMPLES)
             self._vad_slot = self.vad.submit(
                 self._vad_slot, self._vad_state, frames, self._vad_scored, tg
             )

@@ -65,7 +65,7 @@ def _measured(limit: float = 0.9) -> OverloadGate:
     return gate
 
 
-def test_a_burst_is_refused_once_the_measured_cost_of_what_it_adds_passes_the_limit() -> None:
+def test_b25_a_burst_is_refused_once_the_measured_cost_of_what_it_adds_passes_the_limit() -> None:
     """A hundred connections a second are all in before the lag shows anything: the
     gate counts each admitted session at the measured per-session cost until a
     measurement includes it."""

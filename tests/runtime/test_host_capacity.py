@@ -17,7 +17,7 @@ from tests.runtime.conftest import eventually, hosted
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_host_at_its_measured_vad_capacity_refuses_and_logs_one_episode(
+async def test_b25_a_host_at_its_measured_vad_capacity_refuses_and_logs_one_episode(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(host_module, "SHEDDING_QUIET_S", 0.0)
