@@ -575,6 +575,9 @@ class SessionProtocol:
                     self._turns.interrupt("turn_detected", None)
             elif boundary == "pause":
                 self._review_pause(config, now_ms)
+                # the audio a finishing verdict commits, transcribed while the model
+                # decides: the reply then need not wait for an ASR after the verdict
+                self._maybe_ask_partial(pause=True)
             elif boundary == "resume":
                 self._detector.resume()
             elif boundary in ("stop", "time_out"):
@@ -640,11 +643,12 @@ class SessionProtocol:
         if detector.overdue(now_ms):
             self._end_turn(config, "time_out")
 
-    def _maybe_ask_partial(self) -> None:
+    def _maybe_ask_partial(self, *, pause: bool | None = None) -> None:
         """A live transcript of the utterance so far (B33): at a pause, the audio its
         commit would hold if the turn ended here; on the cadence, all that was scored."""
         detector = self._detector
-        pause = detector.silence_frames == PAUSE_FRAMES
+        if pause is None:
+            pause = detector.silence_frames == PAUSE_FRAMES
         at = detector.end_sample()
         if not self.live.due(at, pause=pause):
             return

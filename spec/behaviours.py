@@ -911,8 +911,9 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         id="B33",
         title="Live transcripts while the person speaks",
         summary=(
-            "Under server VAD, with an ASR that offers it, the growing utterance is "
-            "transcribed at each pause and on a cadence (one at a time) and its new words "
+            "Under server or semantic VAD, with an ASR that offers it, the growing "
+            "utterance is transcribed at each pause (under semantic VAD while the "
+            "end-of-turn model reviews it) and on a cadence (one at a time) and its new words "
             "are sent as `conversation.item.input_audio_transcription.delta`; the "
             "`completed` event stays the item's text, and a turn ending in the pause a "
             "partial heard is not transcribed twice."
@@ -925,6 +926,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_partial_answering_after_its_utterance_ended_is_dropped",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decides",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_held_semantic_pause_sends_its_partial_as_live_text",
             "tests/runtime/test_live_transcripts.py::test_b33_live_deltas_reach_the_client_before_the_completed_transcript",
             "tests/runtime/test_live_transcripts.py::test_b33_without_partials_from_the_asr_no_delta_is_sent",
         ),

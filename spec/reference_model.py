@@ -1962,10 +1962,11 @@ class ReferenceSession:
                 if vad.state in ("review", "held"):
                     if silence_ms >= vad.wait_ms:
                         self._turn_ended()
-                elif p < low and td.type == "semantic_vad":
-                    if silence_ms >= SEMANTIC_PAUSE_MS:
-                        self._pause_reviewed(start + frame)
-                elif p < low and silence_ms >= td.silence_duration_ms:
+                elif p < low and td.type == "semantic_vad" and silence_ms >= SEMANTIC_PAUSE_MS:
+                    self._pause_reviewed(start + frame)
+                    # section 5.2: the pause's partial, what a finishing verdict commits
+                    self._live_ask(start + frame, pause=True)
+                elif p < low and td.type != "semantic_vad" and silence_ms >= td.silence_duration_ms:
                     self._turn_ended()
                 else:
                     self._live_ask(start + frame, pause=vad.silence_run == LIVE_PAUSE_FRAMES)

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from spec import events as ev
-from spec.effects import LIVE_CADENCE_MS, SubmitAsr, SubmitPartialAsr, SubmitTts, SubmitVlm
-from spec.stage_results import AsrPartial, TtsAudio, VlmDelta
+from spec.effects import (
+    LIVE_CADENCE_MS,
+    SubmitAsr,
+    SubmitPartialAsr,
+    SubmitTts,
+    SubmitTurnEnd,
+    SubmitVlm,
+)
+from spec.stage_results import AsrPartial, TtsAudio, TurnEndVerdict, VlmDelta
 from tests.conformance.harness import Driver, speech_pcm
 
 VAD = {"turn_detection": {"type": "server_vad"}}
@@ -139,3 +146,32 @@ def test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent() -> Non
     assert "output_audio_buffer.cleared" in d.tags(out)
     [done] = d.events("response.output_audio_transcript.done", out)
     assert done.transcript == "It is red."
+
+
+def test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decides() -> None:
+    """semantic_vad (B32): the pause's partial holds what a finishing verdict commits, so
+    the runtime answers that commit's ASR with it instead of transcribing after the
+    verdict (the reply no longer waits for the verdict and then the ASR)."""
+    d = _live({"turn_detection": {"type": "semantic_vad", "eagerness": "high"}})
+    pcm = speech_pcm(32 * 60)
+    d.append(pcm)
+    out = d.vad(*([HI] * 10), *([LO] * 7))
+    [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
+    [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+    assert partial.item_id == review.item_id
+    assert partial.pcm16 == pcm[: 10 * FRAME + 200 * 32]
+    d.result(TurnEndVerdict(review.request_id, 0.95))  # finished
+    assert d.last(SubmitAsr).pcm16 == partial.pcm16
+
+
+def test_b33_a_held_semantic_pause_sends_its_partial_as_live_text() -> None:
+    d = _live({"turn_detection": {"type": "semantic_vad", "eagerness": "medium"}})
+    d.append(speech_pcm(32 * 60))
+    out = d.vad(*([HI] * 10), *([LO] * 7))
+    [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
+    [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+    d.result(TurnEndVerdict(review.request_id, 0.1))  # not finished: the pause is held
+    out = d.result(AsrPartial(partial.request_id, "I want to know"))
+    [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
+    assert delta.delta == "I want to know"
+    assert d.effects(SubmitAsr) == []  # the turn goes on
