@@ -7,6 +7,18 @@ conditioning on previous text, no built-in VAD (our VAD already segmented the tu
 Whisper is not a streaming model: one call per committed utterance, in a worker thread,
 one at a time (both CPU threads go to CTranslate2). Every failure of the library becomes
 `StageFailed(stage="asr")` here.
+
+The encoder's window is fitted to the utterance. Whisper encodes 30 s whatever the
+speech lasts, and for a 2 s question that window was 150 of the call's 250 ms here. An
+utterance that fits is encoded in a window of its audio plus `FITTED_PAD_FRAMES` of
+silence, at least `FITTED_MIN_FRAMES` (CTranslate2 takes any window up to 30 s), and
+decoded greedily with timestamps, the mode Whisper is usually run in. Shorter windows,
+and windows decoded without timestamps, made the decoder loop on some utterances (the
+sentence again and again), so the fitted text is checked: a decode that reaches its
+token cap, or whose last words repeat the words before them, is thrown away and the
+utterance transcribed the usual way. On 92 clips (`tools/turn_latency.py wer` and the
+pause cases of `tools/measure_turn_end.py`) the fitted window's word error rate was
+3.1% against 3.4% for the full window, at 68 against 250 ms a clip here.
 """
 
 from __future__ import annotations
@@ -34,9 +46,18 @@ if TYPE_CHECKING:
 
     from backends.base import Float32Array
 
-__all__ = ["WhisperAsr"]
+__all__ = ["FITTED_MIN_FRAMES", "FITTED_PAD_FRAMES", "WhisperAsr"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
+
+_SAMPLES_PER_FRAME = 160  # Whisper's 10 ms hop at 16 kHz
+_WINDOW_FRAMES = 3000  # Whisper's 30 s window
+#: the fitted window: at least 10 s, and 2 s of silence after the speech
+FITTED_MIN_FRAMES = 1000
+FITTED_PAD_FRAMES = 200
+#: a fitted decode may emit at most this many tokens plus this many per second of audio
+#: (English speech is about 5 a second): more means the decoder is looping
+_CAP_TOKENS, _CAP_TOKENS_PER_S = 24, 10
 
 
 class WhisperAsr(StageLifecycle):
@@ -97,8 +118,8 @@ class WhisperAsr(StageLifecycle):
         await self.transcribe(AsrRequest("warmup", silence))
 
     async def abort(self, request_id: str) -> None:
-        """No-op: a transcription runs to its end in its thread (about 0.4 s); the
-        runtime's cancel scope discards the result."""
+        """No-op: a transcription runs to its end in its thread (about 70 ms for a short
+        utterance, 250 ms for a full window); the runtime's cancel scope discards it."""
 
     # --- transcription -----------------------------------------------------------------
 
@@ -124,6 +145,10 @@ class WhisperAsr(StageLifecycle):
         model = self._model
         if model is None:
             raise BackendUnavailable("asr: the Whisper stage is not loaded", stage="asr")
+        if pcm.size // _SAMPLES_PER_FRAME + FITTED_PAD_FRAMES <= _WINDOW_FRAMES:
+            text = self._transcribe_fitted(model, pcm, language)
+            if text is not None:
+                return text
         segments, _info = model.transcribe(
             pcm,
             language=language,
@@ -133,3 +158,48 @@ class WhisperAsr(StageLifecycle):
         )
         # `segments` is lazy: decoding happens while it is consumed, here in the thread.
         return " ".join(part for s in segments if (part := s.text.strip()))
+
+    def _transcribe_fitted(self, model: Any, pcm: Float32Array, language: str | None) -> str | None:
+        """The utterance in a window fitted to it; None when the decode looks looped."""
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        frames = max(FITTED_MIN_FRAMES, pcm.size // _SAMPLES_PER_FRAME + FITTED_PAD_FRAMES)
+        window = np.zeros((frames + 1) * _SAMPLES_PER_FRAME, dtype=np.float32)
+        window[: pcm.size] = pcm
+        features = model.feature_extractor(window)[:, :frames]
+        encoded = model.encode(np.ascontiguousarray(features, dtype=np.float32))
+        whisper = model.model
+        if language is None and whisper.is_multilingual:
+            [ranked] = whisper.detect_language(encoded)
+            language = ranked[0][0][2:-2]  # "<|en|>"
+        tokenizer = Tokenizer(
+            model.hf_tokenizer, whisper.is_multilingual, task="transcribe", language=language
+        )
+        cap = _CAP_TOKENS + int(_CAP_TOKENS_PER_S * pcm.size / VAD_SAMPLE_RATE_HZ)
+        [result] = whisper.generate(
+            encoded,
+            [list(tokenizer.sot_sequence)],
+            beam_size=1,
+            max_length=cap,
+            suppress_blank=True,
+            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+        )
+        emitted = result.sequences_ids[0]
+        if len(emitted) >= cap - 1:
+            log.info("asr: the fitted window's decode reached its cap; using the full window")
+            return None
+        # the text tokens (timestamps come after the special tokens)
+        text = tokenizer.decode([t for t in emitted if t < tokenizer.eot]).strip()
+        if _ends_repeating(text):
+            log.info("asr: the fitted window's decode repeats itself; using the full window")
+            return None
+        return text
+
+
+def _ends_repeating(text: str, shortest: int = 3) -> bool:
+    """Whether the text's last k words (k >= `shortest`) repeat the k words before them,
+    the sign of a looping decoder (a person who says a phrase twice costs one full-window
+    transcription, nothing more)."""
+    words = [w.strip(".,?!;:").lower() for w in text.split()]
+    return any(words[-k:] == words[-2 * k : -k] for k in range(shortest, len(words) // 2 + 1))

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from backends.base import AsrRequest, BackendUnavailable, StageFailed
-from backends.cpu.asr import WhisperAsr
+from backends.cpu import asr as asr_module
+from backends.cpu.asr import WhisperAsr, _ends_repeating
 
 from .conftest import Speech
 
@@ -53,8 +55,8 @@ async def test_library_failure_becomes_stage_failed(
     asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class BrokenModel:
-        def transcribe(self, *args: Any, **kwargs: Any) -> Any:
-            raise RuntimeError("ctranslate2 exploded")
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("ctranslate2 exploded")  # any use, the fitted path's too
 
     monkeypatch.setattr(asr, "_model", BrokenModel())
     with pytest.raises(StageFailed) as info:
@@ -82,3 +84,87 @@ async def test_configured_model_directory_that_does_not_exist_is_unavailable(
     with pytest.raises(BackendUnavailable, match=r"model\.bin"):
         async with WhisperAsr(tmp_path / "missing"):
             pass
+
+
+class _Counting:
+    """The real model, counting full-window transcriptions (and, if told, making every
+    fitted decode a loop up to its token cap)."""
+
+    def __init__(self, model: Any, *, looping: bool = False) -> None:
+        self._model = model
+        self.full_windows = 0
+        self.model = _LoopingWhisper(model.model) if looping else model.model
+
+    def transcribe(self, *args: Any, **kwargs: Any) -> Any:
+        self.full_windows += 1
+        return self._model.transcribe(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+class _LoopingWhisper:
+    def __init__(self, whisper: Any) -> None:
+        self._whisper = whisper
+
+    def generate(self, encoded: Any, prompts: Any, *, max_length: int, **kwargs: Any) -> Any:
+        looped = SimpleNamespace(sequences_ids=[[50364] * max_length])  # a timestamp, again
+        return [looped]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._whisper, name)
+
+
+@pytest.mark.slow
+async def test_a_short_utterance_is_transcribed_in_a_fitted_window_with_the_same_words(
+    asr: WhisperAsr, cpu_speech: Speech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whisper's 30 s window costs as much for a 2 s question as for 30 s of speech; a
+    window fitted to the utterance gives the same words without a full-window pass."""
+    counting = _Counting(asr._model)
+    monkeypatch.setattr(asr, "_model", counting)
+    spoken = "Can you tell me what is on the table?"
+    pcm = cpu_speech(spoken, 16_000)
+    fitted = await asr.transcribe(AsrRequest("f1", pcm))
+    assert counting.full_windows == 0
+    assert _words(fitted.text) == _words(spoken)
+
+
+@pytest.mark.slow
+async def test_a_fitted_decode_that_loops_falls_back_to_the_full_window(
+    asr: WhisperAsr, cpu_speech: Speech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = _Counting(asr._model, looping=True)
+    monkeypatch.setattr(asr, "_model", counting)
+    spoken = "What colour is this?"
+    transcript = await asr.transcribe(AsrRequest("f2", cpu_speech(spoken, 16_000)))
+    assert counting.full_windows == 1
+    assert _words(transcript.text) == _words(spoken)
+
+
+async def test_an_utterance_longer_than_the_window_allows_skips_the_fitted_window(
+    asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = _Counting(asr._model, looping=True)
+    monkeypatch.setattr(asr, "_model", counting)
+    frames = 3000 - asr_module.FITTED_PAD_FRAMES + 1  # its silence would pass 30 s
+    await asr.transcribe(AsrRequest("f3", np.zeros(frames * 160, np.float32)))
+    assert counting.full_windows == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "looped"),
+    [
+        ("Where did I leave my keys? Where did I leave my keys?", True),
+        ("What colour is this? What colour is this? What colour", True),  # cut mid-loop
+        ("Is this red or is this blue?", False),
+        ("the red one the red one the red one", True),
+        ("No, no, no, not that one.", False),  # short repeats are speech
+        ("What colour is this?", False),
+        ("", False),
+    ],
+)
+def test_a_decode_whose_last_words_repeat_the_words_before_them_counts_as_looped(
+    text: str, looped: bool
+) -> None:
+    assert _ends_repeating(text) is looped
