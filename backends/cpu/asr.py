@@ -145,7 +145,10 @@ class WhisperAsr(StageLifecycle):
         model = self._model
         if model is None:
             raise BackendUnavailable("asr: the Whisper stage is not loaded", stage="asr")
-        if pcm.size // _SAMPLES_PER_FRAME + FITTED_PAD_FRAMES <= _WINDOW_FRAMES:
+        # a multilingual model told no language detects it the usual way (its detection
+        # on a fitted window is untested here: only tiny.en ships in a package)
+        detects = language is None and model.model.is_multilingual
+        if not detects and pcm.size // _SAMPLES_PER_FRAME + FITTED_PAD_FRAMES <= _WINDOW_FRAMES:
             text = self._transcribe_fitted(model, pcm, language)
             if text is not None:
                 return text
@@ -170,9 +173,6 @@ class WhisperAsr(StageLifecycle):
         features = model.feature_extractor(window)[:, :frames]
         encoded = model.encode(np.ascontiguousarray(features, dtype=np.float32))
         whisper = model.model
-        if language is None and whisper.is_multilingual:
-            [ranked] = whisper.detect_language(encoded)
-            language = ranked[0][0][2:-2]  # "<|en|>"
         tokenizer = Tokenizer(
             model.hf_tokenizer, whisper.is_multilingual, task="transcribe", language=language
         )

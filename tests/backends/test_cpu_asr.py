@@ -152,6 +152,16 @@ async def test_an_utterance_longer_than_the_window_allows_skips_the_fitted_windo
     assert counting.full_windows == 1
 
 
+async def test_a_multilingual_model_told_no_language_detects_it_in_the_full_window(
+    asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = _Counting(asr._model, looping=True)
+    counting.model = SimpleNamespace(is_multilingual=True)  # any fitted use would fail
+    monkeypatch.setattr(asr, "_model", counting)
+    await asr.transcribe(AsrRequest("f4", np.zeros(16_000, np.float32), language=None))
+    assert counting.full_windows == 1
+
+
 @pytest.mark.parametrize(
     ("text", "looped"),
     [
