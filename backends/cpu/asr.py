@@ -14,11 +14,13 @@ utterance that fits is encoded in a window of its audio plus `FITTED_PAD_FRAMES`
 silence, at least `FITTED_MIN_FRAMES` (CTranslate2 takes any window up to 30 s), and
 decoded greedily with timestamps, the mode Whisper is usually run in. Shorter windows,
 and windows decoded without timestamps, made the decoder loop on some utterances (the
-sentence again and again), so the fitted text is checked: a decode that reaches its
-token cap, or whose last words repeat the words before them, is thrown away and the
-utterance transcribed the usual way. On 92 clips (`tools/turn_latency.py wer` and the
-pause cases of `tools/measure_turn_end.py`) the fitted window's word error rate was
-3.1% against 3.4% for the full window, at 68 against 250 ms a clip here.
+sentence again and again), so the fitted text is checked: a decode that does not close
+with a timestamp (its token cap cut it off), or whose last words repeat the words before
+them, is thrown away and the utterance transcribed the usual way. On 92 clips
+(`tools/turn_latency.py wer` and the pause cases of `tools/measure_turn_end.py`) the
+fitted window's word error rate was 3.1% against 3.4% for the full window, at 68
+against 250 ms a clip here. A multilingual model told no language takes the full window,
+where faster-whisper detects the language.
 """
 
 from __future__ import annotations
@@ -55,9 +57,10 @@ _WINDOW_FRAMES = 3000  # Whisper's 30 s window
 #: the fitted window: at least 10 s, and 2 s of silence after the speech
 FITTED_MIN_FRAMES = 1000
 FITTED_PAD_FRAMES = 200
-#: a fitted decode may emit at most this many tokens plus this many per second of audio
-#: (English speech is about 5 a second): more means the decoder is looping
-_CAP_TOKENS, _CAP_TOKENS_PER_S = 24, 10
+#: a fitted decode's `max_length`: this many plus this many per second of audio, at most
+#: Whisper's 448 (English speech is about 5 tokens a second; CTranslate2 stopped these
+#: decodes at about half their `max_length` here, so the cap is generous)
+_CAP_TOKENS, _CAP_TOKENS_PER_S, _MAX_LENGTH = 48, 20, 448
 
 
 class WhisperAsr(StageLifecycle):
@@ -176,7 +179,8 @@ class WhisperAsr(StageLifecycle):
         tokenizer = Tokenizer(
             model.hf_tokenizer, whisper.is_multilingual, task="transcribe", language=language
         )
-        cap = _CAP_TOKENS + int(_CAP_TOKENS_PER_S * pcm.size / VAD_SAMPLE_RATE_HZ)
+        seconds = pcm.size / VAD_SAMPLE_RATE_HZ
+        cap = min(_MAX_LENGTH, _CAP_TOKENS + int(_CAP_TOKENS_PER_S * seconds))
         [result] = whisper.generate(
             encoded,
             [list(tokenizer.sot_sequence)],
@@ -186,8 +190,10 @@ class WhisperAsr(StageLifecycle):
             suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
         )
         emitted = result.sequences_ids[0]
-        if len(emitted) >= cap - 1:
-            log.info("asr: the fitted window's decode reached its cap; using the full window")
+        # a decode that ended closes its last segment with a timestamp; one the cap cut
+        # off (a looping decoder's, or a rare unclosed one) is not trusted
+        if not emitted or emitted[-1] < tokenizer.timestamp_begin:
+            log.info("asr: the fitted window's decode did not end; using the full window")
             return None
         # the text tokens (timestamps come after the special tokens)
         text = tokenizer.decode([t for t in emitted if t < tokenizer.eot]).strip()

@@ -88,7 +88,7 @@ async def test_configured_model_directory_that_does_not_exist_is_unavailable(
 
 class _Counting:
     """The real model, counting full-window transcriptions (and, if told, making every
-    fitted decode a loop up to its token cap)."""
+    fitted decode a loop that its token cap cuts off)."""
 
     def __init__(self, model: Any, *, looping: bool = False) -> None:
         self._model = model
@@ -108,7 +108,8 @@ class _LoopingWhisper:
         self._whisper = whisper
 
     def generate(self, encoded: Any, prompts: Any, *, max_length: int, **kwargs: Any) -> Any:
-        looped = SimpleNamespace(sequences_ids=[[50364] * max_length])  # a timestamp, again
+        # cut off by its cap in the middle of words, as a looping decoder is
+        looped = SimpleNamespace(sequences_ids=[[50364] + [1680, 345] * (max_length // 2)])
         return [looped]
 
     def __getattr__(self, name: str) -> Any:
