@@ -87,13 +87,13 @@ async def test_configured_model_directory_that_does_not_exist_is_unavailable(
 
 
 class _Counting:
-    """The real model, counting full-window transcriptions (and, if told, making every
-    fitted decode a loop that its token cap cuts off)."""
+    """The real model, counting full-window transcriptions and fitted decodes; a fitted
+    decode returns `emitted` (token ids) when given."""
 
-    def __init__(self, model: Any, *, looping: bool = False) -> None:
+    def __init__(self, model: Any, emitted: list[int] | None = None) -> None:
         self._model = model
         self.full_windows = 0
-        self.model = _LoopingWhisper(model.model) if looping else model.model
+        self.model = _ScriptedWhisper(model.model, emitted)
 
     def transcribe(self, *args: Any, **kwargs: Any) -> Any:
         self.full_windows += 1
@@ -103,17 +103,25 @@ class _Counting:
         return getattr(self._model, name)
 
 
-class _LoopingWhisper:
-    def __init__(self, whisper: Any) -> None:
+class _ScriptedWhisper:
+    def __init__(self, whisper: Any, emitted: list[int] | None) -> None:
         self._whisper = whisper
+        self._emitted = emitted
+        self.fitted = 0
 
-    def generate(self, encoded: Any, prompts: Any, *, max_length: int, **kwargs: Any) -> Any:
-        # cut off by its cap in the middle of words, as a looping decoder is
-        looped = SimpleNamespace(sequences_ids=[[50364] + [1680, 345] * (max_length // 2)])
-        return [looped]
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.fitted += 1
+        if self._emitted is None:
+            return self._whisper.generate(*args, **kwargs)
+        return [SimpleNamespace(sequences_ids=[self._emitted])]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._whisper, name)
+
+
+#: token ids of tiny.en: 50364 and 50400 are timestamps, 1680 345 1560 " Can you tell"
+_CUT_OFF = [50364, 1680, 345, 1560]  # no closing timestamp: the cap cut it off
+_LOOPED = [50364, *[1680, 345, 1560] * 3, 50400]  # closed, but the words go round
 
 
 @pytest.mark.slow
@@ -127,36 +135,37 @@ async def test_a_short_utterance_is_transcribed_in_a_fitted_window_with_the_same
     spoken = "Can you tell me what is on the table?"
     pcm = cpu_speech(spoken, 16_000)
     fitted = await asr.transcribe(AsrRequest("f1", pcm))
-    assert counting.full_windows == 0
+    assert (counting.model.fitted, counting.full_windows) == (1, 0)
     assert _words(fitted.text) == _words(spoken)
 
 
 @pytest.mark.slow
-async def test_a_fitted_decode_that_loops_falls_back_to_the_full_window(
-    asr: WhisperAsr, cpu_speech: Speech, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("emitted", [_CUT_OFF, _LOOPED], ids=["cut_off", "looped"])
+async def test_a_fitted_decode_cut_off_or_looping_falls_back_to_the_full_window(
+    asr: WhisperAsr, cpu_speech: Speech, monkeypatch: pytest.MonkeyPatch, emitted: list[int]
 ) -> None:
-    counting = _Counting(asr._model, looping=True)
+    counting = _Counting(asr._model, emitted)
     monkeypatch.setattr(asr, "_model", counting)
     spoken = "What colour is this?"
     transcript = await asr.transcribe(AsrRequest("f2", cpu_speech(spoken, 16_000)))
-    assert counting.full_windows == 1
+    assert (counting.model.fitted, counting.full_windows) == (1, 1)
     assert _words(transcript.text) == _words(spoken)
 
 
 async def test_an_utterance_longer_than_the_window_allows_skips_the_fitted_window(
     asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counting = _Counting(asr._model, looping=True)
+    counting = _Counting(asr._model, _CUT_OFF)
     monkeypatch.setattr(asr, "_model", counting)
     frames = 3000 - asr_module.FITTED_PAD_FRAMES + 1  # its silence would pass 30 s
     await asr.transcribe(AsrRequest("f3", np.zeros(frames * 160, np.float32)))
-    assert counting.full_windows == 1
+    assert (counting.model.fitted, counting.full_windows) == (0, 1)
 
 
 async def test_a_multilingual_model_told_no_language_detects_it_in_the_full_window(
     asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counting = _Counting(asr._model, looping=True)
+    counting = _Counting(asr._model)
     counting.model = SimpleNamespace(is_multilingual=True)  # any fitted use would fail
     monkeypatch.setattr(asr, "_model", counting)
     await asr.transcribe(AsrRequest("f4", np.zeros(16_000, np.float32), language=None))
