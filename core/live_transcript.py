@@ -67,13 +67,15 @@ class LiveTranscript:
             return False
         return pause or at_sample - self.asked_at >= _CADENCE_SAMPLES
 
-    def ask(self, pcm16: bytes, language: str | None, at_sample: int) -> None:
+    def ask(self, pcm16: bytes, language: str | None, at_sample: int) -> str:
+        """Ask for a partial of `pcm16`; returns its request id."""
         assert self.item_id is not None  # `due` said so
         self._count += 1
         request_id = f"live:{self._count}"
         self.in_flight = (request_id, self.item_id)
         self.asked_at = at_sample
         self._out.effect(SubmitPartialAsr(request_id, self.item_id, pcm16, language))
+        return request_id
 
     def on_partial(self, result: AsrPartial) -> None:
         if self.in_flight is None or self.in_flight[0] != result.request_id:

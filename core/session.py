@@ -69,6 +69,7 @@ from spec.stage_results import (
     VlmDecisionResult,
     VlmDelta,
 )
+from spec.trailing_transcript import trails_off
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -574,10 +575,11 @@ class SessionProtocol:
                 if config.interrupt_response:
                     self._turns.interrupt("turn_detected", None)
             elif boundary == "pause":
-                self._review_pause(config, now_ms)
                 # the audio a finishing verdict commits, transcribed while the model
-                # decides: the reply then need not wait for an ASR after the verdict
-                self._maybe_ask_partial(pause=True)
+                # decides: the reply then need not wait for an ASR after the verdict, and
+                # words that trail off can hold the pause (the verdict carries them)
+                partial_id = self._maybe_ask_partial(pause=True)
+                self._review_pause(config, now_ms, partial_id)
             elif boundary == "resume":
                 self._detector.resume()
             elif boundary in ("stop", "time_out"):
@@ -615,7 +617,7 @@ class SessionProtocol:
 
     # --- semantic VAD (B32) ---------------------------------------------------------------
 
-    def _review_pause(self, config: TurnDetection, now_ms: int) -> None:
+    def _review_pause(self, config: TurnDetection, now_ms: int, partial_id: str | None) -> None:
         """A pause in speech: ask the end-of-turn model about the utterance so far."""
         policy = config.end_of_turn
         assert policy is not None  # the detector pauses only under semantic_vad
@@ -626,6 +628,7 @@ class SessionProtocol:
             pcm16=pcm16,
             now_ms=now_ms,
             max_wait_ms=policy.max_wait_ms,
+            partial_request_id=partial_id,
         )
 
     def _on_turn_end_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
@@ -635,7 +638,12 @@ class SessionProtocol:
         policy = config.end_of_turn if config is not None else None
         if config is None or policy is None or result.request_id != detector.turn_end_id:
             return
-        if result.probability is not None and result.probability >= policy.threshold:
+        finished = result.probability is not None and result.probability >= policy.threshold
+        if finished and result.transcript is not None:
+            # the model hears only the sound of the pause; words that cannot close a
+            # sentence ("... bigger than") say the speaker is not done
+            finished = not trails_off(result.transcript, punctuated=result.punctuated)
+        if finished:
             self._end_turn(config, "finish")
             return
         wait = policy.max_wait_ms if result.probability is not None else config.silence_duration_ms
@@ -643,18 +651,19 @@ class SessionProtocol:
         if detector.overdue(now_ms):
             self._end_turn(config, "time_out")
 
-    def _maybe_ask_partial(self, *, pause: bool | None = None) -> None:
+    def _maybe_ask_partial(self, *, pause: bool | None = None) -> str | None:
         """A live transcript of the utterance so far (B33): at a pause, the audio its
-        commit would hold if the turn ended here; on the cadence, all that was scored."""
+        commit would hold if the turn ended here; on the cadence, all that was scored.
+        Returns the request id of the partial asked, if one was."""
         detector = self._detector
         if pause is None:
             pause = detector.silence_frames == PAUSE_FRAMES
         at = detector.end_sample()
         if not self.live.due(at, pause=pause):
-            return
+            return None
         until = detector.silence_start + ASR_TAIL_PAD_MS * 16 if pause else at
         audio = self._buffer.audio()[: self._kept_bytes(until)]
-        self.live.ask(audio, self.config.transcription_language, at)
+        return self.live.ask(audio, self.config.transcription_language, at)
 
     def _on_partial(self, result: AsrPartial, now_ms: int) -> None:
         self.live.on_partial(result)

@@ -175,8 +175,10 @@ class Attached:
 
 @dataclass
 class _LivePartial:
-    """The last live-transcript ASR (B33): its audio, language and, once done, its text."""
+    """The last live-transcript ASR (B33): its request, audio, language and, once done,
+    its text."""
 
+    request_id: str
     pcm16: bytes
     language: str | None
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -709,7 +711,9 @@ class SessionRunner:
             case SubmitAsr():
                 tg.start_soon(self._stage, effect.request_id, "asr", self._run_asr, effect)
             case SubmitPartialAsr():
-                tg.start_soon(self._run_partial_asr, effect)
+                # known before its task starts: a turn-end request asked with it looks it up
+                live = self._live = _LivePartial(effect.request_id, effect.pcm16, effect.language)
+                tg.start_soon(self._run_partial_asr, effect, live)
             case SubmitVlm():
                 tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
             case SubmitTts():
@@ -813,10 +817,9 @@ class SessionRunner:
         transcript = await asr.transcribe(request)
         self._feed(AsrTranscript(effect.request_id, transcript.text))
 
-    async def _run_partial_asr(self, effect: SubmitPartialAsr) -> None:
+    async def _run_partial_asr(self, effect: SubmitPartialAsr, live: _LivePartial) -> None:
         """A live transcript (B33): best effort, so a failure is an `AsrPartial` without
         text, never a stage failure."""
-        live = self._live = _LivePartial(effect.pcm16, effect.language)
         try:
             asr = self.backend.asr
             if asr is not None:
@@ -892,10 +895,14 @@ class SessionRunner:
         the speaker outran is dropped by the protocol (its request id is stale)."""
         model = self.backend.turn_end
         probability: float | None = None
+        transcript: str | None = None
+        live = self._live
+        if live is None or live.request_id != effect.partial_request_id:
+            live = None  # no partial was asked for this pause (or a newer one replaced it)
+        started = anyio.current_time()
         if model is not None:
             pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
             request = TurnEndRequest(self._engine_id(effect.request_id), pcm)
-            started = anyio.current_time()
             try:
                 with anyio.fail_after(self.timeouts.turn_end):
                     probability = await model.predict(request)
@@ -908,7 +915,18 @@ class SessionRunner:
                 log.warning("turn_end %s failed: %s", effect.request_id, exc.message)
             except Exception:
                 log.exception("turn_end %s raised an untranslated error", effect.request_id)
-        self._feed(TurnEndVerdict(effect.request_id, probability))
+        if live is not None and probability is not None:
+            # the pause's words may hold it (B32); they are being transcribed already,
+            # and within the same budget as the model
+            budget = max(0.0, self.timeouts.turn_end - (anyio.current_time() - started))
+            with anyio.move_on_after(budget):
+                await live.done.wait()
+            transcript = live.text
+        punctuated = bool(getattr(self.backend.asr, "punctuates", False))
+        log.debug(
+            "turn_end %s: probability %s, words %r", effect.request_id, probability, transcript
+        )
+        self._feed(TurnEndVerdict(effect.request_id, probability, transcript, punctuated))
 
     # --- server VAD -------------------------------------------------------------------
 

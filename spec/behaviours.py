@@ -866,7 +866,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "Silero still finds speech and pauses; a 200 ms pause goes under review by the "
             "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
             "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
-            "2 s) runs out; a verdict the speaker outran is dropped."
+            "2 s) runs out; words heard up to the pause that cannot end a sentence hold it "
+            "whatever the model says; a verdict the speaker outran is dropped."
         ),
         sections=(_SEMANTIC_VAD, _VAD, _SESSION),
         rows=(
@@ -889,6 +890,17 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b32_semantic_vad.py::test_b32_without_a_verdict_a_pause_ends_as_server_vad_would",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_a_late_missing_verdict_ends_an_overdue_pause_at_once",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_semantic_vad_still_interrupts_a_reply_when_speech_starts",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_the_review_names_the_partial_asked_for_the_same_pause",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_pause_words_that_trail_off_hold_a_pause_the_model_calls_finished",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_an_unpunctuated_pause_holds_only_when_the_asr_punctuates",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_finished_words_never_end_a_pause_the_model_holds",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_finished_words_and_a_finished_sound_end_the_turn",
+            "tests/spec/test_trailing_transcript.py::test_b32_words_that_cannot_close_a_sentence_trail_off",
+            "tests/spec/test_trailing_transcript.py::test_b32_a_closed_sentence_does_not_trail_off",
+            "tests/spec/test_trailing_transcript.py::test_b32_a_missing_closing_mark_trails_off_only_from_an_asr_that_punctuates",
+            "tests/runtime/test_live_transcripts.py::test_b32_the_verdict_weighs_the_words_the_pause_partial_heard",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_smart_turn_alone_ends_the_turn_in_a_pause_after_bigger_than",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_through_the_real_server_a_pause_after_words_that_trail_off_holds_semantic_vad",
             "tests/spec/test_session_config.py::test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given",
             "tests/spec/test_session_config.py::test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad",

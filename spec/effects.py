@@ -209,11 +209,14 @@ class SubmitTurnEnd:
     """Ask the end-of-turn model whether the speaker has finished (`semantic_vad`, B32):
     `pcm16` is the end of the utterance so far (16 kHz, at most `TURN_END_WINDOW_MS`),
     up to the pause. Only the verdict of the latest request is applied; an older one (the
-    speaker went on, the turn ended) is dropped."""
+    speaker went on, the turn ended) is dropped. `partial_request_id` names the live
+    partial asked for the same pause (B33), if one was: the verdict carries its text, so
+    words that trail off can hold the pause (`spec.trailing_transcript`)."""
 
     request_id: str
     item_id: str
     pcm16: bytes
+    partial_request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

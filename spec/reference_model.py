@@ -127,6 +127,7 @@ from spec.stage_results import (
     VlmDelta,
 )
 from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
+from spec.trailing_transcript import trails_off
 
 __all__ = [
     "ASR_TAIL_MS",
@@ -1963,9 +1964,10 @@ class ReferenceSession:
                     if silence_ms >= vad.wait_ms:
                         self._turn_ended()
                 elif p < low and td.type == "semantic_vad" and silence_ms >= SEMANTIC_PAUSE_MS:
-                    self._pause_reviewed(start + frame)
-                    # section 5.2: the pause's partial, what a finishing verdict commits
-                    self._live_ask(start + frame, pause=True)
+                    # section 5.2: the pause's partial, what a finishing verdict commits;
+                    # the verdict carries its words (section 5.1)
+                    partial_id = self._live_ask(start + frame, pause=True)
+                    self._pause_reviewed(start + frame, partial_id)
                 elif p < low and td.type != "semantic_vad" and silence_ms >= td.silence_duration_ms:
                     self._turn_ended()
                 else:
@@ -1973,8 +1975,9 @@ class ReferenceSession:
 
     # --- semantic VAD (section 5.1) ----------------------------------------------------
 
-    def _pause_reviewed(self, scored_end: int) -> None:
-        """A pause: ask for a verdict on the utterance up to the last scored frame."""
+    def _pause_reviewed(self, scored_end: int, partial_id: str | None) -> None:
+        """A pause: ask for a verdict on the utterance up to the last scored frame (and
+        on the words of the partial `partial_id`, if one was asked)."""
         td = self.config.turn_detection
         assert td is not None and td.end_of_turn is not None
         vad = self.vad
@@ -1986,7 +1989,10 @@ class ReferenceSession:
         pcm = self.buffer.pcm_until(scored_end)[-TURN_END_WINDOW_MS * 32 :]
         self._effect(
             SubmitTurnEnd(
-                request_id=request_id, item_id=self.buffer.speech_item_id or "", pcm16=pcm
+                request_id=request_id,
+                item_id=self.buffer.speech_item_id or "",
+                pcm16=pcm,
+                partial_request_id=partial_id,
             )
         )
 
@@ -2007,7 +2013,16 @@ class ReferenceSession:
         td = self.config.turn_detection
         if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
             return  # stale: speech resumed, the turn ended, or the detector was reset
-        if verdict.probability is not None and verdict.probability >= td.end_of_turn.threshold:
+        finished = (
+            verdict.probability is not None
+            and verdict.probability >= td.end_of_turn.threshold
+            # words that cannot close a sentence hold the pause whatever the model heard
+            and not (
+                verdict.transcript is not None
+                and trails_off(verdict.transcript, punctuated=verdict.punctuated)
+            )
+        )
+        if finished:
             self._turn_ended()
             return
         self.vad.state = "held"
@@ -2053,14 +2068,14 @@ class ReferenceSession:
 
     # --- live transcripts (section 5.2) ----------------------------------------------
 
-    def _live_ask(self, at: int, *, pause: bool) -> None:
+    def _live_ask(self, at: int, *, pause: bool) -> str | None:
         """Speech goes on (VAD scored up to `at`): a partial at a pause or on the cadence,
-        unless one is out."""
+        unless one is out. Returns the request id of the partial asked, if one was."""
         live = self.live
         if not live.enabled or live.item_id is None or live.in_flight is not None:
-            return
+            return None
         if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
-            return
+            return None
         until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at
         live.count += 1
         request_id = f"live:{live.count}"
@@ -2074,6 +2089,7 @@ class ReferenceSession:
                 language=self.config.transcription_language,
             )
         )
+        return request_id
 
     def _on_partial(self, result: AsrPartial) -> None:
         live = self.live

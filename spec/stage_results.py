@@ -38,10 +38,14 @@ class VadScores:
 class TurnEndVerdict:
     """The end-of-turn model's answer to a `SubmitTurnEnd`: the probability that the
     speaker has finished; None when there is no verdict (the backend has no end-of-turn
-    model, or it failed): the pause then ends as server VAD would end it (D33)."""
+    model, or it failed): the pause then ends as server VAD would end it (D33).
+    `transcript`: the text of the partial asked for the same pause, when it came in time;
+    `punctuated`: the ASR that heard it ends sentences with `.`, `?` or `!`."""
 
     request_id: str
     probability: float | None
+    transcript: str | None = None
+    punctuated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,10 @@ the CPU). Each turn is a Piper sentence streamed in real time in 20 ms appends, 
 silence; the figure is the time from the end of the speech (the last voiced sample, found
 in the audio) to `input_audio_buffer.speech_stopped`. Then mid-sentence pauses, 1 s of
 silence cut into a sentence: at its quietest point in its middle third (which may fall
-after words that make a complete question), and after a phrase that cannot end a turn
-("I want to know ...", `PHRASE_PAUSES`); a turn that ends inside the pause is counted.
+after words that make a complete question), after a phrase that cannot end a turn
+("I want to know ...", `PHRASE_PAUSES`), and after a function word ("Can you read the
+...", `FUNCTION_WORD_PAUSES`); a turn that ends inside the pause is counted, with the
+live text heard up to it.
 Last, the end-of-turn model's cost per call (features and model, on 8 s windows of these
 sentences), in this process.
 """
@@ -30,8 +32,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spec.events import ConversationItemDelete, InputAudioBufferSpeechStopped
+from spec.events import (
+    ConversationItemDelete,
+    InputAudioBufferSpeechStopped,
+    InputAudioTranscriptionDelta,
+)
 from tests.backends.cpu_audio import (
+    paused_after,
     quiet_noise,
     speech,
     speech_bounds,
@@ -89,21 +96,18 @@ PHRASE_PAUSES = (
     ("Please tell me what is written on this page.", "Please tell me what is written on"),
     ("Is the cup on the left bigger than the other one?", "Is the cup on the left bigger than"),
 )
-
-
-def _after_prefix(text: str, prefix: str) -> tuple[np.ndarray, float, float]:
-    """The sentence cut at its quietest 20 ms near where `prefix` ends (estimated from
-    Piper speaking the prefix alone), 1 s of quiet in the cut: both halves keep the
-    sentence's continuing intonation; (audio, pause start s, pause end s)."""
-    voice = speech(text)
-    start, _ = speech_bounds(voice)
-    alone_start, alone_end = speech_bounds(speech(prefix + "..."))
-    guess = start + 0.95 * (alone_end - alone_start)  # alone, its last word is lengthened
-    energy = np.convolve(voice**2, np.ones(320) / 320, mode="same")
-    lo, hi = int((guess - 0.2) * RATE), int((guess + 0.15) * RATE)
-    cut = lo + int(np.argmin(energy[lo:hi]))
-    audio = np.concatenate([voice[:cut], quiet_noise(1.0, rms=0.0005, seed=11), voice[cut:]])
-    return audio, cut / RATE, cut / RATE + 1.0
+#: hesitations where speakers most often make them: after a function word, before the
+#: content word they are looking for (an article, a possessive, a conjunction)
+FUNCTION_WORD_PAUSES = (
+    ("Can you read the label on this bottle?", "Can you read the"),
+    ("Is this my phone or yours?", "Is this my"),
+    ("I think it is a kind of cactus.", "I think it is a"),
+    ("Put it next to the red cup.", "Put it next to the"),
+    ("Tell me if this banana is ripe.", "Tell me if"),
+    ("I have a red pen and a blue one.", "I have a red pen and"),
+    ("Which is heavier, the book or the plate?", "Which is heavier, the book or"),
+    ("What colour is your shirt?", "What colour is your"),
+)
 
 
 def _mid_sentence(text: str) -> tuple[np.ndarray, float, float]:
@@ -160,7 +164,15 @@ async def _pauses(
             await asyncio.sleep(0.5)  # the last verdicts
             stopped = [e for e in client.history if isinstance(e, InputAudioBufferSpeechStopped)]
             # audio_end_ms is on the session's audio clock: compare with the pause's end
-            early += any(e.audio_end_ms < pause_end * 1000 for e in stopped)
+            cut = [e for e in stopped if e.audio_end_ms < pause_end * 1000]
+            if cut:
+                early += 1
+                heard = [
+                    e.delta
+                    for e in client.history
+                    if isinstance(e, InputAudioTranscriptionDelta) and e.item_id == cut[0].item_id
+                ]
+                print(f"  {detector['type']} ended the turn after {heard}")
             await client.close_session()
     return early, len(cases)
 
@@ -217,8 +229,13 @@ def main() -> None:
             f"min {min(ms):.0f}, max {max(ms):.0f}"
         )
     quietest = [_mid_sentence(text) for text in texts[: args.pauses]]
-    phrases = [_after_prefix(text, prefix) for text, prefix in PHRASE_PAUSES]
-    for label, cases in (("at the quietest point", quietest), ("after a phrase", phrases)):
+    phrases = [paused_after(text, prefix) for text, prefix in PHRASE_PAUSES]
+    function_words = [paused_after(text, prefix) for text, prefix in FUNCTION_WORD_PAUSES]
+    for label, cases in (
+        ("at the quietest point", quietest),
+        ("after a phrase", phrases),
+        ("after a function word", function_words),
+    ):
         for name, detector in DETECTORS.items():
             early, count = asyncio.run(_pauses(server.ws_url, detector, cases, TAIL_S[name]))
             print(f"{name:20s} 1 s pauses {label} that ended the turn: {early} of {count}")

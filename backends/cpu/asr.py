@@ -76,6 +76,9 @@ class WhisperAsr(StageLifecycle):
     #: it transcribes a growing utterance too (B33): a partial is one more call, one at a
     #: time with the others, which the session bounds to one in flight
     live_transcripts = True
+    #: Whisper ends what it hears as a sentence with `.`, `?` or `!` and leaves a phrase
+    #: it hears cut off unpunctuated: a cue `semantic_vad` reads at a pause (B32)
+    punctuates = True
 
     def __init__(
         self,

@@ -8,7 +8,9 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     turn_ends    end-of-turn verdicts (`semantic_vad`, B32): probabilities that the speaker
                  finished, consumed oldest first; `default_turn_end` (1.0) when empty
     partials     live-transcript answers (B33), consumed oldest first ("" when empty);
-                 `live_transcripts` says whether the ASR offers them (off by default)
+                 `live_transcripts` says whether the ASR offers them (off by default);
+                 `punctuates` whether it ends sentences with a mark, as Whisper does
+                 (off by default: then an unpunctuated partial is no cue, B32)
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -196,6 +198,7 @@ class Script:
     default_transcript: str = DEFAULT_TRANSCRIPT
     partials: deque[str] = field(default_factory=deque)
     live_transcripts: bool = False
+    punctuates: bool = False
     replies: deque[ScriptedReply] = field(default_factory=deque)
     turn_ends: deque[float] = field(default_factory=deque)
     default_turn_end: float = 1.0

@@ -223,6 +223,11 @@ class ScriptedAsr(_ScriptedStage):
         """Whether it answers partial requests (B33): as the script says."""
         return self.script.live_transcripts
 
+    @property
+    def punctuates(self) -> bool:
+        """Whether its text ends sentences with a mark (B32): as the script says."""
+        return self.script.punctuates
+
 
 class ScriptedTurnEnd(_ScriptedStage):
     """Answers the script's next end-of-turn verdict (B32) after its latency."""

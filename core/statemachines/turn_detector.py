@@ -167,10 +167,26 @@ class TurnDetector:
         self.silence_frames = 0
         return item_id
 
-    def pause(self, *, request_id: str, pcm16: bytes, now_ms: int, max_wait_ms: int) -> None:
-        """Put the pause under review: ask for a verdict on `pcm16` (the utterance so far).
+    def pause(
+        self,
+        *,
+        request_id: str,
+        pcm16: bytes,
+        now_ms: int,
+        max_wait_ms: int,
+        partial_request_id: str | None = None,
+    ) -> None:
+        """Put the pause under review: ask for a verdict on `pcm16` (the utterance so far),
+        with the text of the live partial `partial_request_id` if one was asked for it.
         Its wait is counted from the pause's first silent frame."""
-        fire(_RULES, self, "pause", request_id=request_id, pcm16=pcm16)
+        fire(
+            _RULES,
+            self,
+            "pause",
+            request_id=request_id,
+            pcm16=pcm16,
+            partial_request_id=partial_request_id,
+        )
         self.turn_end_id = request_id
         self._wait(max_wait_ms, now_ms)
 
@@ -215,6 +231,7 @@ class TurnDetector:
                 request_id=event.kwargs["request_id"],
                 item_id=self.item_id or "",
                 pcm16=event.kwargs["pcm16"],
+                partial_request_id=event.kwargs["partial_request_id"],
             )
         )
 

@@ -126,6 +126,25 @@ def quiet_noise(
     return rng.normal(0.0, rms, round(seconds * rate_hz)).astype(np.float32)
 
 
+def paused_after(
+    text: str, prefix: str, rate_hz: int = INPUT_RATE_HZ
+) -> tuple[npt.NDArray[np.float32], float, float]:
+    """Piper speaking `text` with 1 s of quiet where `prefix` ends: the cut is the
+    quietest 20 ms near there (estimated from Piper speaking the prefix alone, whose last
+    word it lengthens). Both halves keep the sentence's continuing intonation, as a
+    speaker's hesitation does; (audio, pause start s, pause end s)."""
+    voice = speech(text, rate_hz)
+    start, _ = speech_bounds(voice, rate_hz)
+    alone_start, alone_end = speech_bounds(speech(prefix + "...", rate_hz), rate_hz)
+    guess = start + 0.95 * (alone_end - alone_start)
+    energy = np.convolve(voice**2, np.ones(rate_hz // 50) / (rate_hz // 50), mode="same")
+    lo, hi = int((guess - 0.2) * rate_hz), int((guess + 0.15) * rate_hz)
+    cut = lo + int(np.argmin(energy[lo:hi]))
+    quiet = quiet_noise(1.0, rms=0.0005, rate_hz=rate_hz, seed=11)
+    audio = np.concatenate([voice[:cut], quiet, voice[cut:]])
+    return audio, cut / rate_hz, cut / rate_hz + 1.0
+
+
 def to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:
     return np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2").tobytes()
 

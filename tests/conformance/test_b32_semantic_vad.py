@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spec import events as ev
-from spec.effects import SubmitAsr, SubmitTurnEnd
+from spec.effects import SubmitAsr, SubmitPartialAsr, SubmitTurnEnd
 from spec.session_config import EAGERNESS, SEMANTIC_PAUSE_MS
 from spec.stage_results import TurnEndVerdict
 from tests.conformance.harness import Driver, speech_pcm
@@ -15,10 +15,10 @@ HI, LO = 0.9, 0.1
 PAUSE_FRAMES = -(-SEMANTIC_PAUSE_MS // 32)  # 7 frames: 224 ms
 
 
-def _semantic(eagerness: str = "medium", **extra: object) -> Driver:
-    return Driver(
-        config={"turn_detection": {"type": "semantic_vad", "eagerness": eagerness, **extra}}
-    )
+def _semantic(eagerness: str = "medium", *, live: bool = False, **extra: object) -> Driver:
+    d = Driver(config={"turn_detection": {"type": "semantic_vad", "eagerness": eagerness, **extra}})
+    d.p.live.enabled = live  # the runtime does this when its ASR offers partials (B33)
+    return d
 
 
 def _pause(d: Driver, speech_frames: int = 3) -> SubmitTurnEnd:
@@ -200,3 +200,70 @@ def test_b32_semantic_vad_still_interrupts_a_reply_when_speech_starts() -> None:
     assert "input_audio_buffer.speech_started" in d.tags(out)
     [done] = d.events("response.done", out)
     assert done.response.status == "cancelled"
+
+
+def test_b32_the_review_names_the_partial_asked_for_the_same_pause() -> None:
+    d = _semantic(live=True)
+    d.append(speech_pcm(2000))
+    request = _pause(d)
+    [partial] = d.effects(SubmitPartialAsr)
+    assert request.partial_request_id == partial.request_id
+    # without live transcripts there are no words to weigh: the verdict is the model's
+    plain = _semantic()
+    plain.append(speech_pcm(2000))
+    assert _pause(plain).partial_request_id is None
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "Is the cup on the left bigger than",
+        "I was wondering whether you...",
+        "Could you tell me the",
+    ],
+)
+def test_b32_pause_words_that_trail_off_hold_a_pause_the_model_calls_finished(
+    words: str,
+) -> None:
+    d = _semantic(live=True)
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    out = d.result(TurnEndVerdict(request.request_id, 0.97, words, punctuated=True))
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    assert d.p.statistics().detector_state == "held"
+    # held as an unfinished verdict holds: until the eagerness's maximum wait
+    d.vad(*([LO] * (EAGERNESS["medium"].max_wait_ms // 32 - PAUSE_FRAMES - 1)))
+    assert "input_audio_buffer.speech_stopped" not in d.tags()
+    d.vad(LO)
+    assert d.tags().count("input_audio_buffer.speech_stopped") == 1
+
+
+def test_b32_an_unpunctuated_pause_holds_only_when_the_asr_punctuates() -> None:
+    """Whisper leaves a phrase it hears cut off without a closing mark; an ASR that never
+    punctuates says nothing by leaving one out."""
+    for punctuated, held in ((True, True), (False, False)):
+        d = _semantic(live=True)
+        d.append(speech_pcm(5000))
+        request = _pause(d)
+        d.result(TurnEndVerdict(request.request_id, 0.97, "My favourite colour", punctuated))
+        assert (d.p.statistics().detector_state == "held") is held
+        assert ("input_audio_buffer.speech_stopped" in d.tags()) is not held
+
+
+def test_b32_finished_words_never_end_a_pause_the_model_holds() -> None:
+    d = _semantic(live=True)
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    out = d.result(TurnEndVerdict(request.request_id, 0.2, "Is this red or blue?", True))
+    assert out == []
+    assert d.p.statistics().detector_state == "held"
+
+
+def test_b32_finished_words_and_a_finished_sound_end_the_turn() -> None:
+    d = _semantic(live=True)
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    out = d.result(TurnEndVerdict(request.request_id, 0.9, "Is this red or blue?", True))
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+    [partial] = d.effects(SubmitPartialAsr)
+    assert d.last(SubmitAsr).pcm16 == partial.pcm16  # the commit is what the words heard

@@ -50,3 +50,37 @@ async def test_b33_without_partials_from_the_asr_no_delta_is_sent(harness: Harne
     assert completed.transcript == "what colour is this"
     assert "conversation.item.input_audio_transcription.delta" not in client.tags()
     assert len(harness.script.requests_of("asr")) == 1
+
+
+SEMANTIC = {"turn_detection": {"type": "semantic_vad", "eagerness": "medium"}}
+
+
+@pytest.mark.parametrize(
+    ("first_pause_words", "punctuates", "turns"),
+    [
+        ("is the cup bigger than", False, 1),  # a word that cannot close a sentence
+        ("my favourite colour", True, 1),  # no closing mark from an ASR that sets them
+        ("my favourite colour", False, 2),  # ... from one that never does: no cue
+        ("is this red?", True, 2),  # finished words: the model's verdict stands
+    ],
+)
+async def test_b32_the_verdict_weighs_the_words_the_pause_partial_heard(
+    harness: Harness, first_pause_words: str, punctuates: bool, turns: int
+) -> None:
+    """The end-of-turn model calls both pauses finished; the runtime hands the verdict the
+    pause partial's words, which hold the first pause when they trail off."""
+    harness.script.judge_turns(0.95, 0.95)
+    harness.script.say_partial(first_pause_words, "the other one?")
+    harness.script.punctuates = punctuates
+    client = await harness.connect(config=SEMANTIC)
+    await _send(client, tone(400) + bytes(32 * 400))  # speech, a 400 ms pause
+    # the partial's words go out before the verdict that waited for them is applied
+    await client.until("conversation.item.input_audio_transcription.delta")
+    await _send(client, tone(400) + bytes(32 * 4200))  # speech, silence past the wait
+    for _ in range(turns):
+        await client.until("input_audio_buffer.committed")
+    await client.until("response.done")
+    tags = client.tags()
+    assert tags.count("input_audio_buffer.speech_started") == turns
+    assert tags.count("input_audio_buffer.committed") == turns
+    assert len(harness.script.requests_of("turn_end")) == 2

@@ -160,6 +160,22 @@ SESSION_PATCHES = st.sampled_from(
 FOREIGN_ITEMS = st.sampled_from(["item_999", "nope", "resp_1", ""])
 FOREIGN_RESPONSES = st.sampled_from(["resp_999", "item_1", "x"])
 VERDICTS = st.sampled_from([None, 0.05, 0.3, 0.5, 0.95])
+#: the words of the pause's partial a verdict carries (B32): none, finished, trailing off,
+#: unpunctuated; with whether the ASR punctuates
+PAUSE_WORDS = st.sampled_from(
+    [None, "Is it red?", "bigger than", "I was wondering whether...", "my favourite colour"]
+)
+
+
+def _verdict(data: st.DataObject, request_id: str, probability: float | None) -> TurnEndVerdict:
+    return TurnEndVerdict(
+        request_id=request_id,
+        probability=probability,
+        transcript=data.draw(PAUSE_WORDS),
+        punctuated=data.draw(st.booleans()),
+    )
+
+
 SCORES = st.sampled_from([0.97, 0.9, 0.6, 0.45, 0.3, 0.1, 0.0])
 
 
@@ -635,7 +651,7 @@ class SessionMachine(RuleBasedStateMachine):
         if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
             # a semantic VAD pause went under review: its verdict often comes at once
             probability = data.draw(VERDICTS)
-            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+            self.backend(_verdict(data, self.obs.turn_ends[-1], probability))
 
     def _in_semantic_speech(self) -> bool:
         ref = self.ref
@@ -658,7 +674,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.backend(VadScores((0.02,) * 7))
         if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
             probability = data.draw(VERDICTS)
-            self.backend(TurnEndVerdict(request_id=self.obs.turn_ends[-1], probability=probability))
+            self.backend(_verdict(data, self.obs.turn_ends[-1], probability))
 
     @precondition(lambda self: bool(self.obs.turn_ends))
     @rule(
@@ -673,7 +689,7 @@ class SessionMachine(RuleBasedStateMachine):
         (stale: dropped)."""
         requests = self.obs.turn_ends
         request_id = requests[-1] if latest else data.draw(st.sampled_from(requests))
-        self.backend(TurnEndVerdict(request_id=request_id, probability=probability))
+        self.backend(_verdict(data, request_id, probability))
 
     # --- the clock ---------------------------------------------------------------------
 

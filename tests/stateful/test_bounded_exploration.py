@@ -134,9 +134,17 @@ def _alphabet(vad: bool, semantic: bool = False) -> dict[str, Callable[[Observer
         symbols["vad.pause"] = lambda o: (
             VadScores((0.02,) * 7) if o.vad_frames_available() >= 7 else None
         )
-        for name, probability in (("finished", 0.95), ("unfinished", 0.05), ("none", None)):
-            symbols[f"verdict.{name}"] = lambda o, p=probability: (
-                TurnEndVerdict(request_id=o.turn_ends[-1], probability=p) if o.turn_ends else None
+        for name, probability, words in (
+            ("finished", 0.95, None),
+            ("unfinished", 0.05, None),
+            ("none", None, None),
+            # a finished sound, but the pause's words trail off (B32)
+            ("finished_trailing_words", 0.95, "bigger than"),
+        ):
+            symbols[f"verdict.{name}"] = lambda o, p=probability, w=words: (
+                TurnEndVerdict(request_id=o.turn_ends[-1], probability=p, transcript=w)
+                if o.turn_ends
+                else None
             )
     return symbols
 
