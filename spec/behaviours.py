@@ -901,6 +901,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_live_transcripts.py::test_b32_the_verdict_weighs_the_words_the_pause_partial_heard",
             "tests/backends/test_cpu_smart_turn.py::test_b32_smart_turn_alone_ends_the_turn_in_a_pause_after_bigger_than",
             "tests/backends/test_cpu_smart_turn.py::test_b32_through_the_real_server_a_pause_after_words_that_trail_off_holds_semantic_vad",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_real_speakers_pauses_inside_his_sentence_split_only_server_vad_turns",
             "tests/spec/test_session_config.py::test_b32_semantic_vad_is_accepted_with_its_eagerness_and_echoed_as_given",
             "tests/spec/test_session_config.py::test_b32_server_vad_has_no_end_of_turn_policy_and_echoes_no_eagerness",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad",

@@ -12,7 +12,9 @@ silence cut into a sentence: at its quietest point in its middle third (which ma
 after words that make a complete question), after a phrase that cannot end a turn
 ("I want to know ...", `PHRASE_PAUSES`), and after a function word ("Can you read the
 ...", `FUNCTION_WORD_PAUSES`); a turn that ends inside the pause is counted, with the
-live text heard up to it.
+live text heard up to it. Then a real speaker, when `make install-test` has fetched the
+recording: John F. Kennedy's "And so, my fellow Americans, ask not what your country can
+do for you, ask what you can do for your country.", with his three pauses inside it.
 Last, the end-of-turn model's cost per call (features and model, on 8 s windows of these
 sentences), in this process.
 """
@@ -38,6 +40,9 @@ from spec.events import (
     InputAudioTranscriptionDelta,
 )
 from tests.backends.cpu_audio import (
+    HUMAN_SPEECH_PATH,
+    HUMAN_SPEECH_PAUSES,
+    human_speech,
     paused_after,
     quiet_noise,
     speech,
@@ -177,6 +182,37 @@ async def _pauses(
     return early, len(cases)
 
 
+async def _real_speaker(url: str, detector: dict, tail_s: float) -> list[str]:
+    """The pauses of `HUMAN_SPEECH_PAUSES` in which the turn ended, with the live text
+    heard up to each."""
+    lead_s = 0.5
+    audio = np.concatenate(
+        [
+            quiet_noise(lead_s, rms=0.0005, seed=1),
+            human_speech(),
+            quiet_noise(tail_s, rms=0.0005, seed=2),
+        ]
+    )
+    async with DuplexClient.connect(url) as client:
+        await client.update_session(turn_detection={**detector, "create_response": False})
+        await client.stream_audio(to_pcm16(audio), realtime=True)
+        await asyncio.sleep(0.5)  # the last verdicts
+        history = client.history
+        await client.close_session()
+    stops = [e for e in history if isinstance(e, InputAudioBufferSpeechStopped)]
+    ended = []
+    for start, end in HUMAN_SPEECH_PAUSES:
+        low, high = (lead_s + start) * 1000, (lead_s + end) * 1000 + 300
+        for stop in (e for e in stops if low < e.audio_end_ms <= high):
+            heard = "".join(
+                e.delta
+                for e in history
+                if isinstance(e, InputAudioTranscriptionDelta) and e.item_id == stop.item_id
+            )
+            ended.append(f"after {heard!r}")
+    return ended
+
+
 def _model_cost(texts: list[str]) -> dict[str, list[float]]:
     """Per call, in ms: wall time and this thread's CPU time (on a shared machine the CPU
     time is the cost; the wall time adds the wait for a core), features and model apart."""
@@ -239,6 +275,15 @@ def main() -> None:
         for name, detector in DETECTORS.items():
             early, count = asyncio.run(_pauses(server.ws_url, detector, cases, TAIL_S[name]))
             print(f"{name:20s} 1 s pauses {label} that ended the turn: {early} of {count}")
+    if HUMAN_SPEECH_PATH.is_file():
+        for name, detector in DETECTORS.items():
+            ended = asyncio.run(_real_speaker(server.ws_url, detector, TAIL_S[name]))
+            print(
+                f"{name:20s} a real speaker's pauses inside his sentence (JFK) that ended "
+                f"the turn: {ended}"
+            )
+    else:
+        print(f"(no real speaker: {HUMAN_SPEECH_PATH} is missing; `make install-test`)")
     main_cost(texts)
 
 

@@ -391,7 +391,45 @@ def wer(args: argparse.Namespace) -> None:
         all_hyps += texts
     report["overall_wer"] = round(word_error_rate(all_refs, all_hyps), 3)
     report["sentences"] = len(all_refs)
+    report["real_speaker"] = _real_speaker_wer(args)
     print(json.dumps(report, indent=2))
+
+
+def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
+    """The real recording `make install-test` fetches (JFK, 11 s, one sentence with three
+    pauses): whole, and cut at its pauses as server VAD cuts it."""
+    from tests.backends.cpu_audio import (
+        HUMAN_SPEECH_PATH,
+        HUMAN_SPEECH_PAUSES,
+        HUMAN_SPEECH_TEXT,
+        human_speech,
+    )
+
+    if not HUMAN_SPEECH_PATH.is_file():
+        return f"{HUMAN_SPEECH_PATH} is missing (`make install-test` fetches it)"
+    voice = human_speech()
+    # each part as server VAD commits it: from 300 ms before its speech (the prefix
+    # padding) to 200 ms into the pause after it
+    starts = [0.0, *(end - 0.3 for _, end in HUMAN_SPEECH_PAUSES)]
+    stops = [*(start + 0.2 for start, _ in HUMAN_SPEECH_PAUSES), len(voice) / RATE_HZ]
+    # the reference words of each part: the sentence split at its three pauses
+    parts = ["And so, my fellow Americans,", "ask not", "what your country can do for you,"]
+    parts.append(HUMAN_SPEECH_TEXT[len(" ".join(parts)) + 1 :])
+    cuts = zip(starts, stops, strict=True)
+    clips = [voice, *(voice[int(a * RATE_HZ) : int(b * RATE_HZ)] for a, b in cuts)]
+    pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
+    clips = [np.concatenate([pad, c, pad]) for c in clips]
+    texts, _ = asyncio.run(_transcribe_all(args.asr_model, clips, args.language))
+    return {
+        "whole": {
+            "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 3),
+            "text": texts[0],
+        },
+        "cut_at_pauses": {
+            "wer": round(word_error_rate(parts, texts[1:]), 3),
+            "texts": texts[1:],
+        },
+    }
 
 
 def main() -> None:

