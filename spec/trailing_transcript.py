@@ -63,7 +63,7 @@ def trails_off(text: str, *, punctuated: bool) -> bool:
         return False  # nothing heard: no evidence either way
     if tail.endswith(_OPEN_MARKS):
         return True
-    written = tail.split()[-1].strip("".join(_CLOSING_MARKS) + _WRAPPERS + "\"'(")
+    written = tail.split()[-1].strip("".join(_CLOSING_MARKS) + _WRAPPERS + "(")
     # a capital "A" is the letter ("option A."), not the article
     if written != "A" and written.lower() in OPEN_ENDED_WORDS:
         return True

