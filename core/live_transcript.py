@@ -9,8 +9,11 @@ transcription of the growing utterance (`SubmitPartialAsr`):
 - on a cadence while speech goes on: once the VAD scored `CADENCE_MS` of audio since the
   last one (or since speech started), with the audio up to there.
 
-It stays cheap and bounded: at most one partial is in flight per session, and one that
-falls due while another runs is skipped. A partial's words become
+It stays cheap and bounded: one partial at a time, and one that falls due on the cadence
+while another runs is skipped. A pause's partial is not: it supersedes a cadence partial
+still out (whose answer is then dropped), because the pause's words are what the
+end-of-turn review reads and what a commit in that pause reuses. A pause never supersedes
+a pause's partial, so at most two are ever out. A partial's words become
 `conversation.item.input_audio_transcription.delta` events, only the words beyond those
 already sent (live text only grows; the `completed` event, from the final transcription,
 is the item's text and replaces it). A partial that answers after its utterance ended
@@ -45,7 +48,8 @@ class LiveTranscript:
         self._out = outbox
         self.enabled = False  # the runtime turns it on when its ASR offers partials
         self.item_id: str | None = None  # the utterance being spoken
-        self.in_flight: tuple[str, str] | None = None  # (request id, its utterance)
+        #: (request id, its utterance, whether it was asked at a pause)
+        self.in_flight: tuple[str, str, bool] | None = None
         self.sent_words = 0
         self.asked_at = 0  # the session audio clock (samples) when the last one was asked
         self._count = 0
@@ -63,24 +67,27 @@ class LiveTranscript:
     def due(self, at_sample: int, *, pause: bool) -> bool:
         """Whether to ask for a partial now that the VAD scored up to `at_sample` (the
         caller says whether this frame makes a pause)."""
-        if not self.enabled or self.item_id is None or self.in_flight is not None:
+        if not self.enabled or self.item_id is None:
             return False
+        if self.in_flight is not None:
+            return pause and not self.in_flight[2]  # a pause supersedes the cadence
         return pause or at_sample - self.asked_at >= _CADENCE_SAMPLES
 
-    def ask(self, pcm16: bytes, language: str | None, at_sample: int) -> str:
-        """Ask for a partial of `pcm16`; returns its request id."""
+    def ask(self, pcm16: bytes, language: str | None, at_sample: int, *, pause: bool) -> str:
+        """Ask for a partial of `pcm16` (at a pause or on the cadence); returns its
+        request id. One still out is superseded: its answer will be dropped."""
         assert self.item_id is not None  # `due` said so
         self._count += 1
         request_id = f"live:{self._count}"
-        self.in_flight = (request_id, self.item_id)
+        self.in_flight = (request_id, self.item_id, pause)
         self.asked_at = at_sample
         self._out.effect(SubmitPartialAsr(request_id, self.item_id, pcm16, language))
         return request_id
 
     def on_partial(self, result: AsrPartial) -> None:
         if self.in_flight is None or self.in_flight[0] != result.request_id:
-            return  # not ours (never happens: ids are unique)
-        _, item_id = self.in_flight
+            return  # superseded by a pause's partial
+        _, item_id, _ = self.in_flight
         self.in_flight = None
         if item_id != self.item_id or result.text is None:
             return  # its utterance ended meanwhile, or it failed

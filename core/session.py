@@ -663,7 +663,7 @@ class SessionProtocol:
             return None
         until = detector.silence_start + ASR_TAIL_PAD_MS * 16 if pause else at
         audio = self._buffer.audio()[: self._kept_bytes(until)]
-        return self.live.ask(audio, self.config.transcription_language, at)
+        return self.live.ask(audio, self.config.transcription_language, at, pause=pause)
 
     def _on_partial(self, result: AsrPartial, now_ms: int) -> None:
         self.live.on_partial(result)

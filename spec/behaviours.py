@@ -57,8 +57,9 @@ SESSION_INVARIANTS: Final[dict[str, str]] = {
     "I9": "nothing is emitted after session.closed",
     "I10": "a connection refused for its key or origin never reaches a session: it is "
     "answered with HTTP 401 or 403 and never upgraded",
-    "I11": "at most one live-transcript request is in flight per session, and a "
-    "transcription delta only names the utterance still being spoken",
+    "I11": "at most two live-transcript requests are out per session (a pause's partial "
+    "may supersede a cadence one, whose answer is dropped), and a transcription delta "
+    "only names the utterance still being spoken",
 }
 
 
@@ -926,7 +927,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         summary=(
             "Under server or semantic VAD, with an ASR that offers it, the growing "
             "utterance is transcribed at each pause (under semantic VAD while the "
-            "end-of-turn model reviews it) and on a cadence (one at a time) and its new words "
+            "end-of-turn model reviews it) and on a cadence (one at a time; a pause's "
+            "partial supersedes a cadence one still out) and its new words "
             "are sent as `conversation.item.input_audio_transcription.delta`; the "
             "`completed` event stays the item's text, and a turn ending in the pause a "
             "partial heard is not transcribed twice."
@@ -941,6 +943,9 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decides",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_held_semantic_pause_sends_its_partial_as_live_text",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names_it",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commit",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_does_not_supersede_a_pause_partial_still_out",
             "tests/runtime/test_live_transcripts.py::test_b33_live_deltas_reach_the_client_before_the_completed_transcript",
             "tests/runtime/test_live_transcripts.py::test_b33_without_partials_from_the_asr_no_delta_is_sent",
         ),

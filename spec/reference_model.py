@@ -425,8 +425,8 @@ class _Live:
     enabled: bool = False
     #: the utterance being spoken (its speech_started item id), None between utterances
     item_id: str | None = None
-    #: the partial request out, and the utterance it was asked for
-    in_flight: tuple[str, str] | None = None
+    #: the partial request out, the utterance it was asked for, whether at a pause
+    in_flight: tuple[str, str, bool] | None = None
     sent_words: int = 0
     #: the audio clock (samples) of the last partial asked, or of speech start
     asked_at: int = 0
@@ -2070,16 +2070,19 @@ class ReferenceSession:
 
     def _live_ask(self, at: int, *, pause: bool) -> str | None:
         """Speech goes on (VAD scored up to `at`): a partial at a pause or on the cadence,
-        unless one is out. Returns the request id of the partial asked, if one was."""
+        unless one is out; a pause's partial supersedes a cadence one still out (its answer
+        is dropped). Returns the request id of the partial asked, if one was."""
         live = self.live
-        if not live.enabled or live.item_id is None or live.in_flight is not None:
+        if not live.enabled or live.item_id is None:
+            return None
+        if live.in_flight is not None and not (pause and not live.in_flight[2]):
             return None
         if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
             return None
         until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at
         live.count += 1
         request_id = f"live:{live.count}"
-        live.in_flight = (request_id, live.item_id)
+        live.in_flight = (request_id, live.item_id, pause)
         live.asked_at = at
         self._effect(
             SubmitPartialAsr(
@@ -2095,7 +2098,7 @@ class ReferenceSession:
         live = self.live
         if live.in_flight is None or live.in_flight[0] != result.request_id:
             return
-        item_id = live.in_flight[1]
+        _, item_id, _ = live.in_flight
         live.in_flight = None
         if item_id != live.item_id or result.text is None:
             return  # the utterance ended meanwhile, or the partial failed

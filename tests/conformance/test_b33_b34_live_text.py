@@ -175,3 +175,54 @@ def test_b33_a_held_semantic_pause_sends_its_partial_as_live_text() -> None:
     [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
     assert delta.delta == "I want to know"
     assert d.effects(SubmitAsr) == []  # the turn goes on
+
+
+def test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names_it() -> None:
+    """A pause that falls while a cadence partial is still out gets its own partial: the
+    end-of-turn review reads the pause's words (B32), and a finishing verdict's commit is
+    answered with them. The superseded partial's answer is dropped, so at most two are
+    ever out (a pause never supersedes a pause's partial)."""
+    d = _live({"turn_detection": {"type": "semantic_vad", "eagerness": "medium"}})
+    cadence = LIVE_CADENCE_MS // 32 + 1  # frames
+    pcm = speech_pcm(32 * (cadence + 40))
+    d.append(pcm)
+    d.vad(*([HI] * (cadence + 5)))
+    [ticked] = d.effects(SubmitPartialAsr)  # on the cadence, still out at the pause
+    out = d.vad(*([LO] * 7))
+    [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
+    [pause] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+    assert review.partial_request_id == pause.request_id != ticked.request_id
+    assert pause.pcm16 == pcm[: (cadence + 5) * FRAME + 200 * 32]
+    out = d.result(AsrPartial(ticked.request_id, "I want"))  # superseded: dropped
+    assert d.events("conversation.item.input_audio_transcription.delta", out) == []
+    out = d.result(AsrPartial(pause.request_id, "I want to know"))
+    [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
+    assert delta.delta == "I want to know"
+
+
+def test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commit() -> None:
+    """The same under server VAD: the turn ending in that pause commits the audio the
+    pause's partial heard, so the runtime answers the commit's ASR with it."""
+    d = _live()
+    cadence = LIVE_CADENCE_MS // 32 + 1  # frames
+    pcm = speech_pcm(32 * (cadence + 40))
+    d.append(pcm)
+    d.vad(*([HI] * (cadence + 5)))
+    [ticked] = d.effects(SubmitPartialAsr)
+    d.vad(*([LO] * 7))
+    [_, pause] = d.effects(SubmitPartialAsr)
+    assert pause.pcm16 == pcm[: (cadence + 5) * FRAME + 200 * 32]
+    d.vad(*([LO] * 9))  # the turn ends in the pause
+    assert d.last(SubmitAsr).pcm16 == pause.pcm16
+    out = d.result(AsrPartial(ticked.request_id, "I want"))  # superseded: dropped
+    assert d.events("conversation.item.input_audio_transcription.delta", out) == []
+
+
+def test_b33_a_pause_does_not_supersede_a_pause_partial_still_out() -> None:
+    """Bounded: a second pause while the first pause's partial is still out asks none."""
+    d = _live()
+    d.append(speech_pcm(32 * 80))
+    d.vad(*([HI] * 10), *([LO] * 7))
+    [first] = d.effects(SubmitPartialAsr)
+    d.vad(*([HI] * 10), *([LO] * 7))  # speech again, and a second pause
+    assert d.effects(SubmitPartialAsr) == [first]

@@ -75,6 +75,56 @@ def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> N
     assert step(AsrPartial(fourth.request_id, "What colour is this")) == []
 
 
+@pytest.mark.parametrize("first", ["pause", "cadence"])
+@pytest.mark.parametrize("detector", ["server", "semantic"])
+def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
+    detector: str, first: str
+) -> None:
+    """The exploration's buffer limit (2 s) never lets speech reach the 3 s cadence; this
+    program does, with room for 5 s: a cadence partial, a pause while it is out (its own
+    partial supersedes it and, under semantic VAD, the review names it), the two answered
+    in either order (the superseded one is dropped), then the turn goes on, in lockstep."""
+    import msgspec
+
+    from spec.effects import LIVE_CADENCE_MS, SubmitPartialAsr, SubmitTurnEnd
+    from spec.events import InputAudioBufferAppend
+    from spec.reference_model import ReferenceSession
+    from spec.stage_results import AsrPartial, VadScores
+    from tests.stateful.machine import LIMITS, SEMANTIC, VAD_LIVE
+    from tests.stateful.observer import project
+
+    limits = msgspec.structs.replace(LIMITS, max_pending_input_bytes=200_000)
+    config = SessionConfig(turn_detection=VAD_LIVE if detector == "server" else SEMANTIC)
+    ref = ReferenceSession(session_id="s1", config=config, limits=limits, profile="speech")
+    sut = _make_sut(config, limits, "speech")
+    ref.live.enabled = sut.live.enabled = True
+
+    def step(event: Any) -> list[Any]:
+        for s in (sut, ref):
+            if isinstance(event, InputAudioBufferAppend):
+                s.receive(event, 0)
+            else:
+                s.backend_event(event, 0)
+        got, want = sut.next_outputs(), ref.next_outputs()
+        assert [project(o) for o in got] == [project(o) for o in want]
+        return want
+
+    hi, lo = (0.95,), (0.02,)
+    cadence = LIVE_CADENCE_MS // 32 + 1  # frames
+    step(InputAudioBufferAppend(audio=b"\x10\x00" * 16_000 * 5))
+    [ticked] = [o for o in step(VadScores(hi * (cadence + 3))) if isinstance(o, SubmitPartialAsr)]
+    out = step(VadScores(lo * 7))  # a pause while the cadence partial is out
+    [pause] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+    reviews = [o.partial_request_id for o in out if isinstance(o, SubmitTurnEnd)]
+    assert reviews == ([pause.request_id] if detector == "semantic" else [])
+    texts = {pause.request_id: "I want to know", ticked.request_id: "I want"}
+    order = (pause, ticked) if first == "pause" else (ticked, pause)
+    sent = [step(AsrPartial(p.request_id, texts[p.request_id])) for p in order]
+    assert [o.delta for out in sent for o in out if hasattr(o, "delta")] == ["I want to know"]
+    step(VadScores(hi * 4 + lo * 7))  # speech again, and a pause with nothing out
+    assert sut.live.in_flight is not None and sut.live.in_flight[2]
+
+
 def test_audio_of_a_later_tts_request_arriving_first_is_spaced_alike() -> None:
     """A program hypothesis found: two sentences, the second's audio arrives before the
     first's; core and model must space the transcript deltas the same way."""
