@@ -84,3 +84,29 @@ async def test_b32_the_verdict_weighs_the_words_the_pause_partial_heard(
     assert tags.count("input_audio_buffer.speech_started") == turns
     assert tags.count("input_audio_buffer.committed") == turns
     assert len(harness.script.requests_of("turn_end")) == 2
+
+
+async def test_b32_a_pause_while_a_cadence_partial_runs_still_reaches_the_verdict_with_its_words(
+    harness: Harness,
+) -> None:
+    """3.3 s of speech: a cadence partial is asked and is still running (parked) when the
+    pause comes. The pause asks its own (B33), the verdict waits for that one's words and
+    they trail off, so the pause the model called finished is held: one turn, not two."""
+    harness.script.judge_turns(0.95, 0.95)
+    harness.script.say_partial("is the cup bigger than", "is the")
+    harness.script.punctuates = True
+    harness.script.park("asr")
+    client = await harness.connect(config=SEMANTIC)
+    await _send(client, tone(3300) + bytes(32 * 400))  # past the 3 s cadence, a pause
+    cadence, pause = await harness.script.wait_parked("asr", 2)
+    harness.script.release("asr", pause)  # answers first: "is the cup bigger than"
+    delta = await client.until("conversation.item.input_audio_transcription.delta")
+    assert delta.delta == "is the cup bigger than"
+    harness.script.release("asr")  # the superseded one answers "is the": dropped
+    await _send(client, tone(400) + bytes(32 * 4200))  # speech, silence past the wait
+    await client.until("input_audio_buffer.committed")
+    await client.until("response.done")
+    tags = client.tags()
+    assert tags.count("input_audio_buffer.committed") == 1
+    assert tags.count("conversation.item.input_audio_transcription.delta") == 1
+    assert cadence != pause
