@@ -6,6 +6,7 @@ in. It skips cleanly until `core.session` exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,18 +37,16 @@ TestSessionVsReference.settings = settings(
 )
 
 
-def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> None:
-    """The exploration rarely answers a partial before its utterance ends; this program
-    does, in every way (a delta, a revision, a failure, a late answer), in lockstep."""
+def _live_lockstep(config: SessionConfig, limits: Limits) -> tuple[Any, Callable[[Any], list]]:
+    """The session and the reference model with live transcripts on, and a step that
+    feeds both one event (an append, else a backend result) and checks they agree; it
+    returns what the model emitted."""
     from spec.events import InputAudioBufferAppend
     from spec.reference_model import ReferenceSession
-    from spec.stage_results import AsrPartial, VadScores
-    from tests.stateful.machine import LIMITS, VAD_LIVE
     from tests.stateful.observer import project
 
-    config = SessionConfig(turn_detection=VAD_LIVE)
-    ref = ReferenceSession(session_id="s1", config=config, limits=LIMITS, profile="speech")
-    sut = _make_sut(config, LIMITS, "speech")
+    ref = ReferenceSession(session_id="s1", config=config, limits=limits, profile="speech")
+    sut = _make_sut(config, limits, "speech")
     ref.live.enabled = sut.live.enabled = True
 
     def step(event: Any) -> list[Any]:
@@ -59,6 +58,18 @@ def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> N
         got, want = sut.next_outputs(), ref.next_outputs()
         assert [project(o) for o in got] == [project(o) for o in want]
         return want
+
+    return sut, step
+
+
+def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> None:
+    """The exploration rarely answers a partial before its utterance ends; this program
+    does, in every way (a delta, a revision, a failure, a late answer), in lockstep."""
+    from spec.events import InputAudioBufferAppend
+    from spec.stage_results import AsrPartial, VadScores
+    from tests.stateful.machine import LIMITS, VAD_LIVE
+
+    _, step = _live_lockstep(SessionConfig(turn_detection=VAD_LIVE), LIMITS)
 
     step(InputAudioBufferAppend(audio=b"\x10\x00" * 16_000 * 2))
     hi, lo = (0.95,), (0.02,)
@@ -88,26 +99,12 @@ def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
 
     from spec.effects import LIVE_CADENCE_MS, SubmitPartialAsr, SubmitTurnEnd
     from spec.events import InputAudioBufferAppend
-    from spec.reference_model import ReferenceSession
     from spec.stage_results import AsrPartial, VadScores
     from tests.stateful.machine import LIMITS, SEMANTIC, VAD_LIVE
-    from tests.stateful.observer import project
 
     limits = msgspec.structs.replace(LIMITS, max_pending_input_bytes=200_000)
     config = SessionConfig(turn_detection=VAD_LIVE if detector == "server" else SEMANTIC)
-    ref = ReferenceSession(session_id="s1", config=config, limits=limits, profile="speech")
-    sut = _make_sut(config, limits, "speech")
-    ref.live.enabled = sut.live.enabled = True
-
-    def step(event: Any) -> list[Any]:
-        for s in (sut, ref):
-            if isinstance(event, InputAudioBufferAppend):
-                s.receive(event, 0)
-            else:
-                s.backend_event(event, 0)
-        got, want = sut.next_outputs(), ref.next_outputs()
-        assert [project(o) for o in got] == [project(o) for o in want]
-        return want
+    sut, step = _live_lockstep(config, limits)
 
     hi, lo = (0.95,), (0.02,)
     cadence = LIVE_CADENCE_MS // 32 + 1  # frames
