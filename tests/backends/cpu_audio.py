@@ -180,7 +180,8 @@ def _gap_after(text: str, prefix: str) -> tuple[float, float]:
     config = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     chunks = list(voice.synthesize(text, config, include_alignments=True))
     if len(chunks) != 1 or chunks[0].phoneme_alignments is None:
-        raise ValueError(f"Piper gave no single aligned sentence for {text!r}")
+        # Piper leaves the alignment out, with a warning, when `onnx` is missing
+        raise ValueError(f"Piper gave no single aligned sentence for {text!r} (onnx installed?)")
     rate = float(voice.config.sample_rate)
     offset, seen = 0, 0
     for alignment in chunks[0].phoneme_alignments:
