@@ -2075,8 +2075,8 @@ class ReferenceSession:
         live = self.live
         if not live.enabled or live.item_id is None:
             return None
-        if live.in_flight is not None and not (pause and not live.in_flight[2]):
-            return None
+        if live.in_flight is not None and (not pause or live.in_flight[2]):
+            return None  # only a pause supersedes, and only a cadence partial
         if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
             return None
         until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at

@@ -17,8 +17,8 @@ audio up to it (the partial asked at the pause) ends
   at all: Whisper leaves a phrase it hears cut off unpunctuated.
 
 The cue only ever holds a pause; it never ends a turn the model holds, and without a
-transcript (the ASR offers no partials, or one was still running when the pause began)
-the verdict is the model's alone.
+transcript (the ASR offers no partials, an earlier pause's partial was still running when
+this pause began, or the words came too late) the verdict is the model's alone.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class WhisperAsr(StageLifecycle):
 
     name = "asr"
     #: it transcribes a growing utterance too (B33): a partial is one more call, one at a
-    #: time with the others, which the session bounds to one in flight
+    #: time with the others; the session keeps at most two partials out
     live_transcripts = True
     #: Whisper ends what it hears as a sentence with `.`, `?` or `!` and leaves a phrase
     #: it hears cut off unpunctuated: a cue `semantic_vad` reads at a pause (B32)

@@ -218,15 +218,20 @@ def replay(vad: SileroVad, turn: SmartTurn, audio: npt.NDArray[np.float32], td: 
     return result
 
 
-def _mid_sentence_pause() -> tuple[npt.NDArray[np.float32], float]:
-    """ "I want to know ... what colour this is.": one sentence with 1 s of low noise right
-    after "know" (`paused_after`), and 5 s after it (longer than medium's maximum wait);
-    and where the second half starts (ms)."""
-    sentence, _, resumed_s = paused_after("I want to know what colour this is.", "I want to know")
+def _paused(text: str, prefix: str) -> tuple[npt.NDArray[np.float32], float]:
+    """`text` with 1 s of low noise right after `prefix` (`paused_after`), 0.5 s before it
+    and 5 s after it (longer than medium's maximum wait); and where the second half starts
+    (ms)."""
+    sentence, _, resumed_s = paused_after(text, prefix)
     audio = np.concatenate(
         [quiet_noise(0.5, rms=0.0005, seed=1), sentence, quiet_noise(5.0, rms=0.0005, seed=3)]
     )
     return audio, (0.5 + resumed_s) * 1000
+
+
+def _mid_sentence_pause() -> tuple[npt.NDArray[np.float32], float]:
+    """ "I want to know ... what colour this is.", paused after "know"."""
+    return _paused("I want to know what colour this is.", "I want to know")
 
 
 SERVER_VAD = {"type": "server_vad"}
@@ -329,9 +334,7 @@ TRAILING_PREFIX = "Tell me if"
 
 
 def _trailing_pause() -> npt.NDArray[np.float32]:
-    audio, _, _ = paused_after(TRAILING_TEXT, TRAILING_PREFIX)
-    lead, tail = quiet_noise(0.5, rms=0.0005, seed=1), quiet_noise(5.0, rms=0.0005, seed=3)
-    return np.concatenate([lead, audio, tail])
+    return _paused(TRAILING_TEXT, TRAILING_PREFIX)[0]
 
 
 @pytest.mark.slow
@@ -352,10 +355,10 @@ async def test_b32_smart_turn_alone_ends_the_turn_in_a_pause_after_tell_me_if(
 def test_b32_through_the_real_server_a_pause_after_words_that_trail_off_holds_semantic_vad(
     detector: dict, turns: int
 ) -> None:
-    """Whisper hears the audio up to the pause as "Tell me if...":
-    a sentence that cannot end there, so semantic_vad holds the pause the model called
-    finished (the partial is asked with the verdict and, on a loaded machine, still well
-    inside the verdict's 2 s budget)."""
+    """Whisper hears the audio up to the pause as "Tell me if...": a sentence that cannot
+    end there, so semantic_vad holds the pause the model called finished (the partial is
+    asked with the verdict and, on a loaded machine, still well inside the verdict's 2 s
+    budget)."""
     assert len(_stops_through_the_server(_trailing_pause(), detector, turns)) == turns
 
 

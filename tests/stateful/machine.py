@@ -496,14 +496,11 @@ class SessionMachine(RuleBasedStateMachine):
         self.backend(AsrTranscript(request_id=req, text=text), answered=req)
 
     @precondition(lambda self: bool(self.obs.partials))
-    @rule(
-        data=st.data(),
-        text=st.sampled_from([None, "", "what", "what colour is", "What colour is this?"]),
-    )
-    def asr_partial(self, data: st.DataObject, text: str | None) -> None:
-        # either one when a pause's partial superseded a cadence one: answers in any order
-        index = data.draw(st.integers(0, len(self.obs.partials) - 1))
-        request_id = self.obs.partials.pop(index)
+    @rule(text=st.sampled_from([None, "", "what", "what colour is", "What colour is this?"]))
+    def asr_partial(self, text: str | None) -> None:
+        # one out at most here: the 2 s buffer limit never reaches the 3 s cadence, so no
+        # pause supersedes (test_session_vs_reference runs that case as a program)
+        request_id = self.obs.partials.pop()
         self.backend(AsrPartial(request_id=request_id, text=text))
 
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
