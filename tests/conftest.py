@@ -24,3 +24,20 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    """List the margins of the run's model-output assertions, smallest first."""
+    from tests import model_margins
+
+    if model_margins.RECORDED:
+        writer = terminalreporter  # a TerminalReporter; typed loosely to keep this import-free
+        writer.section("model-output margins")  # type: ignore[attr-defined]
+        for line in model_margins.summary_lines():
+            writer.write_line(line)  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish() -> None:
+    from tests import model_margins
+
+    model_margins.write_report()

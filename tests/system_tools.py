@@ -1,4 +1,4 @@
-"""The system tools the suite installs itself: Node.js and Debian Chromium.
+"""The system tools the suite installs itself: Node.js, Debian Chromium and qemu-user.
 
 `make test` runs `make system-deps` (`tools/install_system_deps.sh`) first, so a missing
 tool means the machine missed that step: the tests that need one FAIL, with the command
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -67,3 +68,14 @@ def chromium_binary() -> str:
     if not Path(CHROMIUM).is_file() or not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"Debian chromium is not installed ({CHROMIUM}): {INSTALL_HINT}", pytrace=False)
     return CHROMIUM
+
+
+def qemu_x86_64_binary() -> str:
+    """qemu-user's x86-64 emulator, whose `-cpu max` has AVX2 and no AVX-512 (QEMU's TCG
+    implements no AVX-512): skips off x86-64 hosts, fails the test when it is missing."""
+    if platform.machine() != "x86_64":
+        pytest.skip(f"emulating another x86-64 CPU needs an x86-64 host, not {platform.machine()}")
+    path = shutil.which("qemu-x86_64")
+    if path is None:
+        pytest.fail(f"qemu-user (`qemu-x86_64`) is not installed: {INSTALL_HINT}", pytrace=False)
+    return path

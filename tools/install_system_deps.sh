@@ -4,6 +4,8 @@
 #             (never `playwright install`)
 #   nodejs    `node --test` over the web client's tables and worklets, and the Python tests
 #             that replay traces through the browser runtime (Node >= 18; bookworm has 18)
+#   qemu-user `qemu-x86_64 -cpu max`: an x86-64 CPU with AVX2 and no AVX-512, on which the
+#             models' outputs are checked to be the ones this CPU gives
 # As root, whatever is missing is installed. Without root, a missing tool is an error: the
 # tests that need it fail (they never skip), so stop here with the command that fixes it.
 set -euo pipefail
@@ -30,9 +32,16 @@ chromium_ok() {
     [ -x "$CHROMIUM" ]
 }
 
+# qemu-user's x86_64 emulator runs the end-of-turn model as on a CPU without AVX-512 (the
+# CPU-neutrality test and tools/model_margins.py); needed on x86_64 hosts only
+qemu_ok() {
+    [ "$(uname -m)" != x86_64 ] || command -v qemu-x86_64 >/dev/null
+}
+
 missing_packages() {
     chromium_ok || echo chromium
     node_ok || echo nodejs
+    qemu_ok || echo qemu-user
 }
 
 mapfile -t missing < <(missing_packages)
@@ -54,6 +63,6 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$
 mapfile -t still < <(missing_packages)
 if [ ${#still[@]} -ne 0 ]; then
     echo "system-deps: ERROR: still missing after apt-get install: ${still[*]}" \
-        "(chromium at $CHROMIUM; node >= $MIN_NODE_MAJOR on PATH or in /usr/bin)" >&2
+        "(chromium at $CHROMIUM; node >= $MIN_NODE_MAJOR on PATH or in /usr/bin; qemu-x86_64)" >&2
     exit 1
 fi

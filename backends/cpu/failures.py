@@ -17,7 +17,7 @@ from backends.base import BackendError, BackendUnavailable, StageFailed
 from backends.cpu.assets import import_extra
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
 __all__ = ["loading_failures", "serving_failures"]
 
@@ -52,13 +52,18 @@ def serving_failures(stage: str, request_id: str | None = None) -> Iterator[None
         raise StageFailed(f"{stage} failed{where}: {_describe(exc)}", stage=stage) from exc
 
 
-def single_thread_onnx(data: bytes, *, stage: str, what: str) -> Any:
+def single_thread_onnx(
+    data: bytes, *, stage: str, what: str, config: Mapping[str, str] | None = None
+) -> Any:
     """An onnxruntime CPU session of `data` with one intra-op and one inter-op thread: the
     small ONNX models (Silero, Smart Turn) run off the event loop, one call at a time, and
-    must not take the cores the loop and the other stages need."""
+    must not take the cores the loop and the other stages need. `config`: session
+    configuration entries (`SessionOptions.add_session_config_entry`)."""
     ort = import_extra("onnxruntime", stage=stage)
     with loading_failures(stage, what):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        for key, value in (config or {}).items():
+            options.add_session_config_entry(key, value)
         return ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])

@@ -6,6 +6,15 @@ prediction takes the utterance so far, computes Whisper log-mel features of its 
 (`backends.cpu.log_mel`) and runs the model: input `input_features` [1, 80, 800], output
 the probability that the turn is complete (the export ends in a sigmoid). Both run off the
 event loop in a worker thread; `predict_sync` is the same work, synchronous (benchmarks).
+
+The model is int8 with QuantizeLinear/DequantizeLinear pairs (QDQ). onnxruntime's default
+fuses them into int8 kernels whose results depend on the CPU: without AVX-512 VNNI, the
+AVX2 kernel multiplies u8 by s8 into saturating int16 sums, and one complete sentence's
+features scored 0.35 there against 0.84 on a VNNI CPU. With the fusion off
+(`session.disable_quant_qdq`) the graph runs as written, in float between the quantize
+steps: 0.765 on both, to four digits (tools/model_margins.py measures it on an emulated
+AVX2 CPU). It costs about 40 ms a verdict on a 2-core EPYC (45 -> 85 ms); a verdict runs
+once per pause, beside the pause's transcript, not per audio frame.
 """
 
 from __future__ import annotations
@@ -35,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["SmartTurn"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
+
+#: run the QDQ graph as written, not through int8 kernels that differ by CPU (docstring)
+CPU_NEUTRAL = {"session.disable_quant_qdq": "1"}
 
 
 class SmartTurn(StageLifecycle):
@@ -69,7 +81,9 @@ class SmartTurn(StageLifecycle):
 
     def _load(self, path: Path) -> Any:
         data = read_verified_turn_model(path, self._expected_sha256)
-        return single_thread_onnx(data, stage="turn_end", what=f"the Smart Turn model `{path}`")
+        return single_thread_onnx(
+            data, stage="turn_end", what=f"the Smart Turn model `{path}`", config=CPU_NEUTRAL
+        )
 
     async def release(self) -> None:
         self._session = None

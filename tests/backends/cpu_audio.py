@@ -52,6 +52,7 @@ __all__ = [
     "speech_bounds",
     "start_cpu_server",
     "to_pcm16",
+    "whisper_words",
 ]
 
 INPUT_RATE_HZ = 16_000
@@ -138,17 +139,20 @@ def quiet_noise(
 def paused_after(
     text: str, prefix: str, rate_hz: int = INPUT_RATE_HZ
 ) -> tuple[npt.NDArray[np.float32], float, float]:
-    """Piper speaking `text` with 1 s of quiet where `prefix` ends: the cut is the
-    quietest 20 ms of the word gap after the prefix's last word, as Piper's own phoneme
-    alignment places it (an estimate from timing alone cut before short words like "if"
-    and "the", or after the next word). Both halves keep the sentence's continuing
-    intonation, as a speaker's hesitation does; (audio, pause start s, pause end s)."""
+    """Piper speaking `text` with 1 s of quiet where `prefix` ends: the cut falls where
+    Piper's own phoneme alignment ends the prefix's last word (an estimate from timing
+    alone cut before short words like "if" and "the", or after the next word). Both halves
+    keep the sentence's continuing intonation, as a speaker's hesitation does; (audio,
+    pause start s, pause end s).
+
+    Why the word's end and not the quietest point of the gap after it: Piper joins "know
+    what" with no quiet between them, so any cut there stops a voiced sound, and the
+    end-of-turn model hears those last 20 ms. Cut at the quietest point, "I want to know
+    ..." scored 0.18-0.42 under 0.5 as the audio moved by -110 dB of noise (another CPU's
+    rounding moves Piper's output that much); cut at the word's end, 0.06-0.12."""
     voice = speech(text, rate_hz)
-    gap_start, gap_end = _gap_after(text, prefix)
-    lo = round(gap_start * rate_hz)
-    hi = max(round(gap_end * rate_hz), lo + 1)
-    energy = np.convolve(voice**2, np.ones(rate_hz // 50) / (rate_hz // 50), mode="same")
-    cut = lo + int(np.argmin(energy[lo:hi]))
+    gap_start, _ = _gap_after(text, prefix)
+    cut = round(gap_start * rate_hz)
     quiet = quiet_noise(1.0, rms=0.0005, rate_hz=rate_hz, seed=11)
     audio = np.concatenate([voice[:cut], quiet, voice[cut:]])
     return audio, cut / rate_hz, cut / rate_hz + 1.0
@@ -225,6 +229,57 @@ def human_speech() -> npt.NDArray[np.float32]:
         assert (clip.getnchannels(), clip.getsampwidth(), clip.getframerate()) == (1, 2, 16_000)
         frames = clip.readframes(clip.getnframes())
     return (np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0).copy()
+
+
+@functools.cache
+def _whisper() -> Any:
+    """faster-whisper on the backend's own model files and settings (int8, 2 threads)."""
+    import faster_whisper
+
+    from backends.cpu.assets import whisper_model_dir
+
+    return faster_whisper.WhisperModel(
+        str(whisper_model_dir()),
+        device="cpu",
+        compute_type="int8",
+        cpu_threads=2,
+        local_files_only=True,
+    )
+
+
+def whisper_words(audio: npt.NDArray[np.float32], text: str) -> list[tuple[str, float]]:
+    """Whisper's probability of each word of `text` given `audio` (16 kHz): the decoder fed
+    the words (CTranslate2's alignment), each word's least sure token that carries a letter
+    (Whisper's tokens glue punctuation to words: "if..." is " if" and "..."). A token with
+    probability p > 0.5 was the decoder's first choice by at least 2p - 1 over any other, so
+    a transcript keeps its words on another CPU while p stays over 0.5: its margin is its
+    least sure word's p - 0.5."""
+    from faster_whisper.audio import pad_or_trim
+    from faster_whisper.tokenizer import Tokenizer
+
+    model = _whisper()
+    tokenizer = Tokenizer(
+        model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language="en"
+    )
+    tokens = tokenizer.encode(" " + text.strip())
+    features = pad_or_trim(model.feature_extractor(audio))
+    encoded = model.encode(np.ascontiguousarray(features, dtype=np.float32))
+    frames = min(len(audio) // 160, features.shape[-1])
+    [aligned] = model.model.align(encoded, tokenizer.sot_sequence, [tokens], frames)
+    probabilities = list(aligned.text_token_probs)
+    words, word_tokens = tokenizer.split_to_word_tokens(tokens)
+    out, at = [], 0
+    for word, pieces in zip(words, word_tokens, strict=True):
+        own = probabilities[at : at + len(pieces)]
+        at += len(pieces)
+        lettered = [
+            p
+            for t, p in zip(pieces, own, strict=True)
+            if any(c.isalpha() for c in tokenizer.decode([t]))
+        ]
+        if lettered:
+            out.append((word.strip(), float(min(lettered))))
+    return out
 
 
 def to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:

@@ -7,10 +7,16 @@ appends, Silero scores every 32 ms frame as the runtime would, and each `SubmitT
 is answered at once by the model. Nothing depends on the wall clock, so the verdicts and
 the turns are the same on every machine; the probabilities seen are printed.
 
-A mid-sentence pause is made by cutting one spoken sentence at the quietest point
-between "I want to know" and "what colour this is" and putting a second of low noise in
+A mid-sentence pause is made by cutting one spoken sentence where Piper's alignment ends
+"I want to know", before "what colour this is", and putting a second of low noise in
 between: both halves keep the sentence's continuing intonation. (Piper speaking "I want
 to know" alone ends it like a finished sentence, and the model rightly hears it so.)
+
+Every verdict asserted here keeps a margin of at least 0.15 from the eagerness threshold
+(`tests/model_margins.py`), on this CPU and on an emulated one without AVX-512
+(`tools/model_margins.py`). A sentence whose score sits near the threshold ("I want to
+know what colour this is." said whole: 0.51-0.89 as its audio moves by -110 dB) is a
+figure that tool reports, not a case here.
 """
 
 from __future__ import annotations
@@ -18,11 +24,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
+import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -51,12 +61,16 @@ from tests.backends.cpu_audio import (
     speech,
     speech_bounds,
     to_pcm16,
+    whisper_words,
 )
+from tests.model_margins import expect_above, expect_below
+from tests.system_tools import qemu_x86_64_binary
 from transport.client import DuplexClient
 
 pytestmark = pytest.mark.anyio
 
 RATE = 16_000
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _model_or_skip() -> Path:
@@ -157,6 +171,55 @@ def test_b32_log_mel_matches_the_extractor_smart_turn_ships_with() -> None:
         assert np.abs(log_mel(pcm) - reference).max() < 1e-5
 
 
+# --- the same verdict on every CPU -------------------------------------------------------
+
+#: run under `qemu-x86_64 -cpu max` (AVX2, no AVX-512): the product's whole prediction on
+#: the samples in argv[1], and, for the record, onnxruntime's default fused int8 kernels
+_ON_AN_AVX2_CPU = """
+import json, sys
+import anyio
+import numpy as np
+from numpy._core._multiarray_umath import __cpu_features__ as cpu
+from backends.cpu.assets import read_verified_turn_model, smart_turn_model_path
+from backends.cpu.failures import single_thread_onnx
+from backends.cpu.log_mel import log_mel
+from backends.cpu.smart_turn import SmartTurn
+assert cpu["AVX2"] and not cpu["AVX512F"], "the emulated CPU is not AVX2 without AVX-512"
+pcm = np.load(sys.argv[1])
+async def product():
+    async with SmartTurn() as turn:
+        return turn.predict_sync(pcm)
+fused = single_thread_onnx(read_verified_turn_model(smart_turn_model_path()), stage="t", what="t")
+(score,) = fused.run(None, {"input_features": log_mel(pcm)[None]})
+print(json.dumps({"product": anyio.run(product), "fused_int8": float(score.reshape(-1)[0])}))
+"""
+
+
+@pytest.mark.slow
+async def test_b32_a_cpu_without_avx512_gives_the_same_verdict(
+    models: tuple[SileroVad, SmartTurn], tmp_path: Path
+) -> None:
+    """Regression: onnxruntime's fused int8 kernels saturate on AVX2 (0.35 there against
+    0.84 here for this sentence); the product's session runs the QDQ graph as written."""
+    qemu = qemu_x86_64_binary()
+    _, turn = models
+    pcm = np.concatenate(
+        [quiet_noise(0.5, rms=0.0005, seed=4), speech("I want to know what colour this is.")]
+    )
+    np.save(tmp_path / "pcm.npy", pcm)
+    here = turn.predict_sync(pcm)
+    done = await anyio.run_process(
+        [qemu, "-cpu", "max", sys.executable, "-c", _ON_AN_AVX2_CPU, str(tmp_path / "pcm.npy")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    there = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    print(f"verdict here {here:.4f}; on the emulated AVX2 CPU {there}")
+    assert abs(there["product"] - here) < 0.01
+
+
 # --- the model on real speech --------------------------------------------------------------
 
 
@@ -178,8 +241,16 @@ class Replay:
 
     stops: list[int] = field(default_factory=list)
     verdicts: list[float] = field(default_factory=list)
+    #: the audio ms at which each verdict was asked (the session's clock is the audio's)
+    verdict_ms: list[int] = field(default_factory=list)
     #: for each stop, whether it came with a verdict (not with a frame or the clock)
     by_verdict: list[bool] = field(default_factory=list)
+    #: Silero's probability of each 32 ms frame, by the ms its frame ends at
+    probabilities: dict[int, float] = field(default_factory=dict)
+
+    def highest_between(self, start_ms: float, end_ms: float) -> float:
+        """Silero's highest probability over the frames ending in [start_ms, end_ms]."""
+        return max(p for ms, p in self.probabilities.items() if start_ms <= ms <= end_ms)
 
 
 def replay(vad: SileroVad, turn: SmartTurn, audio: npt.NDArray[np.float32], td: dict) -> Replay:
@@ -208,11 +279,13 @@ def replay(vad: SileroVad, turn: SmartTurn, audio: npt.NDArray[np.float32], td: 
             frame = pcm16[scored : scored + 512].astype(np.float32) / 32768.0
             scored += 512
             probability = float(vad.score_sync([state], frame[None])[0])
+            result.probabilities[scored * 1000 // RATE] = probability
             session.backend_event(VadScores((probability,)), now)
             for request in [o for o in drain(False) if isinstance(o, SubmitTurnEnd)]:
                 pcm = np.frombuffer(request.pcm16, dtype="<i2").astype(np.float32) / 32768.0
                 verdict = turn.predict_sync(pcm)
                 result.verdicts.append(verdict)
+                result.verdict_ms.append(scored * 1000 // RATE)
                 session.backend_event(TurnEndVerdict(request.request_id, verdict), now)
                 drain(True)
     return result
@@ -236,15 +309,25 @@ def _mid_sentence_pause() -> tuple[npt.NDArray[np.float32], float]:
 
 SERVER_VAD = {"type": "server_vad"}
 SEMANTIC_MEDIUM = {"type": "semantic_vad", "eagerness": "medium"}
+MEDIUM = EAGERNESS["medium"].threshold
+#: Silero's default start threshold, and the one under which quiet counts toward a stop
+START, QUIET = 0.5, 0.5 - 0.15
 COMPLETE = (
     "Is this red or blue?",
     "What is on the table?",
     "Describe what you see.",
-    "I want to know what colour this is.",
+    "How many fingers am I holding up?",
 )
 
 
+def _expect_quiet_pause(run: Replay, pause_start_ms: float, resumed_ms: float, what: str) -> None:
+    """Silero heard the pause as quiet: every frame from 200 ms into it (its recurrent state
+    has let go of the word by then) under the stop's threshold."""
+    expect_below(run.highest_between(pause_start_ms + 200, resumed_ms), QUIET, what)
+
+
 @pytest.mark.slow
+@pytest.mark.model_output
 async def test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_semantic_vad(
     models: tuple[SileroVad, SmartTurn],
 ) -> None:
@@ -256,16 +339,18 @@ async def test_b32_a_mid_sentence_pause_ends_the_turn_under_server_vad_but_not_s
         f"server_vad stops {server.stops}; semantic_vad stops {semantic.stops}, "
         f"verdicts {[round(v, 3) for v in semantic.verdicts]}"
     )
+    _expect_quiet_pause(server, resumed_ms - 1000, resumed_ms, "Silero in the pause after 'know'")
     assert len(server.stops) == 2  # the pause split the sentence
     assert server.stops[0] < resumed_ms
     # one turn: the model held the pause (its first verdict); the turn ended after the
     # second half (by a later verdict or, failing one, medium's maximum wait)
-    assert semantic.verdicts[0] < EAGERNESS["medium"].threshold
+    expect_below(semantic.verdicts[0], MEDIUM, "Smart Turn at 'I want to know ...'")
     assert len(semantic.stops) == 1
     assert semantic.stops[0] > resumed_ms
 
 
 @pytest.mark.slow
+@pytest.mark.model_output
 @pytest.mark.parametrize("text", COMPLETE)
 async def test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_vad(
     models: tuple[SileroVad, SmartTurn], text: str
@@ -281,8 +366,9 @@ async def test_b32_the_end_of_a_complete_sentence_ends_the_turn_under_semantic_v
         f"{text!r}: verdicts {[round(v, 3) for v in semantic.verdicts]}, "
         f"stopped at {semantic.stops} ms, speech ended at {end_ms:.0f} ms"
     )
+    assert len(semantic.verdicts) == 1
+    expect_above(semantic.verdicts[0], MEDIUM, f"Smart Turn after {text!r}")
     assert semantic.by_verdict == [True]
-    assert semantic.verdicts[-1] >= EAGERNESS["medium"].threshold
 
 
 async def test_b32_predict_runs_off_the_loop_and_answers_a_probability(
@@ -338,6 +424,7 @@ def _trailing_pause() -> npt.NDArray[np.float32]:
 
 
 @pytest.mark.slow
+@pytest.mark.model_output
 async def test_b32_smart_turn_alone_ends_the_turn_in_a_pause_after_tell_me_if(
     models: tuple[SileroVad, SmartTurn],
 ) -> None:
@@ -346,8 +433,32 @@ async def test_b32_smart_turn_alone_ends_the_turn_in_a_pause_after_tell_me_if(
     vad, turn = models
     semantic = replay(vad, turn, _trailing_pause(), SEMANTIC_MEDIUM)
     print(f"verdicts {[round(v, 3) for v in semantic.verdicts]}, stops {semantic.stops}")
-    assert semantic.verdicts[0] >= EAGERNESS["medium"].threshold
+    expect_above(semantic.verdicts[0], MEDIUM, "Smart Turn at 'Tell me if ...'")
     assert len(semantic.stops) == 2
+
+
+async def _transcribe(audio: npt.NDArray[np.float32]) -> str:
+    from backends.base import AsrRequest
+    from backends.cpu.asr import WhisperAsr
+
+    async with WhisperAsr() as asr:
+        return (await asr.transcribe(AsrRequest("t", audio))).text
+
+
+@pytest.mark.slow
+@pytest.mark.model_output
+def test_b32_whisper_hears_the_words_before_the_pause_trail_off_after_if() -> None:
+    """What the next test's pause partial hears: the audio up to the pause ends on "if",
+    a word no sentence ends on (the live transcript's cue, B33)."""
+    require_cpu_extra()
+    sentence, pause_s, _ = paused_after(TRAILING_TEXT, TRAILING_PREFIX)
+    before = np.concatenate([sentence[: round(pause_s * RATE)], quiet_noise(0.3)])
+    text = asyncio.run(_transcribe(before))
+    heard = whisper_words(before, text)
+    print(f"Whisper hears {text!r}: {heard}")
+    assert [w.strip(".,?!").lower() for w, _ in heard] == ["tell", "me", "if"]
+    for word, probability in heard:
+        expect_above(probability, 0.5, f"Whisper's {word!r} before the pause")
 
 
 @pytest.mark.slow
@@ -403,3 +514,34 @@ def test_b32_a_real_speakers_pauses_inside_his_sentence_split_only_server_vad_tu
         for start, end in HUMAN_SPEECH_PAUSES[1:]
     ]
     assert inside == ([True, True] if detector is SERVER_VAD else [False, False])
+
+
+@pytest.mark.slow
+@pytest.mark.model_output
+async def test_b32_smart_turn_holds_the_real_speakers_last_two_pauses_and_ends_his_sentence(
+    models: tuple[SileroVad, SmartTurn],
+) -> None:
+    """The verdicts behind the previous test's semantic_vad case, replayed: held at "ask
+    not" and at "can do for you,", finished after "your country.". (At "my fellow
+    Americans," the model hears a finished phrase, about 0.91: reported, not asserted.)"""
+    vad, turn = models
+    lead_s = 0.5
+    audio = np.concatenate(
+        [
+            quiet_noise(lead_s, rms=0.0005, seed=1),
+            human_speech(),
+            quiet_noise(5.0, rms=0.0005, seed=2),
+        ]
+    )
+    semantic = replay(vad, turn, audio, SEMANTIC_MEDIUM)
+    timed = list(zip(semantic.verdict_ms, semantic.verdicts, strict=True))
+    print(f"verdicts (ms, score) {[(ms, round(v, 3)) for ms, v in timed]}")
+    pauses = [((lead_s + s) * 1000, (lead_s + e) * 1000 + 300) for s, e in HUMAN_SPEECH_PAUSES]
+    for (start, end), words in zip(pauses[1:], ("ask not", "can do for you,"), strict=True):
+        inside = [v for ms, v in timed if start < ms <= end]
+        assert inside, f"no verdict in the pause after {words!r}"
+        for verdict in inside:
+            expect_below(verdict, MEDIUM, f"Smart Turn in JFK's pause after {words!r}")
+    after = [v for ms, v in timed if ms > pauses[-1][1]]
+    assert len(after) == 1
+    expect_above(after[0], MEDIUM, "Smart Turn after JFK's '... for your country.'")

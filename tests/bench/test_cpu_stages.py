@@ -158,3 +158,41 @@ def test_bench_tts_piper_joe_rtf_at_24khz(benchmark, portal, tts) -> None:  # ty
     benchmark.extra_info["audio_s"] = seconds
     if benchmark.stats:
         benchmark.extra_info["rtf"] = benchmark.stats.stats.median / seconds
+
+
+@pytest.fixture(scope="module")
+def turn_features(tts: Any, portal: Any) -> np.ndarray:
+    from backends.cpu.log_mel import log_mel
+
+    pcm = np.frombuffer(_synthesize(portal, tts, UTTERANCE, 16_000), "<i2")
+    features: np.ndarray = log_mel(pcm.astype(np.float32) / 32768.0)[None]
+    return features
+
+
+def _smart_turn_session(config: dict[str, str]) -> Any:
+    pytest.importorskip("onnxruntime")
+    from backends.base import BackendUnavailable
+    from backends.cpu.assets import read_verified_turn_model, smart_turn_model_path
+    from backends.cpu.failures import single_thread_onnx
+
+    try:
+        data = read_verified_turn_model(smart_turn_model_path())
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    return single_thread_onnx(data, stage="turn_end", what="Smart Turn", config=config)
+
+
+@pytest.mark.benchmark(group="cpu-turn-end")
+def test_bench_turn_end_fused_int8_kernels_baseline(benchmark, turn_features) -> None:  # type: ignore[no-untyped-def]
+    """onnxruntime's default: QDQ fused into int8 kernels (their result depends on the CPU)."""
+    session = _smart_turn_session({})
+    benchmark(session.run, None, {"input_features": turn_features})
+
+
+@pytest.mark.benchmark(group="cpu-turn-end")
+def test_bench_turn_end_qdq_graph_as_written(benchmark, turn_features) -> None:  # type: ignore[no-untyped-def]
+    """The product's session (`CPU_NEUTRAL`): the same verdict on every CPU."""
+    from backends.cpu.smart_turn import CPU_NEUTRAL
+
+    session = _smart_turn_session(CPU_NEUTRAL)
+    benchmark(session.run, None, {"input_features": turn_features})
