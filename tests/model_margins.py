@@ -13,7 +13,11 @@ Units and the margin each keeps:
 - `probability` (Silero's speech probability, Smart Turn's end-of-turn score, Whisper's
   probability of a word it wrote): 0.15.
 - `ms` (a speech boundary against its tolerance): 32 ms, one VAD frame, the step by which
-  a score crossing its threshold a little earlier or later moves a boundary.
+  a boundary moves when a score crosses its threshold a frame earlier or later. A boundary
+  with less slack keeps its margin when the frames that decide it (`deciding`: Silero's
+  probabilities on either side of each threshold crossing that places it) are all 0.15 or
+  more from that threshold: then no frame changes sides, and the boundary cannot move.
+- `ratio` (a duration against the one expected, as a fraction off it): 0.15.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-REQUIRED = {"probability": 0.15, "ms": 32.0}
+REQUIRED = {"probability": 0.15, "ms": 32.0, "ratio": 0.15}
 #: where `tools/model_margins.py` asks a run to write what it recorded
 REPORT_ENV = "JOYDUPLEX_MARGINS_JSON"
 
-Unit = Literal["probability", "ms"]
+Unit = Literal["probability", "ms", "ratio"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class Margin:
     threshold: float
     side: Literal["above", "below", "within"]
     unit: Unit
+    #: for a boundary: the smallest distance of its deciding frames' scores from their
+    #: thresholds (see the module docstring)
+    deciding: float | None = None
 
     @property
     def margin(self) -> float:
@@ -52,14 +59,16 @@ class Margin:
 
     @property
     def kept(self) -> bool:
-        return self.margin >= REQUIRED[self.unit]
+        steady = self.deciding is not None and self.deciding >= REQUIRED["probability"]
+        return self.margin >= REQUIRED[self.unit] or steady
 
     def line(self) -> str:
         relation = {"above": ">=", "below": "<", "within": "|x| <="}[self.side]
         flag = "" if self.kept else f"  UNDER the {REQUIRED[self.unit]:g} kept"
+        deciding = "" if self.deciding is None else f" (deciding frames {self.deciding:+.3f})"
         return (
             f"{self.margin:+8.3f} {self.unit:<11} {self.what}: {self.value:.3f} "
-            f"{relation} {self.threshold:g}{flag}"
+            f"{relation} {self.threshold:g}{deciding}{flag}"
         )
 
 
@@ -88,15 +97,24 @@ def expect_below(value: float, threshold: float, what: str, unit: Unit = "probab
     assert margin.value < threshold, margin.line()
 
 
-def expect_within(offset: float, tolerance: float, what: str, unit: Unit = "ms") -> None:
-    """Assert `|offset| <= tolerance` and record the margin."""
-    margin = _record(Margin(_test_id(), what, float(offset), tolerance, "within", unit))
+def expect_within(
+    offset: float,
+    tolerance: float,
+    what: str,
+    unit: Unit = "ms",
+    *,
+    deciding: float | None = None,
+) -> None:
+    """Assert `|offset| <= tolerance` and record the margin; `deciding`: for a boundary,
+    how far the scores that place it are from their thresholds."""
+    margin = Margin(_test_id(), what, float(offset), tolerance, "within", unit, deciding)
+    _record(margin)
     assert abs(margin.value) <= tolerance, margin.line()
 
 
 def summary_lines() -> list[str]:
     """The run's margins, smallest (relative to what is kept) first."""
-    ordered = sorted(RECORDED, key=lambda m: m.margin / REQUIRED[m.unit])
+    ordered = sorted(RECORDED, key=lambda m: (m.kept, m.margin / REQUIRED[m.unit]))
     under = sum(not m.kept for m in ordered)
     head = (
         f"{len(ordered)} model-output margins, {under} under what is kept (tests/model_margins.py)"

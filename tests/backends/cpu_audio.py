@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import numpy.typing as npt
 
@@ -39,7 +39,11 @@ __all__ = [
     "HUMAN_SPEECH_PARTS",
     "HUMAN_SPEECH_PAUSES",
     "HUMAN_SPEECH_TEXT",
+    "VAD_END_THRESHOLD",
+    "VAD_START_THRESHOLD",
     "CpuServer",
+    "Turn",
+    "expect_sure_words",
     "human_speech",
     "paused_after",
     "piper_seconds",
@@ -47,12 +51,14 @@ __all__ = [
     "require_cpu_extra",
     "shared_cpu_server",
     "silence",
+    "silero_probabilities",
+    "silero_turns",
     "solid_jpeg",
     "speech",
     "speech_bounds",
     "start_cpu_server",
     "to_pcm16",
-    "whisper_words",
+    "whisper_choices",
 ]
 
 INPUT_RATE_HZ = 16_000
@@ -122,6 +128,88 @@ def speech_bounds(
     peaks = np.abs(audio[: n * window]).reshape(n, window).max(axis=1)
     loud = np.flatnonzero(peaks >= floor * float(np.abs(audio).max()))
     return loud[0] * window / rate_hz, (loud[-1] + 1) * window / rate_hz
+
+
+#: the server-VAD endpointing of docs/session-semantics.md section 5 (B10), with the
+#: default turn detection: start threshold, the one under which quiet ends a turn, frames
+VAD_START_THRESHOLD = 0.5
+VAD_END_THRESHOLD = VAD_START_THRESHOLD - 0.15
+VAD_MIN_SPEECH_FRAMES = 3  # 96 ms
+VAD_SILENCE_FRAMES = 16  # 500 ms, rounded up to whole frames
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn the B10 rules find in a run of Silero probabilities (frame indices), and
+    how far the scores that place each boundary are from their thresholds: the frames on
+    either side of the start's crossing and of its minimum-speech run; the last speech
+    frame, the quiet run after it (each must stay under the start threshold) and the frame
+    that ends the turn (under the end threshold)."""
+
+    start: int
+    last_speech: int
+    ended_at: int
+    start_deciding: float
+    end_deciding: float
+
+
+def silero_turns(
+    probabilities: Sequence[float], silence_frames: int = VAD_SILENCE_FRAMES
+) -> list[Turn]:
+    """Every complete turn in `probabilities` by the B10 rules, written out independently
+    of the core's turn detector. Start: `VAD_MIN_SPEECH_FRAMES` consecutive frames >= the
+    threshold. While active, a frame >= threshold is speech and restarts the silence timer;
+    frames in the hysteresis band keep the timer running but cannot end the turn; it ends
+    on a frame below threshold - 0.15 once the timer has run for the silence duration."""
+    hi, lo = VAD_START_THRESHOLD, VAD_END_THRESHOLD
+    turns: list[Turn] = []
+    run = 0
+    start: int | None = None
+    last_speech = 0
+    silence_since: int | None = None
+    for i, p in enumerate(probabilities):
+        if start is None:
+            run = run + 1 if p >= hi else 0
+            if run == VAD_MIN_SPEECH_FRAMES:
+                start, last_speech = i - VAD_MIN_SPEECH_FRAMES + 1, i
+            continue
+        if p >= hi:
+            last_speech, silence_since = i, None
+            continue
+        silence_since = i if silence_since is None else silence_since
+        if p < lo and i - silence_since + 1 >= silence_frames:
+            rising = probabilities[max(start - 1, 0) : start + VAD_MIN_SPEECH_FRAMES]
+            quiet = probabilities[last_speech : i + 1]
+            turns.append(
+                Turn(
+                    start,
+                    last_speech,
+                    i,
+                    min(abs(q - hi) for q in rising),
+                    min(min(abs(q - hi) for q in quiet), abs(p - lo)),
+                )
+            )
+            start, run, silence_since = None, 0, None
+    return turns
+
+
+def silero_probabilities(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Silero's probability of each whole 512-sample frame of `audio` (16 kHz), one
+    session's state from the first frame on, as the runtime frames a session's audio."""
+    import anyio
+
+    from backends.base import VAD_FRAME_SAMPLES
+    from backends.cpu.vad import SileroVad
+
+    async def score() -> npt.NDArray[np.float32]:
+        async with SileroVad() as vad:
+            state = vad.new_state()
+            usable = len(audio) // VAD_FRAME_SAMPLES * VAD_FRAME_SAMPLES
+            frames = audio[:usable].reshape(-1, VAD_FRAME_SAMPLES)
+            return np.array([vad.score_sync([state], f[None])[0] for f in frames], np.float32)
+
+    result: npt.NDArray[np.float32] = anyio.run(score)
+    return result
 
 
 def silence(seconds: float, rate_hz: int = INPUT_RATE_HZ) -> npt.NDArray[np.float32]:
@@ -247,39 +335,83 @@ def _whisper() -> Any:
     )
 
 
-def whisper_words(audio: npt.NDArray[np.float32], text: str) -> list[tuple[str, float]]:
-    """Whisper's probability of each word of `text` given `audio` (16 kHz): the decoder fed
-    the words (CTranslate2's alignment), each word's least sure token that carries a letter
-    (Whisper's tokens glue punctuation to words: "if..." is " if" and "..."). A token with
-    probability p > 0.5 was the decoder's first choice by at least 2p - 1 over any other, so
-    a transcript keeps its words on another CPU while p stays over 0.5: its margin is its
-    least sure word's p - 0.5."""
-    from faster_whisper.audio import pad_or_trim
+class _RecordedWhisper:
+    """faster-whisper's model with CTranslate2's `generate` asked for each step's
+    log-probabilities over the vocabulary (the decode itself is unchanged)."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.model = _RecordedGenerate(model.model)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+class _RecordedGenerate:
+    def __init__(self, whisper: Any) -> None:
+        self._whisper = whisper
+        self.results: list[Any] = []
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.results = self._whisper.generate(*args, **{**kwargs, "return_logits_vocab": True})
+        return self.results
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._whisper, name)
+
+
+@functools.cache
+def _token_classes(vocabulary: int) -> tuple[Any, npt.NDArray[np.int64]]:
+    """(tokenizer, class of every token id): tokens whose letters are the same word in any
+    case share a class; punctuation alone is one class; specials and timestamps one more."""
     from faster_whisper.tokenizer import Tokenizer
 
     model = _whisper()
-    tokenizer = Tokenizer(
-        model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language="en"
-    )
-    tokens = tokenizer.encode(" " + text.strip())
-    features = pad_or_trim(model.feature_extractor(audio))
-    encoded = model.encode(np.ascontiguousarray(features, dtype=np.float32))
-    frames = min(len(audio) // 160, features.shape[-1])
-    [aligned] = model.model.align(encoded, tokenizer.sot_sequence, [tokens], frames)
-    probabilities = list(aligned.text_token_probs)
-    words, word_tokens = tokenizer.split_to_word_tokens(tokens)
-    out, at = [], 0
-    for word, pieces in zip(words, word_tokens, strict=True):
-        own = probabilities[at : at + len(pieces)]
-        at += len(pieces)
-        lettered = [
-            p
-            for t, p in zip(pieces, own, strict=True)
-            if any(c.isalpha() for c in tokenizer.decode([t]))
-        ]
-        if lettered:
-            out.append((word.strip(), float(min(lettered))))
-    return out
+    tokenizer = Tokenizer(model.hf_tokenizer, False, task="transcribe", language="en")
+    names: dict[str, int] = {"<special>": 0, "<punctuation>": 1}
+    classes = np.zeros(vocabulary, np.int64)
+    for token in range(len(classes)):
+        if token >= tokenizer.eot:
+            continue
+        letters = "".join(c for c in tokenizer.decode([token]).lower() if c.isalnum())
+        classes[token] = names.setdefault(letters, len(names)) if letters else 1
+    return tokenizer, classes
+
+
+def whisper_choices(audio: npt.NDArray[np.float32]) -> tuple[str, list[tuple[str, float]]]:
+    """The CPU backend's transcript of `audio` (16 kHz, its fitted window: `WhisperAsr`'s
+    own code) and each step of its greedy decode with the chosen token's lead: the
+    probability of the chosen token's class (`_token_classes`) minus the best token of
+    another class. Greedy decoding keeps its choice while the lead stays above 0, so
+    another CPU's rounding changes the words only by moving a lead that far."""
+    from backends.cpu.asr import WhisperAsr
+
+    recorded = _RecordedWhisper(_whisper())
+    text = WhisperAsr()._transcribe_fitted(recorded, audio, "en")
+    assert text is not None, "the fitted window's decode was not trusted"
+    [result] = recorded.model.results
+    tokenizer, classes = _token_classes(np.asarray(result.logits[0][0]).shape[-1])
+    steps: list[tuple[str, float]] = []
+    for token, logits in zip(result.sequences_ids[0], result.logits[0], strict=False):
+        scores = np.asarray(logits, dtype=np.float64)
+        probabilities = np.exp(scores - scores.max())
+        probabilities /= probabilities.sum()
+        own = classes == classes[token]
+        lead = probabilities[own].sum() - probabilities[~own].max()
+        name = tokenizer.decode([token]) if token < tokenizer.eot else f"<{token}>"
+        steps.append((name, float(lead)))
+    return text, steps
+
+
+def expect_sure_words(audio: npt.NDArray[np.float32], text: str, what: str) -> None:
+    """Record the margin of the transcript `text` of `audio`: the smallest lead of its
+    decode's choices over 0 (`whisper_choices`)."""
+    from tests.model_margins import expect_above
+
+    decoded, steps = whisper_choices(audio)
+    assert decoded == text, (decoded, text)
+    token, lead = min(steps, key=lambda s: s[1])
+    expect_above(lead, 0.0, f"Whisper's closest choice in {what} ({token!r})")
 
 
 def to_pcm16(audio: npt.NDArray[np.float32]) -> bytes:

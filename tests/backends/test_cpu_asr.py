@@ -1,4 +1,7 @@
-"""Whisper tiny.en on faster-whisper: transcripts of Piper speech, and failure translation."""
+"""Whisper tiny.en on faster-whisper: transcripts of Piper speech, and failure translation.
+
+Each transcript asserted word for word also records its margin: the probability of its least
+sure word over 0.5 (`tests.backends.cpu_audio.expect_sure_words`)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 from backends.base import AsrRequest, BackendUnavailable, StageFailed
 from backends.cpu import asr as asr_module
 from backends.cpu.asr import WhisperAsr, _ends_repeating
+from tests.backends.cpu_audio import expect_sure_words
 
 from .conftest import Speech
 
@@ -34,16 +38,25 @@ def _words(text: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.model_output
 @pytest.mark.parametrize(
     "spoken",
-    ["What colour is this?", "Show me the red ball.", "Is it dark in here?"],
+    # the last is what the browser tests speak, and the server VAD test's second question
+    [
+        "What colour is this?",
+        "Show me the red ball.",
+        "Is it dark in here?",
+        "What do you see here?",
+    ],
 )
 async def test_transcript_of_piper_speech_has_the_spoken_words(
     asr: WhisperAsr, cpu_speech: Speech, spoken: str
 ) -> None:
-    transcript = await asr.transcribe(AsrRequest("r1", cpu_speech(spoken, 16_000)))
+    pcm = cpu_speech(spoken, 16_000)
+    transcript = await asr.transcribe(AsrRequest("r1", pcm))
     assert transcript.request_id == "r1"
     assert _words(transcript.text) == _words(spoken)
+    expect_sure_words(pcm, transcript.text, repr(spoken))
 
 
 async def test_empty_utterance_has_an_empty_transcript(asr: WhisperAsr) -> None:
@@ -125,6 +138,7 @@ _LOOPED = [50364, *[1680, 345, 1560] * 3, 50400]  # closed, but the words go rou
 
 
 @pytest.mark.slow
+@pytest.mark.model_output
 async def test_a_short_utterance_is_transcribed_in_a_fitted_window_with_the_same_words(
     asr: WhisperAsr, cpu_speech: Speech, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,6 +151,7 @@ async def test_a_short_utterance_is_transcribed_in_a_fitted_window_with_the_same
     fitted = await asr.transcribe(AsrRequest("f1", pcm))
     assert (counting.model.fitted, counting.full_windows) == (1, 0)
     assert _words(fitted.text) == _words(spoken)
+    expect_sure_words(pcm, fitted.text, repr(spoken))
 
 
 @pytest.mark.slow

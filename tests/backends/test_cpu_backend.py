@@ -18,6 +18,8 @@ from backends.base import (
     VlmRequest,
     load_backend,
 )
+from tests.backends.cpu_audio import VAD_START_THRESHOLD
+from tests.model_margins import expect_above
 
 from .conftest import Speech
 
@@ -47,7 +49,7 @@ async def test_speech_turn_runs_vad_asr_describer_and_tts(
         usable = len(utterance) // VAD_FRAME_SAMPLES * VAD_FRAME_SAMPLES
         frames = utterance[:usable].reshape(-1, VAD_FRAME_SAMPLES)
         probabilities = [float((await backend.vad.score([state], f[None]))[0]) for f in frames]
-        assert max(probabilities) > 0.9
+        expect_above(max(probabilities), VAD_START_THRESHOLD, "Silero on 'What colour is this?'")
 
         transcript = await backend.asr.transcribe(AsrRequest("turn-1", utterance))
         assert "colo" in transcript.text.lower()
@@ -61,7 +63,7 @@ async def test_speech_turn_runs_vad_asr_describer_and_tts(
 
         chunks = [c async for c in backend.tts.synthesize(TtsRequest("turn-1", decision.text))]
         audio = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
-        assert 0.5 < len(audio) / backend.tts.output_sample_rate_hz < 3.0
+        assert 0.5 < len(audio) / backend.tts.output_sample_rate_hz < 3.0  # plausible, loose
     assert not backend.ready
 
     loaded = [r.getMessage() for r in caplog.records if r.name == "joyduplex.backends.cpu"]

