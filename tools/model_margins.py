@@ -49,6 +49,17 @@ def _emulator() -> list[str]:
     return [qemu, "-cpu", "max"]
 
 
+def _cpu_here() -> str:
+    """This machine's CPU model and whether it has AVX-512 (from /proc/cpuinfo)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine()
+    names = [ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")]
+    avx512 = "with" if " avx512f" in info else "without"
+    return f"{names[0] if names else platform.machine()}, {avx512} AVX-512"
+
+
 def _run_tests(prefix: list[str], report: Path) -> tuple[int, float]:
     env = {**os.environ, REPORT_ENV: str(report), "PYTHONPATH": str(ROOT)}
     command = [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -176,7 +187,7 @@ def main() -> None:
         args.out.write_text(
             json.dumps(
                 {
-                    "cpu": platform.processor() or platform.machine(),
+                    "cpu": _cpu_here(),
                     "runs": status,
                     "rows": table,
                     "figures": shown,

@@ -94,6 +94,7 @@ async def test_a_failing_stage_fails_only_its_response_and_the_session_goes_on(
     assert (await client.until("response.done")).response.status == "completed"
 
 
+@pytest.mark.slow  # 9 s here: `make test` runs it, `make check` does not
 async def test_a_slow_reader_never_grows_the_outbound_queue_past_its_bound(
     harness: Harness,
 ) -> None:

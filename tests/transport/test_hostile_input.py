@@ -301,6 +301,7 @@ def _frames(mutator: WireMutator, count: int, *, coverage: bool) -> list[Frame]:
     return first + [mutator.next() for _ in range(count)]
 
 
+@pytest.mark.slow  # 13 s here: `make test` runs it, `make check` does not
 def test_b28_a_seeded_flood_of_100k_hostile_frames_gets_only_typed_errors_and_crashes_nothing(
     fuzz_server: Served,
 ) -> None:
