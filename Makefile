@@ -83,11 +83,14 @@ check: system-deps lint typecheck
 # made anew whenever its locks change (locks/gpu-path.txt says why torch is the CUDA build
 # and what is left out).
 GPU_VENV := .venv-gpu-path
-$(GPU_VENV)/.installed: locks/build.txt locks/gpu-path.txt locks/gpu-path-models.txt pyproject.toml
+$(GPU_VENV)/.installed-locks: locks/build.txt locks/gpu-path.txt locks/gpu-path-models.txt
 	rm -rf $(GPU_VENV)
 	$(PY) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/python $(PIP_LOCKED) -r locks/build.txt
 	$(GPU_VENV)/bin/python $(PIP_LOCKED) -r locks/gpu-path.txt -r locks/gpu-path-models.txt
+	touch $@
+
+$(GPU_VENV)/.installed: $(GPU_VENV)/.installed-locks pyproject.toml
 	$(GPU_VENV)/bin/python $(PIP_PROJECT)
 	$(GPU_VENV)/bin/python -c "import torchvision, vllm"
 	touch $@

@@ -392,7 +392,9 @@ def whisper_choices(audio: npt.NDArray[np.float32]) -> tuple[str, list[tuple[str
     [result] = recorded.model.results
     tokenizer, classes = _token_classes(np.asarray(result.logits[0][0]).shape[-1])
     steps: list[tuple[str, float]] = []
-    for token, logits in zip(result.sequences_ids[0], result.logits[0], strict=False):
+    chosen = list(result.sequences_ids[0])
+    chosen += [tokenizer.eot] * (len(result.logits[0]) - len(chosen))  # the step that ended it
+    for token, logits in zip(chosen, result.logits[0], strict=True):
         scores = np.asarray(logits, dtype=np.float64)
         probabilities = np.exp(scores - scores.max())
         probabilities /= probabilities.sum()

@@ -53,6 +53,7 @@ from spec.session_config import EAGERNESS, validate_session
 from spec.stage_results import TurnEndVerdict, VadScores
 from tests.backends.cpu_audio import (
     HUMAN_SPEECH_PAUSES,
+    VAD_END_THRESHOLD,
     expect_sure_words,
     human_speech,
     paused_after,
@@ -310,8 +311,6 @@ def _mid_sentence_pause() -> tuple[npt.NDArray[np.float32], float]:
 SERVER_VAD = {"type": "server_vad"}
 SEMANTIC_MEDIUM = {"type": "semantic_vad", "eagerness": "medium"}
 MEDIUM = EAGERNESS["medium"].threshold
-#: Silero's default start threshold, and the one under which quiet counts toward a stop
-START, QUIET = 0.5, 0.5 - 0.15
 COMPLETE = (
     "Is this red or blue?",
     "What is on the table?",
@@ -323,7 +322,7 @@ COMPLETE = (
 def _expect_quiet_pause(run: Replay, pause_start_ms: float, resumed_ms: float, what: str) -> None:
     """Silero heard the pause as quiet: every frame from 200 ms into it (its recurrent state
     has let go of the word by then) under the stop's threshold."""
-    expect_below(run.highest_between(pause_start_ms + 200, resumed_ms), QUIET, what)
+    expect_below(run.highest_between(pause_start_ms + 200, resumed_ms), VAD_END_THRESHOLD, what)
 
 
 @pytest.mark.slow
@@ -455,7 +454,8 @@ def test_b32_whisper_hears_the_words_before_the_pause_trail_off_after_if() -> No
     before = np.concatenate([sentence[: round(pause_s * RATE)], quiet_noise(0.3)])
     text = asyncio.run(_transcribe(before))
     print(f"Whisper hears {text!r}")
-    assert text.rstrip(".").split() == ["Tell", "me", "if"]
+    # any case (the margin's token classes ignore case; so does the trailing-word rule)
+    assert text.rstrip(".").lower().split() == ["tell", "me", "if"]
     expect_sure_words(before, text, "'Tell me if' before the pause")
 
 
