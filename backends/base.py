@@ -1,5 +1,5 @@
-"""Stage protocols every backend implements, their request/result records, the
-`BackendError` tree, and the registry that loads a backend by name.
+"""Stage protocols every backend implements, their request/result records and the
+`BackendError` tree (`backends.registry` loads a backend by name).
 
 A backend is four stages behind async interfaces, and an optional fifth:
 
@@ -16,7 +16,7 @@ A backend is four stages behind async interfaces, and an optional fifth:
 
 and, optionally, a fifth: `Delegate`, the background model a `delegate` decision hands
 its question to (B31); any backend gets one when the server config has a `[delegation]`
-table (`load_backend`), and without one delegated questions are dropped.
+table (`backends.registry.load_backend`), and without one delegated questions are dropped.
 
 Each stage is an async context manager (load on enter, release on exit: the shared
 `StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
@@ -35,7 +35,6 @@ is translated at one boundary per backend into this tree (drawn as in httpx):
 from __future__ import annotations
 
 import enum
-import importlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
-    "BACKENDS",
     "Asr",
     "AsrRequest",
     "Backend",
@@ -85,7 +83,6 @@ __all__ = [
     "VlmDecision",
     "VlmRequest",
     "VlmTextDelta",
-    "load_backend",
     "score_in_steps",
     "tts_voices",
 ]
@@ -448,47 +445,3 @@ class Backend:
         again): readiness returns once no stage is left in `dead`."""
         if self.dead.pop(stage, None) is not None:
             log.info("backend %s: stage %s is back in service", self.name, stage)
-
-
-# --- registry --------------------------------------------------------------------------
-
-#: backend name -> "module:factory"; imported only when asked for
-BACKENDS: dict[str, str] = {
-    "scripted": "backends.scripted.backend:create_backend",
-    "cpu": "backends.cpu.backend:create_backend",
-    "gpu": "backends.gpu.backend:create_backend",
-    "remote": "backends.remote.backend:create_backend",
-}
-
-
-def load_backend(name: str, **options: Any) -> Backend:
-    """Import the named backend lazily and build it (not yet entered or warmed up).
-
-    Raises:
-        BackendUnavailable: unknown name, or its package (an optional extra) is missing.
-    """
-    target = BACKENDS.get(name)
-    if target is None:
-        raise BackendUnavailable(
-            f"unknown backend `{name}`; expected one of {', '.join(sorted(BACKENDS))}"
-        )
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        extra = {"cpu": "cpu", "gpu": "gpu", "remote": "remote"}.get(name)
-        hint = f" (install the `{extra}` extra: pip install 'joyduplex[{extra}]')" if extra else ""
-        raise BackendUnavailable(f"backend `{name}` cannot be imported: {exc}{hint}") from exc
-    factory: Callable[..., Backend] = getattr(module, attr)
-    delegation = options.pop("delegation", None)
-    backend = factory(**options)
-    if delegation is not None:
-        try:
-            from backends.remote.delegation import create_delegate
-        except ImportError as exc:
-            raise BackendUnavailable(
-                f"[delegation] needs the `remote` extra (httpx): {exc};"
-                " pip install 'joyduplex[remote]'"
-            ) from exc
-        backend.delegate = create_delegate(delegation)
-    return backend

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from backends.base import load_backend, tts_voices
+from backends.base import tts_voices
+from backends.registry import load_backend
 from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock

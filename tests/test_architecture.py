@@ -16,3 +16,48 @@ def test_import_contracts_hold() -> None:
     result = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "broken" not in result.stdout.lower().replace("0 broken", "")
+
+
+def _circles(graph: object, modules: list[str]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):  # type: ignore[attr-defined]
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import circle among the project's modules, type-checking imports included: a
+    circle ties two floors into one and makes the import order matter."""
+    import grimp  # import-linter's graph builder
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    graph = grimp.build_graph("spec", "core", "backends", "runtime", "transport")
+    assert _circles(graph, sorted(graph.modules)) == []

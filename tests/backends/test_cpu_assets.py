@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.base import BackendUnavailable, load_backend
+from backends.base import BackendUnavailable
 from backends.cpu.assets import (
     SILERO_VAD_SHA256,
     import_extra,
@@ -19,6 +19,7 @@ from backends.cpu.assets import (
     whisper_model_dir,
 )
 from backends.cpu.vad import SileroVad
+from backends.registry import load_backend
 
 pytestmark = pytest.mark.anyio
 

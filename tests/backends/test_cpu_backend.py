@@ -16,8 +16,8 @@ from backends.base import (
     VlmAction,
     VlmDecision,
     VlmRequest,
-    load_backend,
 )
+from backends.registry import load_backend
 from tests.backends.cpu_audio import VAD_START_THRESHOLD
 from tests.model_margins import expect_above
 

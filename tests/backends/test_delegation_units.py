@@ -16,8 +16,8 @@ from backends.base import (
     DelegationRequest,
     HistoryTurn,
     StageFailed,
-    load_backend,
 )
+from backends.registry import load_backend
 from backends.remote.config import RemoteConfigError, parse_delegation_config
 from backends.remote.delegation import DEFAULT_INSTRUCTIONS, RemoteDelegate, create_delegate
 from transport.settings import load_settings

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json, sys
 import backends.gpu.backend as gpu
-from backends.base import load_backend
+from backends.registry import load_backend
 for profile in ("speech", "camera"):
     backend = load_backend("gpu", profile=profile)
     assert backend.vlm is not None and backend.tts is not None

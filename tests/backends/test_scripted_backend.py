@@ -27,8 +27,8 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
     VlmTextDelta,
-    load_backend,
 )
+from backends.registry import load_backend
 from backends.scripted.backend import DESCRIPTION, create_backend, script_of
 from backends.scripted.script import FaultStep, Script
 from backends.scripted.stages import (
