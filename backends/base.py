@@ -84,7 +84,6 @@ __all__ = [
     "VlmRequest",
     "VlmTextDelta",
     "score_in_steps",
-    "tts_voices",
 ]
 
 Float32Array = npt.NDArray[np.float32]
@@ -347,6 +346,21 @@ def score_in_steps(
 
 
 class Asr(Stage, Protocol):
+    """Speech to text. Its two capabilities reach each session as constructor arguments
+    (`runtime.host`), never looked up with `getattr`."""
+
+    @property
+    def live_transcripts(self) -> bool:
+        """It transcribes a growing utterance cheaply too: the session asks for live
+        partials (B33)."""
+        ...
+
+    @property
+    def punctuates(self) -> bool:
+        """It ends what it hears as a sentence with `.`, `?` or `!` and leaves a phrase
+        it hears cut off unpunctuated: a cue `semantic_vad` reads at a pause (B32)."""
+        ...
+
     async def transcribe(self, request: AsrRequest) -> Transcript: ...
 
 
@@ -356,6 +370,12 @@ class Vlm(Stage, Protocol):
 
 class Tts(Stage, Protocol):
     output_sample_rate_hz: int
+
+    @property
+    def voices(self) -> frozenset[str] | None:
+        """The voices it can speak with, known once it is loaded: `session.update` refuses
+        any other; None: it accepts any name."""
+        ...
 
     def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
 
@@ -372,13 +392,6 @@ class EndOfTurn(Stage, Protocol):
     async def predict(self, request: TurnEndRequest) -> float:
         """The probability, in [0, 1], that the utterance is a finished turn."""
         ...
-
-
-def tts_voices(tts: Tts | None) -> frozenset[str] | None:
-    """The voices a TTS stage can speak with (its optional `voices` attribute, known once
-    it is loaded), so `session.update` can refuse any other; None: it accepts any name."""
-    voices = getattr(tts, "voices", None)
-    return frozenset(voices) if voices is not None else None
 
 
 @dataclass(slots=True)

@@ -118,18 +118,26 @@ class SessionProtocol:
         now_ms: int = 0,
         voices: frozenset[str] | None = None,
         delegation: bool = False,
+        live_transcripts: bool = False,
+        punctuated_transcripts: bool = False,
     ) -> None:
+        """The backend's capabilities come in as arguments (the stage Protocols declare
+        them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
+        any other; None: any); `delegation`, a background model answers delegated
+        questions (B31); `live_transcripts`, the ASR offers live partials (B33);
+        `punctuated_transcripts`, its text ends sentences with a mark (B32)."""
         self.session_id = session_id
-        #: the TTS backend's voices: `session.update` refuses any other (None: any)
         self.voices = voices
+        self.punctuated_transcripts = punctuated_transcripts
         self.config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
         self._out = Outbox()
         self._buffer = InputBuffer(self._out)
         self._detector = TurnDetector(self._out)
-        #: live transcripts under server VAD (B33); the runtime enables them
+        #: live transcripts under server VAD (B33), when the ASR offers them
         self.live = LiveTranscript(self._out)
+        self.live.enabled = live_transcripts
         self._pending = PendingInput(self.limits.max_pending_input_bytes)
         self._items = Conversation(self._out)
         # the session clock of history (B29) starts with the session

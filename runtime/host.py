@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from backends.base import tts_voices
 from backends.registry import load_backend
 from core.admission import OverloadGate, SessionSlots, worker_share
 from core.session import SessionProtocol
@@ -325,13 +324,17 @@ class SessionHost:
         self.overload.admitted()
         self.metrics.session_opened()
         clock = MonotonicClock()
+        asr = self.backend.asr
         protocol = SessionProtocol(
             session_id=session_id,
             config=config or self.settings.session_defaults,
             limits=self.settings.limits,
             profile=self.settings.profile,
             now_ms=clock.now_ms(),
-            voices=tts_voices(self.backend.tts),
+            voices=self.backend.tts.voices,
+            delegation=self.backend.delegate is not None,
+            live_transcripts=asr is not None and asr.live_transcripts,
+            punctuated_transcripts=asr is not None and asr.punctuates,
         )
         runner = SessionRunner(
             protocol,

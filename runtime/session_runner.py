@@ -239,8 +239,6 @@ class SessionRunner:
         self.metrics = metrics
         self.vad = vad
         self.timeouts = timeouts or StageTimeouts()
-        if backend.delegate is not None:  # delegated questions are answered (B31)
-            protocol.delegation = True
         self.outbound = OutboundQueue(max_outbound_events)
         self.slow_consumer_s = slow_consumer_s
         self._full_since: float | None = None  # when the outbound queue last became full
@@ -248,8 +246,6 @@ class SessionRunner:
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
-        #: live transcripts (B33) when the ASR transcribes partial utterances cheaply
-        protocol.live.enabled = bool(getattr(backend.asr, "live_transcripts", False))
         self._live: _LivePartial | None = None
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
@@ -922,7 +918,7 @@ class SessionRunner:
             with anyio.move_on_after(budget):
                 await live.done.wait()
             transcript = live.text
-        punctuated = bool(getattr(self.backend.asr, "punctuates", False))
+        punctuated = self.protocol.punctuated_transcripts
         log.debug(
             "turn_end %s: probability %s, words %r", effect.request_id, probability, transcript
         )

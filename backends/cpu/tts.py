@@ -63,6 +63,7 @@ class PiperTts(StageLifecycle):
     """
 
     name = "tts"
+    voices: frozenset[str] | None = None  # one packaged voice; any name is spoken with it
 
     def __init__(
         self,

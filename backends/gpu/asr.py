@@ -80,6 +80,10 @@ class AsrStage(EngineStage):
     """Qwen3-ASR behind a `GenerationEngine` (vLLM in production)."""
 
     name = "asr"
+    #: one request per committed utterance (no live partials yet); its text is not read
+    #: as a sentence-end cue
+    live_transcripts = False
+    punctuates = False
 
     def __init__(
         self,

@@ -156,6 +156,10 @@ class RemoteAsr(RemoteStage):
     """Qwen3-ASR behind vLLM's transcription API."""
 
     name = "asr"
+    #: one request per committed utterance; vLLM's transcription API is not asked for
+    #: live partials, and its text is not read as a sentence-end cue
+    live_transcripts = False
+    punctuates = False
 
     async def transcribe(self, request: AsrRequest) -> Transcript:
         pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
@@ -256,6 +260,7 @@ class RemoteTts(RemoteStage):
     """Qwen3-TTS behind vLLM-Omni's speech API, streamed as raw PCM16."""
 
     name = "tts"
+    voices: frozenset[str] | None = None  # the server's own voices are not listed
 
     def __init__(self, config: StageConfig, **options: Any) -> None:
         super().__init__(config, **options)

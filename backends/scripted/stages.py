@@ -274,6 +274,7 @@ class ScriptedTts(_ScriptedStage):
 
     stage: ClassVar[StageName] = "tts"
     output_sample_rate_hz: int = 24_000
+    voices: frozenset[str] | None = None  # any name
 
     async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
         """Raises: `StageFailed` for a non-positive rate; whatever the script has due."""
