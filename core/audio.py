@@ -8,6 +8,7 @@ import numpy as np
 __all__ = [
     "BYTES_PER_MS_16K",
     "SAMPLE_WIDTH",
+    "AudioClock",
     "is_loud",
     "pcm16_ms",
     "rms",
@@ -18,6 +19,45 @@ __all__ = [
 SAMPLE_WIDTH = {"pcm16": 2, "pcm_f32le": 4, "g711_ulaw": 1, "g711_alaw": 1}
 #: 16 kHz mono pcm16: 16 samples * 2 bytes per millisecond
 BYTES_PER_MS_16K = 32
+_SAMPLES_PER_MS = 16
+_BYTES_PER_SAMPLE = 2
+
+
+class AudioClock:
+    """A session's audio clock: the 16 kHz mono pcm16 it has received (`bytes`), and the
+    conversions between the three units positions on it are written in."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    @property
+    def samples(self) -> int:
+        return self.bytes // _BYTES_PER_SAMPLE
+
+    @property
+    def ms(self) -> int:
+        return self.bytes // BYTES_PER_MS_16K
+
+    def advance(self, pcm16_bytes: int) -> None:
+        self.bytes += pcm16_bytes
+
+    @staticmethod
+    def samples_of_bytes(n: int) -> int:
+        return n // _BYTES_PER_SAMPLE
+
+    @staticmethod
+    def bytes_of_samples(n: int) -> int:
+        return n * _BYTES_PER_SAMPLE
+
+    @staticmethod
+    def samples_of_ms(ms: int) -> int:
+        return ms * _SAMPLES_PER_MS
+
+    @staticmethod
+    def bytes_of_ms(ms: int) -> int:
+        return ms * BYTES_PER_MS_16K
 
 
 def _ulaw_table() -> np.ndarray:

@@ -17,11 +17,16 @@ a pause's partial, so at most two are ever out. A partial's words become
 `conversation.item.input_audio_transcription.delta` events, only the words beyond those
 already sent (live text only grows; the `completed` event, from the final transcription,
 is the item's text and replaces it). A partial that answers after its utterance ended
-(committed, cleared, detector reset) or failed is dropped.
+(committed, cleared, detector reset) or failed sends no words.
+
+The latest partial asked is remembered with its audio, language and, once it answered,
+its text (`AskedPartial`), also after its utterance ended: what `core.turn_taking` reads
+for the verdict of its pause and for a commit of the same audio.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spec.effects import LIVE_CADENCE_MS, LIVE_PAUSE_FRAMES, SubmitPartialAsr
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from core.outbox import Outbox
     from spec.stage_results import AsrPartial
 
-__all__ = ["CADENCE_MS", "PAUSE_FRAMES", "LiveTranscript"]
+__all__ = ["CADENCE_MS", "PAUSE_FRAMES", "AskedPartial", "LiveTranscript"]
 
 #: silence frames after speech that make a pause (224 ms: past the 200 ms tail the ASR of
 #: a VAD-ended utterance keeps, so the partial holds what its commit would)
@@ -41,8 +46,29 @@ CADENCE_MS = LIVE_CADENCE_MS
 _CADENCE_SAMPLES = CADENCE_MS * 16
 
 
+@dataclass(slots=True)
+class AskedPartial:
+    """A partial asked: its audio and language, and its answer once it came (text None:
+    it failed)."""
+
+    request_id: str
+    pcm16: bytes
+    language: str | None
+    answered: bool = False
+    text: str | None = None
+
+
 class LiveTranscript:
-    __slots__ = ("_count", "_out", "asked_at", "enabled", "in_flight", "item_id", "sent_words")
+    __slots__ = (
+        "_count",
+        "_out",
+        "asked_at",
+        "enabled",
+        "in_flight",
+        "item_id",
+        "latest",
+        "sent_words",
+    )
 
     def __init__(self, outbox: Outbox) -> None:
         self._out = outbox
@@ -52,6 +78,7 @@ class LiveTranscript:
         self.in_flight: tuple[str, str, bool] | None = None
         self.sent_words = 0
         self.asked_at = 0  # the session audio clock (samples) when the last one was asked
+        self.latest: AskedPartial | None = None  # the last partial asked
         self._count = 0
 
     def begin(self, item_id: str, at_sample: int) -> None:
@@ -81,10 +108,26 @@ class LiveTranscript:
         request_id = f"live:{self._count}"
         self.in_flight = (request_id, self.item_id, pause)
         self.asked_at = at_sample
+        self.latest = AskedPartial(request_id, pcm16, language)
         self._out.effect(SubmitPartialAsr(request_id, self.item_id, pcm16, language))
         return request_id
 
+    def asked(self, request_id: str) -> AskedPartial | None:
+        """The partial `request_id`, if it is the latest asked."""
+        latest = self.latest
+        return latest if latest is not None and latest.request_id == request_id else None
+
+    def heard(self, pcm16: bytes, language: str | None) -> AskedPartial | None:
+        """The latest partial, if it was asked for exactly this audio and language."""
+        latest = self.latest
+        if latest is None or latest.language != language or latest.pcm16 != pcm16:
+            return None
+        return latest
+
     def on_partial(self, result: AsrPartial) -> None:
+        latest = self.latest
+        if latest is not None and latest.request_id == result.request_id:
+            latest.answered, latest.text = True, result.text
         if self.in_flight is None or self.in_flight[0] != result.request_id:
             return  # superseded by a pause's partial
         _, item_id, _ = self.in_flight

@@ -74,6 +74,7 @@ class Responses:
         "_items",
         "_out",
         "_pending",
+        "_transcribe",
         "active",
         "by_id",
         "delegations",
@@ -91,8 +92,12 @@ class Responses:
         config: Callable[[], SessionConfig],
         profile: str,
         log: TurnLog,
+        transcribe: Callable[[SubmitAsr], None] | None = None,
     ) -> None:
         self._out = outbox
+        #: a commit's ASR request goes here (`core.turn_taking` may answer it with a live
+        #: partial of the same audio); by default straight to the outbox
+        self._transcribe = transcribe or outbox.effect
         self._items = items
         self._pending = pending
         self._config = config  # the session's current configuration
@@ -188,7 +193,7 @@ class Responses:
             request_id = response.open_asr(commit)
             ref = ItemRef(commit.item.id, commit.item.version, commit.content_index)
             pcm16 = self._pending.take_audio(commit)
-            self._out.effect(
+            self._transcribe(
                 SubmitAsr(
                     request_id,
                     response_id,

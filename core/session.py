@@ -14,8 +14,11 @@ Theory of operation (docs/session-semantics.md is the contract):
 
 Who owns what:
 - here: dispatch and error relabelling, the input side (one `InputBuffer` for idle
-  retention vs capture, B12; one `TurnDetector` for server VAD, B10), commits (B6, B7,
+  retention vs capture, B12; the `AudioClock` of the audio received), commits (B6, B7,
   B15), item events and playback acks (B19);
+- `core.turn_taking.TurnTaking`: server VAD, semantic VAD and live transcripts (B10,
+  B32, B33), with the verdict's wait for a pause's words and the reuse of a partial for
+  a commit of the same audio;
 - `core.append_checks` / `core.item_checks`: validation of appends and created items;
 - `core.pending_input.PendingInput`: the pending-input byte ledger (B13);
 - `core.conversation.Conversation`: item versions (B5);
@@ -34,21 +37,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.append_checks import check_append
+from core.audio import AudioClock
 from core.conversation import Conversation
 from core.errors import InvalidState, InvalidTransition
 from core.item_checks import check_item_create
-from core.live_transcript import PAUSE_FRAMES, LiveTranscript
 from core.outbox import Outbox
 from core.pending_input import PendingInput
 from core.responses import Responses
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
-from core.statemachines.turn_detector import TurnDetector
 from core.turn_log import TurnLog
+from core.turn_taking import TurnTaking
 from spec import events as ev
-from spec.effects import TURN_END_WINDOW_MS, CloseSession, ScoreVad
+from spec.effects import ASR, CloseSession, ScoreVad
+from spec.error_events import error_event, refusal_event
 from spec.errors import (
-    ERROR_TYPE,
     CloseCode,
     ErrorCode,
     LocalProtocolError,
@@ -69,22 +72,18 @@ from spec.stage_results import (
     VlmDecisionResult,
     VlmDelta,
 )
-from spec.trailing_transcript import trails_off
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from core.live_transcript import LiveTranscript
     from core.statemachines.item import Item
     from core.statemachines.response import Response
-    from core.statemachines.turn_detector import TurnEnd
     from spec.effects import Effect
     from spec.errors import ProtocolError
     from spec.session_config import TurnDetection
 
 __all__ = ["SessionProtocol", "SessionStatistics"]
-
-#: trailing silence kept on a VAD-ended utterance for the ASR (the rest only ended the turn)
-ASR_TAIL_PAD_MS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,24 +119,35 @@ class SessionProtocol:
         delegation: bool = False,
         live_transcripts: bool = False,
         punctuated_transcripts: bool = False,
+        turn_end_budget_ms: int = 2000,
     ) -> None:
         """The backend's capabilities come in as arguments (the stage Protocols declare
         them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
         any other; None: any); `delegation`, a background model answers delegated
         questions (B31); `live_transcripts`, the ASR offers live partials (B33);
-        `punctuated_transcripts`, its text ends sentences with a mark (B32)."""
+        `punctuated_transcripts`, its text ends sentences with a mark (B32).
+        `turn_end_budget_ms`: how long an end-of-turn verdict may take, its pause's words
+        included (the runtime's end-of-turn timeout)."""
         self.session_id = session_id
         self.voices = voices
-        self.punctuated_transcripts = punctuated_transcripts
         self.config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
         self._out = Outbox()
         self._buffer = InputBuffer(self._out)
-        self._detector = TurnDetector(self._out)
-        #: live transcripts under server VAD (B33), when the ASR offers them
-        self.live = LiveTranscript(self._out)
-        self.live.enabled = live_transcripts
+        self._clock = AudioClock()  # the 16 kHz pcm16 received
+        self._turn_taking = TurnTaking(
+            self._out,
+            self._buffer,
+            self._clock,
+            config=self._current_config,
+            interrupt=self._barge_in,
+            end_turn=self._end_turn,
+            asr_wanted=self._asr_wanted,
+            live_transcripts=live_transcripts,
+            punctuated=punctuated_transcripts,
+            turn_end_budget_ms=turn_end_budget_ms,
+        )
         self._pending = PendingInput(self.limits.max_pending_input_bytes)
         self._items = Conversation(self._out)
         # the session clock of history (B29) starts with the session
@@ -153,10 +163,10 @@ class SessionProtocol:
             config=self._current_config,
             profile=profile,
             log=self._log,
+            transcribe=self._turn_taking.transcribe,
         )
         #: a background model answers delegated questions (B31); else they are dropped
         self._turns.delegations.enabled = delegation
-        self._audio_bytes = 0  # 16 kHz pcm16 received: the session audio clock
         self._last_activity_ms = now_ms
         self._closed = False
         turns = self._turns
@@ -180,11 +190,12 @@ class SessionProtocol:
             ev.SessionResume: self._on_noop,
             ev.SessionEventAck: self._on_noop,
         }
+        turn_taking = self._turn_taking
         self._results: dict[type, Callable[[Any, int], None]] = {
             VadScores: self._on_vad_scores,
-            TurnEndVerdict: self._on_turn_end_verdict,
+            TurnEndVerdict: turn_taking.on_verdict,
             AsrTranscript: turns.on_transcript,
-            AsrPartial: self._on_partial,
+            AsrPartial: turn_taking.on_partial,
             VlmDelta: turns.on_vlm_delta,
             VlmDecisionResult: turns.on_vlm_decision,
             TtsAudio: turns.on_tts_audio,
@@ -203,6 +214,16 @@ class SessionProtocol:
     @property
     def epoch(self) -> int:
         return self._out.epoch
+
+    @property
+    def live(self) -> LiveTranscript:
+        """The live transcripts (B33): tests read them, and turn them on in place of a
+        backend that offers them."""
+        return self._turn_taking.live
+
+    @property
+    def punctuated_transcripts(self) -> bool:
+        return self._turn_taking.punctuated
 
     @property
     def delegation(self) -> bool:
@@ -233,6 +254,7 @@ class SessionProtocol:
         self._log.clock_ms = now_ms  # when a turn taken now was observed
         try:
             handler(event, now_ms)
+            self._settle(now_ms)
         except InvalidTransition as exc:
             raise InvalidState(str(exc), event_id=event.event_id) from None
         except RemoteProtocolError as exc:
@@ -254,6 +276,7 @@ class SessionProtocol:
         self._log.clock_ms = now_ms
         try:
             self._results[type(result)](result, now_ms)
+            self._settle(now_ms)
         except InvalidTransition as exc:
             raise LocalProtocolError(str(exc)) from None
         self._truncate()
@@ -263,16 +286,9 @@ class SessionProtocol:
 
     def error_event(self, exc: ProtocolError) -> ev.Error:
         """The wire error for a refused event (allocates a server event id)."""
-        return ev.Error(
-            event_id=self._out.next_id("event"),
-            error=ev.ErrorDetail(
-                type=ERROR_TYPE[exc.code].value,
-                code=exc.code.value,
-                message=exc.message,
-                param=exc.param,
-                event_id=exc.event_id,
-            ),
-        )
+        event = refusal_event(exc)
+        event.event_id = self._out.next_id("event")
+        return event
 
     def next_event_id(self) -> str:
         """A server event id for an event the runtime sends on its own (the connection
@@ -283,7 +299,7 @@ class SessionProtocol:
     def next_deadline(self) -> int | None:
         if self._closed:
             return None
-        deadlines = [self._turns.drain_deadline(), self._detector.deadline_ms]
+        deadlines = [self._turns.drain_deadline(), *self._turn_taking.deadlines()]
         idle = self._idle_timeout_ms()
         if idle:
             deadlines.append(self._last_activity_ms + idle)
@@ -293,9 +309,8 @@ class SessionProtocol:
         if self._closed:
             return
         self._turns.drain_due(now_ms)
-        config = self.config.turn_detection
-        if config is not None and self._detector.overdue(now_ms):
-            self._end_turn(config, "time_out")
+        self._turn_taking.on_timeout(now_ms)
+        self._settle(now_ms)
         idle = self._idle_timeout_ms()
         if idle and now_ms >= self._last_activity_ms + idle:
             self._close("idle_timeout")
@@ -308,7 +323,7 @@ class SessionProtocol:
             buffer_state=self._buffer.state.value,
             buffer_audio_bytes=self._buffer.audio_bytes,
             buffer_frames=len(self._buffer.frames),
-            detector_state=self._detector.state.value,
+            detector_state=self._turn_taking.detector.state.value,
             active_response=active.id if active else None,
             active_state=active.state.value if active else None,
             queued=tuple((c.item.id, c.state.value) for c in self._turns.queue),
@@ -340,8 +355,7 @@ class SessionProtocol:
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config
         if vad_changed:
-            self._detector.reset(self._audio_samples(), restart=switched_on)
-            self.live.end()
+            self._turn_taking.reset(restart=switched_on)
         self._out.emit(ev.SessionUpdated(session=self._public()))
 
     def _on_heartbeat(self, event: ev.SessionHeartbeat, now_ms: int) -> None:
@@ -363,9 +377,6 @@ class SessionProtocol:
         self._closed = True
 
     # --- input --------------------------------------------------------------------------
-
-    def _audio_samples(self) -> int:
-        return self._audio_bytes // 2
 
     def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
         buffer = self._buffer
@@ -392,13 +403,12 @@ class SessionProtocol:
             freed += buffer.add_frames(frames, self.limits.max_context_images)
         self._pending.add(added - freed)
         if vad and pcm16:
-            self._out.effect(ScoreVad(pcm16, self._audio_bytes // 32))
-        self._audio_bytes += len(pcm16)
+            self._out.effect(ScoreVad(pcm16, self._clock.ms))
+        self._clock.advance(len(pcm16))
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._pending.free(self._buffer.clear())
-        self._detector.reset(self._audio_samples())
-        self.live.end()
+        self._turn_taking.reset()
 
     def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
         if not self._buffer.since_commit:
@@ -415,9 +425,7 @@ class SessionProtocol:
                 event_id=event.event_id,
             )
         item_id = self._buffer.speech_item_id
-        if self._detector.speaking:
-            self._detector.reset(self._audio_samples())
-        self.live.end()
+        self._turn_taking.end_utterance()
         self._commit(
             client_event_id=event.event_id,
             wants_response=event.wants_response(self.config.auto_response),
@@ -434,7 +442,9 @@ class SessionProtocol:
     ) -> None:
         has_speech = self._buffer.capturing
         held = self._buffer.held_bytes
-        keep = None if keep_until_sample is None else self._kept_bytes(keep_until_sample)
+        keep = None
+        if keep_until_sample is not None:
+            keep = self._turn_taking.buffered_bytes_before(keep_until_sample)
         # the audio after a VAD end stays in the buffer: the next utterance's start (D35)
         audio, frames = self._buffer.take(keep)
         held -= self._buffer.held_bytes
@@ -466,11 +476,6 @@ class SessionProtocol:
             self._out.emit(ev.ResponseListen(reason="silence_or_noise"))
             return
         self._turns.accept(commit, wants_response=wants_response)
-
-    def _kept_bytes(self, until_sample: int) -> int:
-        """Bytes of the buffered audio before `until_sample` (it ends at the audio clock)."""
-        start = self._audio_samples() - self._buffer.audio_bytes // 2
-        return max(0, (until_sample - start) * 2)
 
     # --- items --------------------------------------------------------------------------
 
@@ -556,63 +561,43 @@ class SessionProtocol:
         response = self._turns.playing(event.response_id, event.item_id, event.event_id)
         response.playback.ack(event.played_ms)
 
-    # --- server VAD ---------------------------------------------------------------------
-
-    def _emit_error(self, code: ErrorCode, message: str) -> None:
-        """An `error` that answers no client event (server VAD found it)."""
-        detail = ev.ErrorDetail(type=ERROR_TYPE[code].value, code=code.value, message=message)
-        self._out.emit(ev.Error(error=detail))
+    # --- turn-taking (core.turn_taking) ------------------------------------------------
 
     def _on_vad_scores(self, result: VadScores, now_ms: int) -> None:
-        config = self.config.turn_detection
-        if config is None:
-            return
-        for probability in result.probabilities:
-            if self._closed:
-                return
-            boundary = self._detector.feed(probability, config)
-            if boundary == "start":
-                item_id = self._out.next_id("item")
-                self._detector.start(
-                    item_id=item_id, audio_start_ms=self._detector.start_ms(config)
-                )
-                self._buffer.speech_item_id = item_id
-                if not self._buffer.capturing:
-                    self._buffer.start_capture()
-                self.live.begin(item_id, self._detector.end_sample())
-                if config.interrupt_response:
-                    self._turns.interrupt("turn_detected", None)
-            elif boundary == "pause":
-                # the audio a finishing verdict commits, transcribed while the model
-                # decides: the reply then need not wait for an ASR after the verdict, and
-                # words that trail off can hold the pause (the verdict carries them)
-                partial_id = self._maybe_ask_partial(pause=True)
-                self._review_pause(config, now_ms, partial_id)
-            elif boundary == "resume":
-                self._detector.resume()
-            elif boundary in ("stop", "time_out"):
-                self._end_turn(config, boundary)
-            elif self._detector.speaking and not self._detector.paused:
-                # live transcripts while speech goes on (a pause under review asks none)
-                self._maybe_ask_partial()
+        self._turn_taking.on_vad_scores(result.probabilities, now_ms)
 
-    def _end_turn(self, config: TurnDetection, trigger: TurnEnd) -> None:
-        """Speech stopped: commit the utterance (or say why not)."""
-        # ASR need not hear the silence that only ended the turn: keep a short tail
-        detector = self._detector
-        keep_until = detector.silence_start + ASR_TAIL_PAD_MS * 16  # samples
-        item_id = detector.stop(trigger)
-        self.live.end()
+    def _barge_in(self) -> None:
+        self._turns.interrupt("turn_detected", None)
+
+    def _asr_wanted(self, request_id: str) -> bool:
+        """Whether the active response still waits for this ASR request."""
+        active = self._turns.active
+        return active is not None and active.owns(request_id, ASR)
+
+    def _settle(self, now_ms: int) -> None:
+        """Apply the transcripts turn-taking decided on (a commit's ASR answered by a
+        live partial), once the event that decided them is done."""
+        settled = self._turn_taking.settled
+        while settled:
+            self._turns.on_transcript(settled.pop(0), now_ms)
+
+    def _end_turn(self, config: TurnDetection, item_id: str, keep_until_sample: int) -> None:
+        """Speech stopped (server VAD, or a reviewed pause): commit the utterance, or say
+        why not."""
         if not self._buffer.since_commit:  # nothing arrived since the last commit
-            self._emit_error(
-                ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
-                "speech ended but no audio was appended since the last commit",
+            self._out.emit(
+                error_event(
+                    ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
+                    "speech ended but no audio was appended since the last commit",
+                )
             )
             return
         if self._turns.queued_commits() >= self.limits.max_pending_commits:
-            self._emit_error(
-                ErrorCode.INPUT_BACKPRESSURE,
-                "too many commits waiting; the utterance was dropped",
+            self._out.emit(
+                error_event(
+                    ErrorCode.INPUT_BACKPRESSURE,
+                    "too many commits waiting; the utterance was dropped",
+                )
             )
             self._pending.free(self._buffer.clear())
             return
@@ -620,58 +605,5 @@ class SessionProtocol:
             client_event_id=None,
             wants_response=config.create_response,
             item_id=self._buffer.speech_item_id or item_id,
-            keep_until_sample=keep_until,
+            keep_until_sample=keep_until_sample,
         )
-
-    # --- semantic VAD (B32) ---------------------------------------------------------------
-
-    def _review_pause(self, config: TurnDetection, now_ms: int, partial_id: str | None) -> None:
-        """A pause in speech: ask the end-of-turn model about the utterance so far."""
-        policy = config.end_of_turn
-        assert policy is not None  # the detector pauses only under semantic_vad
-        unscored = max(0, self._audio_samples() - self._detector.end_sample()) * 2
-        pcm16 = self._buffer.audio_tail(TURN_END_WINDOW_MS * 32, drop_bytes=unscored)
-        self._detector.pause(
-            request_id=self._out.next_id("turn"),
-            pcm16=pcm16,
-            now_ms=now_ms,
-            max_wait_ms=policy.max_wait_ms,
-            partial_request_id=partial_id,
-        )
-
-    def _on_turn_end_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
-        """Apply the verdict on the pause under review; any other is stale (D33)."""
-        config = self.config.turn_detection
-        detector = self._detector
-        policy = config.end_of_turn if config is not None else None
-        if config is None or policy is None or result.request_id != detector.turn_end_id:
-            return
-        finished = result.probability is not None and result.probability >= policy.threshold
-        if finished and result.transcript is not None:
-            # the model hears only the sound of the pause; words that cannot close a
-            # sentence ("... bigger than") say the speaker is not done
-            finished = not trails_off(result.transcript, punctuated=result.punctuated)
-        if finished:
-            self._end_turn(config, "finish")
-            return
-        wait = policy.max_wait_ms if result.probability is not None else config.silence_duration_ms
-        detector.hold(wait_ms=wait, now_ms=now_ms)
-        if detector.overdue(now_ms):
-            self._end_turn(config, "time_out")
-
-    def _maybe_ask_partial(self, *, pause: bool | None = None) -> str | None:
-        """A live transcript of the utterance so far (B33): at a pause, the audio its
-        commit would hold if the turn ended here; on the cadence, all that was scored.
-        Returns the request id of the partial asked, if one was."""
-        detector = self._detector
-        if pause is None:
-            pause = detector.silence_frames == PAUSE_FRAMES
-        at = detector.end_sample()
-        if not self.live.due(at, pause=pause):
-            return None
-        until = detector.silence_start + ASR_TAIL_PAD_MS * 16 if pause else at
-        audio = self._buffer.audio()[: self._kept_bytes(until)]
-        return self.live.ask(audio, self.config.transcription_language, at, pause=pause)
-
-    def _on_partial(self, result: AsrPartial, now_ms: int) -> None:
-        self.live.on_partial(result)

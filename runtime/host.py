@@ -335,6 +335,7 @@ class SessionHost:
             delegation=self.backend.delegate is not None,
             live_transcripts=asr is not None and asr.live_transcripts,
             punctuated_transcripts=asr is not None and asr.punctuates,
+            turn_end_budget_ms=round(self.settings.timeouts.turn_end * 1000),
         )
         runner = SessionRunner(
             protocol,

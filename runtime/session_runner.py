@@ -174,18 +174,6 @@ class Attached:
 
 
 @dataclass
-class _LivePartial:
-    """The last live-transcript ASR (B33): its request, audio, language and, once done,
-    its text."""
-
-    request_id: str
-    pcm16: bytes
-    language: str | None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    text: str | None = None
-
-
-@dataclass
 class _ResponseWork:
     tts_send: MemoryObjectSendStream[SubmitTts] | None = None
     aborted: set[str] = field(default_factory=set)
@@ -194,6 +182,11 @@ class _ResponseWork:
 
 
 _ENCODE = msgspec.json.Encoder().encode
+
+
+def _float_pcm(pcm16: bytes) -> Any:
+    """16 kHz pcm16 as the float32 samples the stages take."""
+    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
 
 
 def _new_token() -> str:
@@ -246,7 +239,6 @@ class SessionRunner:
         self._tg: TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._responses: dict[str, _ResponseWork] = {}
-        self._live: _LivePartial | None = None
         self._vad_state: VadState | None = vad.vad.new_state() if vad is not None else None
         self._vad_rest = np.zeros(0, dtype=np.float32)
         self._vad_slot: Any = None  # this session's place in the VAD queue
@@ -707,9 +699,7 @@ class SessionRunner:
             case SubmitAsr():
                 tg.start_soon(self._stage, effect.request_id, "asr", self._run_asr, effect)
             case SubmitPartialAsr():
-                # known before its task starts: a turn-end request asked with it looks it up
-                live = self._live = _LivePartial(effect.request_id, effect.pcm16, effect.language)
-                tg.start_soon(self._run_partial_asr, effect, live)
+                tg.start_soon(self._run_partial_asr, effect)
             case SubmitVlm():
                 tg.start_soon(self._stage, effect.request_id, "vlm", self._run_vlm, effect)
             case SubmitTts():
@@ -800,39 +790,30 @@ class SessionRunner:
         asr = self.backend.asr
         if asr is None:
             raise BackendError("this backend has no ASR stage", stage="asr")
-        live = self._live
-        if live is not None and (live.pcm16, live.language) == (effect.pcm16, effect.language):
-            # the turn ended at the pause a live partial heard: the same audio, model and
-            # language, so its text is this transcription (B33)
-            await live.done.wait()
-            if live.text is not None:
-                self._feed(AsrTranscript(effect.request_id, live.text))
-                return
-        pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-        request = AsrRequest(self._engine_id(effect.request_id), pcm, language=effect.language)
+        request = AsrRequest(
+            self._engine_id(effect.request_id), _float_pcm(effect.pcm16), language=effect.language
+        )
         transcript = await asr.transcribe(request)
         self._feed(AsrTranscript(effect.request_id, transcript.text))
 
-    async def _run_partial_asr(self, effect: SubmitPartialAsr, live: _LivePartial) -> None:
+    async def _run_partial_asr(self, effect: SubmitPartialAsr) -> None:
         """A live transcript (B33): best effort, so a failure is an `AsrPartial` without
         text, never a stage failure."""
+        text: str | None = None
         try:
             asr = self.backend.asr
             if asr is not None:
-                pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
                 request = AsrRequest(
                     self._engine_id(effect.request_id),
-                    pcm,
+                    _float_pcm(effect.pcm16),
                     language=effect.language,
                     partial=True,
                 )
                 with anyio.move_on_after(self.timeouts.asr):
-                    live.text = (await asr.transcribe(request)).text
+                    text = (await asr.transcribe(request)).text
         except Exception:
             log.warning("live transcript %s failed", effect.request_id, exc_info=True)
-        finally:
-            live.done.set()
-        self._feed(AsrPartial(effect.request_id, live.text))
+        self._feed(AsrPartial(effect.request_id, text))
 
     async def _run_vlm(self, effect: SubmitVlm) -> None:
         # the core's PromptInput is the backends' PromptContext: handed over as it is
@@ -887,18 +868,14 @@ class SessionRunner:
 
     async def _run_turn_end(self, effect: SubmitTurnEnd) -> None:
         """Ask the end-of-turn model about a pause (B32). It never fails a response: a
-        backend without the model, a failure or a timeout is "no verdict" (D33). A verdict
-        the speaker outran is dropped by the protocol (its request id is stale)."""
+        backend without the model, a failure or a timeout is "no verdict" (D33). The
+        session waits for the pause's words itself and drops a verdict the speaker outran
+        (its request id is stale)."""
         model = self.backend.turn_end
         probability: float | None = None
-        transcript: str | None = None
-        live = self._live
-        if live is None or live.request_id != effect.partial_request_id:
-            live = None  # no partial was asked for this pause (or a newer one replaced it)
-        started = anyio.current_time()
         if model is not None:
-            pcm = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
-            request = TurnEndRequest(self._engine_id(effect.request_id), pcm)
+            started = anyio.current_time()
+            request = TurnEndRequest(self._engine_id(effect.request_id), _float_pcm(effect.pcm16))
             try:
                 with anyio.fail_after(self.timeouts.turn_end):
                     probability = await model.predict(request)
@@ -911,18 +888,8 @@ class SessionRunner:
                 log.warning("turn_end %s failed: %s", effect.request_id, exc.message)
             except Exception:
                 log.exception("turn_end %s raised an untranslated error", effect.request_id)
-        if live is not None and probability is not None:
-            # the pause's words may hold it (B32); they are being transcribed already,
-            # and within the same budget as the model
-            budget = max(0.0, self.timeouts.turn_end - (anyio.current_time() - started))
-            with anyio.move_on_after(budget):
-                await live.done.wait()
-            transcript = live.text
-        punctuated = self.protocol.punctuated_transcripts
-        log.debug(
-            "turn_end %s: probability %s, words %r", effect.request_id, probability, transcript
-        )
-        self._feed(TurnEndVerdict(effect.request_id, probability, transcript, punctuated))
+        log.debug("turn_end %s: probability %s", effect.request_id, probability)
+        self._feed(TurnEndVerdict(effect.request_id, probability))
 
     # --- server VAD -------------------------------------------------------------------
 
@@ -930,7 +897,7 @@ class SessionRunner:
         """Queue the whole frames of an append's audio for the process's VAD tick (the
         rest waits for the next append)."""
         assert self.vad is not None and self._vad_state is not None
-        audio = np.frombuffer(effect.pcm16, dtype="<i2").astype(np.float32) / 32768.0
+        audio = _float_pcm(effect.pcm16)
         if len(self._vad_rest):
             audio = np.concatenate([self._vad_rest, audio])
         n = len(audio) // VAD_FRAME_SAMPLES

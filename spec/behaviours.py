@@ -868,7 +868,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
             "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
             "2 s) runs out; words heard up to the pause that cannot end a sentence hold it "
-            "whatever the model says; a verdict the speaker outran is dropped."
+            "whatever the model says, and a verdict that comes before them waits for them "
+            "at most its time budget; a verdict the speaker outran is dropped."
         ),
         sections=(_SEMANTIC_VAD, _VAD, _SESSION),
         rows=(
@@ -896,6 +897,14 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b32_semantic_vad.py::test_b32_an_unpunctuated_pause_holds_only_when_the_asr_punctuates",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_finished_words_never_end_a_pause_the_model_holds",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_finished_words_and_a_finished_sound_end_the_turn",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_before_its_pauses_words_waits_for_them",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_the_words_a_verdict_waits_for_come_at_most_within_its_budget",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_words_already_heard_go_with_the_verdict_at_once",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_failed_partial_leaves_the_verdict_to_decide_alone",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_that_waits_is_dropped_when_speech_resumes",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_a_cpu_without_avx512_gives_the_same_verdict",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_whisper_hears_the_words_before_the_pause_trail_off_after_if",
+            "tests/backends/test_cpu_smart_turn.py::test_b32_smart_turn_holds_the_real_speakers_last_two_pauses_and_ends_his_sentence",
             "tests/spec/test_trailing_transcript.py::test_b32_words_that_cannot_close_a_sentence_trail_off",
             "tests/spec/test_trailing_transcript.py::test_b32_a_closed_sentence_does_not_trail_off",
             "tests/spec/test_trailing_transcript.py::test_b32_a_missing_closing_mark_trails_off_only_from_an_asr_that_punctuates",
@@ -932,7 +941,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "partial supersedes a cadence one still out) and its new words "
             "are sent as `conversation.item.input_audio_transcription.delta`; the "
             "`completed` event stays the item's text, and a turn ending in the pause a "
-            "partial heard is not transcribed twice."
+            "partial heard takes that partial's words as its transcript, without a "
+            "second ASR (one that failed leaves the commit its own)."
         ),
         sections=(_LIVE, _VAD),
         rows=(),
@@ -947,6 +957,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names_it",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commit",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_does_not_supersede_a_pause_partial_still_out",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_commit_of_audio_a_partial_already_heard_takes_its_text",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_partial_that_failed_leaves_the_commit_its_own_asr",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_commit_of_other_audio_is_transcribed_at_once",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_response_cancelled_while_its_asr_waits_for_a_partial_sends_none",
             "tests/runtime/test_live_transcripts.py::test_b33_live_deltas_reach_the_client_before_the_completed_transcript",
             "tests/runtime/test_live_transcripts.py::test_b33_without_partials_from_the_asr_no_delta_is_sent",
         ),

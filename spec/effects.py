@@ -130,9 +130,9 @@ class SubmitPartialAsr:
     effort, answered by one `AsrPartial` (text None when it failed); one at a time per
     session, except that a pause's may supersede a cadence one still out (whose answer the
     session then drops): at most two are out. `pcm16` starts where the utterance's commit
-    will start, so when the turn ends at the same audio the runtime may answer that
-    commit's `SubmitAsr` with this result (the same audio, model and language: the same
-    transcription)."""
+    will start, so when the turn ends at the same audio the session answers that commit's
+    ASR with this result instead of a `SubmitAsr` (the same audio, model and language: the
+    same transcription)."""
 
     request_id: str
     item_id: str  # the utterance's item id, announced by `speech_started`

@@ -431,6 +431,13 @@ class _Live:
     #: the audio clock (samples) of the last partial asked, or of speech start
     asked_at: int = 0
     count: int = 0
+    #: the latest partial asked: (request id, its audio, its language), and its answer
+    #: once it came (it outlives its utterance: a commit of the same audio takes it)
+    last: tuple[str, bytes, str | None] | None = None
+    last_answered: bool = False
+    last_text: str | None = None
+    #: commits' ASR requests waiting for the partial that heard their audio (its id)
+    waiting_asr: list[tuple[str, SubmitAsr]] = field(default_factory=list)
 
 
 @dataclass
@@ -449,6 +456,11 @@ class _Vad:
     awaiting: str | None = None
     wait_ms: int = 0
     deadline: int | None = None
+    #: the pause under review: the partial asked for it, and when it was reviewed
+    review_partial: str | None = None
+    review_at: int = 0
+    #: a verdict that waits for the pause's words: (request id, probability, until)
+    held: tuple[str, float, int] | None = None
 
 
 def _reject(
@@ -471,10 +483,18 @@ class ReferenceSession:
         profile: str = "speech",
         now_ms: int = 0,
         delegation: bool = False,
+        live_transcripts: bool = False,
+        punctuated_transcripts: bool = False,
+        turn_end_budget_ms: int = 2000,
     ) -> None:
         self.session_id = session_id
         #: section 3.6: a background model answers delegated questions
         self.delegation = delegation
+        #: section 5.1: the ASR ends sentences with a mark; a verdict's time budget
+        self.punctuated = punctuated_transcripts
+        self.turn_end_budget_ms = turn_end_budget_ms
+        #: transcripts the session decided on (section 5.2), applied after the event
+        self._later: list[AsrTranscript] = []
         self.delegations: dict[str, str] = {}  # open request id -> the note's response id
         self.waiting_answers: list[str] = []
         self.config = config if config is not None else SessionConfig()
@@ -499,7 +519,7 @@ class ReferenceSession:
         self.clock_samples = 0  # session audio clock, 16 kHz samples
         self.buffer = _Buffer()
         self.vad = _Vad()
-        self.live = _Live()
+        self.live = _Live(enabled=live_transcripts)
         self.items: dict[str, _Item] = {}  # live items, history order
         self.versions: dict[str, int] = {}  # last version of every id ever used
         self.retained: list[_Segment] = []
@@ -530,6 +550,7 @@ class ReferenceSession:
             self.event_ms = before  # a rejected event changes nothing
             raise
         self.now_ms = now_ms
+        self._apply_later()
         # only accepted events get here (section 7: rejected ones change nothing)
         self.last_client_ms = now_ms
         self._truncate_history()
@@ -540,7 +561,14 @@ class ReferenceSession:
             return
         self.now_ms = self.event_ms = now_ms
         self._on_backend_event(result)
+        self._apply_later()
         self._truncate_history()
+
+    def _apply_later(self) -> None:
+        """Section 5.2: a commit's transcript taken from a live partial is applied once the
+        event that led to it is done, as the ASR's answer would be."""
+        while self._later and not self.closed:
+            self._on_backend_event(self._later.pop(0))
 
     def _truncate_history(self) -> None:
         """Section 10: after every event, while more than `max_items` items are live or
@@ -622,8 +650,14 @@ class ReferenceSession:
             deadline = self._playback_deadline(r)
             if deadline is not None and now_ms >= deadline:
                 r.expired = True
+        held = self.vad.held
+        if held is not None and held[0] == self.vad.awaiting and now_ms >= held[2]:
+            # section 5.1: the words did not come within the verdict's budget
+            self.vad.held = None
+            self._apply_verdict(TurnEndVerdict(held[0], held[1]))
         if self.config.turn_detection is not None and self._pause_overdue():
             self._turn_ended()
+        self._apply_later()
         idle = self._idle_deadline()
         if idle is not None and now_ms >= idle:
             self._close("idle_timeout")
@@ -641,6 +675,9 @@ class ReferenceSession:
                 deadlines.append(math.ceil(pb))
         if self.vad.deadline is not None:
             deadlines.append(self.vad.deadline)
+        held = self.vad.held
+        if held is not None and held[0] == self.vad.awaiting:
+            deadlines.append(held[2])
         return min(deadlines) if deadlines else None
 
     def next_outputs(self) -> list[Output]:
@@ -1360,16 +1397,31 @@ class ReferenceSession:
         for seg in asr:
             req = self._open(resp, ASR, seg)
             resp.asr_pending += 1
-            self._effect(
+            self._transcribe(
                 SubmitAsr(
                     request_id=req.request_id,
                     response_id=rid,
                     epoch=self.epoch,
                     item=ItemRef(seg.item_id, seg.version, seg.content_index),
                     pcm16=seg.audio,
+                    language=self.config.transcription_language,
                 )
             )
             seg.audio_held = 0  # released at its SubmitAsr (B8)
+
+    def _transcribe(self, submit: SubmitAsr) -> None:
+        """Section 5.2: the commit of exactly the audio (and language) the latest partial
+        heard takes that partial's text as its transcript: now if it answered, when it
+        answers otherwise; a partial that failed leaves the commit its own ASR."""
+        live = self.live
+        if live.last is None or (live.last[1], live.last[2]) != (submit.pcm16, submit.language):
+            self._effect(submit)
+        elif not live.last_answered:
+            live.waiting_asr.append((live.last[0], submit))
+        elif live.last_text is None:
+            self._effect(submit)
+        else:
+            self._later.append(AsrTranscript(submit.request_id, live.last_text))
 
     def _open(self, resp: _Response, stage: Stage, segment: _Segment | None = None) -> _Request:
         resp.counters[stage] += 1
@@ -1953,6 +2005,7 @@ class ReferenceSession:
                 if vad.state in ("review", "held"):
                     # section 5.1: speech again; the verdict awaited is no longer wanted
                     vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
+                    vad.held = None
                 else:
                     self._live_ask(start + frame, pause=False)
             else:
@@ -1985,6 +2038,7 @@ class ReferenceSession:
         request_id = f"turn_{self._turn_n}"
         vad.state = "review"
         vad.awaiting = request_id
+        vad.review_partial, vad.review_at = partial_id, self.now_ms
         self._set_wait(td.end_of_turn.max_wait_ms)
         pcm = self.buffer.pcm_until(scored_end)[-TURN_END_WINDOW_MS * 32 :]
         self._effect(
@@ -2013,6 +2067,29 @@ class ReferenceSession:
         td = self.config.turn_detection
         if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
             return  # stale: speech resumed, the turn ended, or the detector was reset
+        live, vad = self.live, self.vad
+        partial = vad.review_partial
+        if (
+            verdict.transcript is None
+            and verdict.probability is not None
+            and partial is not None
+            and live.last is not None
+            and live.last[0] == partial
+        ):
+            # section 5.1: the words of the pause go with its verdict; it waits for them
+            # within its budget, counted from the review
+            until = vad.review_at + self.turn_end_budget_ms
+            if not live.last_answered and self.now_ms < until:
+                vad.held = (verdict.request_id, verdict.probability, until)
+                return
+            if live.last_answered:
+                verdict = replace(verdict, transcript=live.last_text, punctuated=self.punctuated)
+        self._apply_verdict(verdict)
+
+    def _apply_verdict(self, verdict: TurnEndVerdict) -> None:
+        td = self.config.turn_detection
+        if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
+            return
         finished = (
             verdict.probability is not None
             and verdict.probability >= td.end_of_turn.threshold
@@ -2084,17 +2161,37 @@ class ReferenceSession:
         request_id = f"live:{live.count}"
         live.in_flight = (request_id, live.item_id, pause)
         live.asked_at = at
+        pcm16 = self.buffer.pcm_until(until)
+        language = self.config.transcription_language
+        live.last, live.last_answered, live.last_text = (request_id, pcm16, language), False, None
         self._effect(
             SubmitPartialAsr(
-                request_id=request_id,
-                item_id=live.item_id,
-                pcm16=self.buffer.pcm_until(until),
-                language=self.config.transcription_language,
+                request_id=request_id, item_id=live.item_id, pcm16=pcm16, language=language
             )
         )
         return request_id
 
     def _on_partial(self, result: AsrPartial) -> None:
+        live = self.live
+        if live.last is not None and live.last[0] == result.request_id:
+            live.last_answered, live.last_text = True, result.text
+        self._live_text(result)
+        held = self.vad.held
+        if held is not None and self.vad.review_partial == result.request_id:
+            self.vad.held = None
+            self._apply_verdict(
+                TurnEndVerdict(held[0], held[1], result.text, punctuated=self.punctuated)
+            )
+        waiting = [submit for rid, submit in live.waiting_asr if rid == result.request_id]
+        live.waiting_asr = [w for w in live.waiting_asr if w[0] != result.request_id]
+        for submit in waiting:
+            if result.text is not None:
+                self._later.append(AsrTranscript(submit.request_id, result.text))
+            elif self.active is not None and submit.request_id in self.active.open:
+                self._effect(submit)  # the partial failed: transcribe after all
+
+    def _live_text(self, result: AsrPartial) -> None:
+        """Section 5.2: the words beyond those sent become a delta of the utterance."""
         live = self.live
         if live.in_flight is None or live.in_flight[0] != result.request_id:
             return

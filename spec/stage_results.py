@@ -39,8 +39,9 @@ class TurnEndVerdict:
     """The end-of-turn model's answer to a `SubmitTurnEnd`: the probability that the
     speaker has finished; None when there is no verdict (the backend has no end-of-turn
     model, or it failed): the pause then ends as server VAD would end it (D33).
-    `transcript`: the text of the partial asked for the same pause, when it came in time;
-    `punctuated`: the ASR that heard it ends sentences with `.`, `?` or `!`."""
+    `transcript`: words the end-of-turn stage heard itself, if it hears any (`punctuated`:
+    they end a sentence with `.`, `?` or `!`); None: the session reads the words of the
+    partial it asked for the same pause, and waits for them within the verdict's budget."""
 
     request_id: str
     probability: float | None

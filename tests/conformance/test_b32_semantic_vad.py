@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from spec import events as ev
-from spec.effects import SubmitAsr, SubmitPartialAsr, SubmitTurnEnd
+from spec.effects import SubmitAsr, SubmitPartialAsr, SubmitTurnEnd, SubmitVlm
 from spec.session_config import EAGERNESS, SEMANTIC_PAUSE_MS
-from spec.stage_results import TurnEndVerdict
+from spec.stage_results import AsrPartial, TurnEndVerdict
 from tests.conformance.harness import Driver, speech_pcm
 
 HI, LO = 0.9, 0.1
@@ -266,4 +266,81 @@ def test_b32_finished_words_and_a_finished_sound_end_the_turn() -> None:
     out = d.result(TurnEndVerdict(request.request_id, 0.9, "Is this red or blue?", True))
     assert "input_audio_buffer.speech_stopped" in d.tags(out)
     [partial] = d.effects(SubmitPartialAsr)
-    assert d.last(SubmitAsr).pcm16 == partial.pcm16  # the commit is what the words heard
+    # the commit holds what the pause's partial heard: its ASR is that partial (B33)
+    assert d.effects(SubmitAsr) == []
+    out = d.result(AsrPartial(partial.request_id, "Is this red or blue?"))
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert completed.transcript == "Is this red or blue?"
+    assert d.effects(SubmitAsr) == [] and len(d.effects(SubmitVlm)) == 1
+
+
+# --- the verdict waits for the pause's words (the session decides, not the runtime) ------
+
+#: `SessionProtocol`'s default: the runtime's end-of-turn timeout
+BUDGET_MS = 2000
+
+
+def _reviewed_with_partial(d: Driver) -> tuple[SubmitTurnEnd, SubmitPartialAsr]:
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    [partial] = d.effects(SubmitPartialAsr)
+    assert request.partial_request_id == partial.request_id
+    return request, partial
+
+
+@pytest.mark.parametrize(
+    ("words", "ends"), [("Is this red or blue?", True), ("Is it bigger than", False)]
+)
+def test_b32_a_verdict_before_its_pauses_words_waits_for_them(words: str, ends: bool) -> None:
+    d = _semantic(live=True)
+    request, partial = _reviewed_with_partial(d)
+    assert d.result(TurnEndVerdict(request.request_id, 0.97)) == []  # waits for the words
+    assert d.p.statistics().detector_state == "review"
+    out = d.result(AsrPartial(partial.request_id, words))
+    assert ("input_audio_buffer.speech_stopped" in d.tags(out)) is ends
+    assert d.p.statistics().detector_state == ("silence" if ends else "held")
+
+
+def test_b32_the_words_a_verdict_waits_for_come_at_most_within_its_budget() -> None:
+    d = _semantic(live=True)
+    request, partial = _reviewed_with_partial(d)
+    asked_at = d.now
+    d.result(TurnEndVerdict(request.request_id, 0.97))
+    assert d.p.next_deadline() == asked_at + BUDGET_MS
+    d.now = asked_at + BUDGET_MS - 1
+    d.p.handle_timeout(d.now)
+    assert d.take() == []
+    d.now += 1
+    d.p.handle_timeout(d.now)  # no words in time: the verdict alone ends the turn
+    assert "input_audio_buffer.speech_stopped" in d.tags(d.take())
+    # the words that come later are the commit's transcript: it holds the audio they heard
+    out = d.result(AsrPartial(partial.request_id, "Is it bigger than"))
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert completed.transcript == "Is it bigger than"
+
+
+def test_b32_words_already_heard_go_with_the_verdict_at_once() -> None:
+    d = _semantic(live=True)
+    request, partial = _reviewed_with_partial(d)
+    d.result(AsrPartial(partial.request_id, "Is it bigger than"))
+    d.result(TurnEndVerdict(request.request_id, 0.97))
+    assert d.p.statistics().detector_state == "held"  # trailing words hold the pause
+
+
+def test_b32_a_failed_partial_leaves_the_verdict_to_decide_alone() -> None:
+    d = _semantic(live=True)
+    request, partial = _reviewed_with_partial(d)
+    d.result(TurnEndVerdict(request.request_id, 0.97))
+    out = d.result(AsrPartial(partial.request_id, None))
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+
+
+def test_b32_a_verdict_that_waits_is_dropped_when_speech_resumes() -> None:
+    d = _semantic(live=True)
+    request, partial = _reviewed_with_partial(d)
+    d.result(TurnEndVerdict(request.request_id, 0.97))
+    d.vad(HI)  # speech again: the verdict is no longer wanted
+    assert d.p.next_deadline() != d.now + BUDGET_MS
+    d.result(AsrPartial(partial.request_id, "Is this red or blue?"))
+    assert "input_audio_buffer.speech_stopped" not in d.tags()
+    assert d.p.statistics().detector_state == "speech"

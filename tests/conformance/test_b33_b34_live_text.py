@@ -46,10 +46,10 @@ def test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas()
     out = d.result(AsrPartial(second.request_id, "What colour is this?"))
     [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
     assert delta.delta == " is this?"  # only the words beyond those sent
-    d.vad(*([LO] * 9))  # the turn ends: the final transcription is still made
-    d.transcribe("What colour is this?")
+    d.vad(*([LO] * 9))  # the turn ends in the pause that partial heard: its transcript
     [completed] = d.events("conversation.item.input_audio_transcription.completed")
     assert completed.transcript == "What colour is this?"
+    assert d.effects(SubmitAsr) == []
 
 
 def test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight() -> None:
@@ -74,7 +74,9 @@ def test_b33_a_partial_answering_after_its_utterance_ended_is_dropped() -> None:
     d.vad(*([LO] * 9))  # the turn ends: committed
     out = d.result(AsrPartial(partial.request_id, "too late"))
     assert d.events("conversation.item.input_audio_transcription.delta", out) == []
-    assert d.last(SubmitAsr).item.item_id == partial.item_id
+    # no live text, but the commit holds the audio it heard: it is the item's transcript
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert (completed.item_id, completed.transcript) == (partial.item_id, "too late")
 
 
 def test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad() -> None:
@@ -150,7 +152,7 @@ def test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent() -> Non
 
 def test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decides() -> None:
     """semantic_vad (B32): the pause's partial holds what a finishing verdict commits, so
-    the runtime answers that commit's ASR with it instead of transcribing after the
+    the session answers that commit's ASR with it instead of transcribing after the
     verdict (the reply no longer waits for the verdict and then the ASR)."""
     d = _live({"turn_detection": {"type": "semantic_vad", "eagerness": "high"}})
     pcm = speech_pcm(32 * 60)
@@ -160,8 +162,11 @@ def test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decide
     [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
     assert partial.item_id == review.item_id
     assert partial.pcm16 == pcm[: 10 * FRAME + 200 * 32]
-    d.result(TurnEndVerdict(review.request_id, 0.95))  # finished
-    assert d.last(SubmitAsr).pcm16 == partial.pcm16
+    assert d.result(TurnEndVerdict(review.request_id, 0.95)) == []  # waits for the words
+    out = d.result(AsrPartial(partial.request_id, "What colour is this?"))  # finished
+    assert "input_audio_buffer.speech_stopped" in d.tags(out)
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert completed.transcript == "What colour is this?" and d.effects(SubmitAsr) == []
 
 
 def test_b33_a_held_semantic_pause_sends_its_partial_as_live_text() -> None:
@@ -202,7 +207,7 @@ def test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names
 
 def test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commit() -> None:
     """The same under server VAD: the turn ending in that pause commits the audio the
-    pause's partial heard, so the runtime answers the commit's ASR with it."""
+    pause's partial heard, so the session answers the commit's ASR with it."""
     d = _live()
     cadence = LIVE_CADENCE_MS // 32 + 1  # frames
     pcm = speech_pcm(32 * (cadence + 40))
@@ -212,10 +217,66 @@ def test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commi
     d.vad(*([LO] * 7))
     [_, pause] = d.effects(SubmitPartialAsr)
     assert pause.pcm16 == pcm[: (cadence + 5) * FRAME + 200 * 32]
-    d.vad(*([LO] * 9))  # the turn ends in the pause
-    assert d.last(SubmitAsr).pcm16 == pause.pcm16
+    d.vad(*([LO] * 9))  # the turn ends in the pause: its ASR waits for the pause's partial
+    assert d.effects(SubmitAsr) == []
     out = d.result(AsrPartial(ticked.request_id, "I want"))  # superseded: dropped
     assert d.events("conversation.item.input_audio_transcription.delta", out) == []
+    assert d.events("conversation.item.input_audio_transcription.completed", out) == []
+    out = d.result(AsrPartial(pause.request_id, "I want to know"))
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert completed.transcript == "I want to know" and d.effects(SubmitAsr) == []
+
+
+# --- a commit's ASR reuses the partial that heard its audio (decided in the session) ------
+
+
+def _turn_ending_in_a_pause(d: Driver) -> tuple[SubmitPartialAsr, bytes]:
+    """Speech, a pause with its partial (224 ms), then the turn ends in it (500 ms)."""
+    pcm = speech_pcm(32 * 60)
+    d.append(pcm)
+    d.vad(*([HI] * 10), *([LO] * 7))
+    [partial] = d.effects(SubmitPartialAsr)
+    return partial, pcm
+
+
+def test_b33_a_commit_of_audio_a_partial_already_heard_takes_its_text() -> None:
+    d = _live()
+    partial, _ = _turn_ending_in_a_pause(d)
+    d.result(AsrPartial(partial.request_id, "what colour is this"))
+    out = d.vad(*([LO] * 9))  # the turn ends in that pause
+    assert d.effects(SubmitAsr) == []
+    [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
+    assert completed.transcript == "what colour is this"
+    assert d.tags(out).index("response.created") < d.tags(out).index(
+        "conversation.item.input_audio_transcription.completed"
+    )
+    assert len(d.effects(SubmitVlm)) == 1
+
+
+def test_b33_a_partial_that_failed_leaves_the_commit_its_own_asr() -> None:
+    d = _live()
+    partial, _ = _turn_ending_in_a_pause(d)
+    d.vad(*([LO] * 9))
+    assert d.effects(SubmitAsr) == []
+    d.result(AsrPartial(partial.request_id, None))
+    assert d.last(SubmitAsr).pcm16 == partial.pcm16
+
+
+def test_b33_a_commit_of_other_audio_is_transcribed_at_once() -> None:
+    d = _live()
+    partial, _ = _turn_ending_in_a_pause(d)
+    d.vad(*([HI] * 5), *([LO] * 16))  # speech again: the turn holds more than it heard
+    assert len(d.last(SubmitAsr).pcm16) > len(partial.pcm16)
+
+
+def test_b33_a_response_cancelled_while_its_asr_waits_for_a_partial_sends_none() -> None:
+    d = _live()
+    partial, _ = _turn_ending_in_a_pause(d)
+    d.vad(*([LO] * 9))
+    [created] = d.events("response.created")
+    d.send(ev.ResponseCancel(response_id=created.response.id))
+    d.result(AsrPartial(partial.request_id, None))
+    assert d.effects(SubmitAsr) == []
 
 
 def test_b33_a_pause_does_not_supersede_a_pause_partial_still_out() -> None:

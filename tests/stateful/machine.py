@@ -501,6 +501,7 @@ class SessionMachine(RuleBasedStateMachine):
         # one out at most here: the 2 s buffer limit never reaches the 3 s cadence, so no
         # pause supersedes (test_session_vs_reference runs that case as a program)
         request_id = self.obs.partials.pop()
+        self.obs.answered_partial(request_id, text)
         self.backend(AsrPartial(request_id=request_id, text=text))
 
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
@@ -677,6 +678,64 @@ class SessionMachine(RuleBasedStateMachine):
         if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
             probability = data.draw(VERDICTS)
             self.backend(_verdict(data, self.obs.turn_ends[-1], probability))
+
+    def _live_vad(self) -> bool:
+        ref = self.ref
+        return (
+            ref is not None
+            and not self.obs.closed
+            and ref.live.enabled
+            and ref.config.turn_detection is not None
+        )
+
+    def _scores(self, *probabilities: float) -> list[Any]:
+        """Score as many of these frames as the appended audio allows."""
+        n = min(len(probabilities), self.obs.vad_frames_available())
+        if n == 0:
+            return []
+        self.obs.scored(n)
+        return self.backend(VadScores(tuple(probabilities[:n])))
+
+    def _answer_partial(self, text: str | None) -> None:
+        if self.obs.partials:
+            request_id = self.obs.partials.pop()
+            self.obs.answered_partial(request_id, text)
+            self.backend(AsrPartial(request_id=request_id, text=text))
+
+    @precondition(lambda self: self._live_vad())
+    @rule(
+        data=st.data(),
+        words=st.sampled_from([None, "What colour is this?", "Is it bigger than", "my"]),
+        when=st.sampled_from(["before", "before", "after", "never"]),
+        wait_ms=st.sampled_from([0, 500, 1990, 2000, 2500]),
+    )
+    def live_pause(self, data: st.DataObject, words: str | None, when: str, wait_ms: int) -> None:
+        """Speech, then a pause with its live partial (5.2), whose words come before or
+        after what the pause leads to, or never: under server VAD the turn ends in that
+        pause, so its commit holds the audio the partial heard and takes its words; under
+        semantic VAD the pause is reviewed, and a verdict without words waits for them at
+        most its budget (5.1)."""
+        self.client(InputAudioBufferAppend(event_id=self.eid(), audio=_loud(16 * 1200)))
+        assert self.ref is not None
+        semantic = self.ref.config.turn_detection is not None and (
+            self.ref.config.turn_detection.type == "semantic_vad"
+        )
+        asked = len(self.obs.turn_ends)
+        self._scores(0.95, 0.95, 0.95)
+        self._scores(*([0.02] * 7))  # the pause: its partial (and, semantic, its review)
+        if when == "before":
+            self._answer_partial(words)
+        if semantic and len(self.obs.turn_ends) > asked:
+            verdict = TurnEndVerdict(self.obs.turn_ends[-1], data.draw(VERDICTS))
+            self.backend(verdict)
+            self.now += wait_ms
+            self.sut.handle_timeout(self.now)
+            self.ref.handle_timeout(self.now)
+            self.settle()
+        else:
+            self._scores(*([0.02] * 16))  # the turn ends in the pause
+        if when == "after":
+            self._answer_partial(words)
 
     @precondition(lambda self: bool(self.obs.turn_ends))
     @rule(

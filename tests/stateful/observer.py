@@ -162,6 +162,10 @@ class Observer:
         self.vad_audio_ms = 0.0
         self.vad_frames = 0
         self.partials: list[str] = []  # live-transcript requests not yet answered (I11)
+        #: live-transcript requests -> the utterance they heard, and their words once
+        #: answered: a commit of the same audio takes them as its transcript (5.2)
+        self.partial_item: dict[str, str] = {}
+        self.heard: dict[str, str] = {}
         self.speaking: str | None = None  # the item id of the utterance being spoken
         # ids seen for the first time since the last harvest
         self.new_items: list[str] = []
@@ -183,6 +187,11 @@ class Observer:
         """The test fed a terminal result for this request."""
         self.open.pop(request_id, None)
         self.delegations.pop(request_id, None)
+
+    def answered_partial(self, request_id: str, text: str | None) -> None:
+        """The test fed this live partial's answer."""
+        if text is not None and request_id in self.partial_item:
+            self.heard[request_id] = text
 
     def scored(self, n: int) -> None:
         self.vad_frames += n
@@ -253,6 +262,7 @@ class Observer:
             assert len(self.partials) < 2, f"I11: {o.request_id} while {self.partials} are out"
             assert o.item_id == self.speaking, f"a partial for {o.item_id} not being spoken"
             self.partials.append(o.request_id)
+            self.partial_item[o.request_id] = o.item_id
         elif isinstance(o, ScoreVad):
             assert self.vad_on, "ScoreVad while VAD is off"
             self.vad_audio_ms += (len(o.pcm16) // 2) / 16.0
@@ -328,8 +338,13 @@ class Observer:
             assert o.item_id in self.live, f"deleted unknown item {o.item_id}"
             del self.live[o.item_id]
         elif isinstance(o, InputAudioTranscriptionCompleted):
+            if transcript_for is None or transcript_for not in self.asr_item:
+                # 5.2: a commit of the audio a live partial heard takes its words
+                heard = {(self.partial_item[r], t) for r, t in self.heard.items()}
+                assert (o.item_id, o.transcript) in heard, "transcript without an ASR result"
+                assert o.item_id in self.live, f"I7: transcript of dead item {o.item_id}"
+                return
             # I7: written only to the item version whose ASR request answered
-            assert transcript_for is not None, "transcript without an ASR result"
             want = self.asr_item.get(transcript_for)
             assert want is not None and want[0] == o.item_id, f"I7: {o.item_id} for {want}"
             assert self.live.get(o.item_id) == want[1], f"I7: stale version of {o.item_id}"

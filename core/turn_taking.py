@@ -1,0 +1,312 @@
+"""`TurnTaking`: who has the floor, from the VAD's scores (B10, B32, B33).
+
+What it owns: the `TurnDetector` (server VAD segmentation, and the pauses `semantic_vad`
+puts under review), the `LiveTranscript` (partials of the utterance being spoken), and
+the two decisions that join them:
+
+- **The verdict waits for the pause's words** (B32). A pause under review asks the
+  end-of-turn model and, just before, a partial of the same audio. A verdict that comes
+  back before the partial is held until the partial answers, at most until the verdict's
+  own budget (`turn_end_budget_ms`, counted from the review) runs out on the session
+  clock; then it is applied with the partial's words (a finishing verdict whose words
+  trail off holds the pause), or without words. A verdict that carries its own words is
+  applied with them at once.
+- **A commit's ASR reuses the partial that heard its audio** (B33). When the audio and
+  language of a commit's `SubmitAsr` are those of the latest partial (the turn ended in
+  the pause that partial heard), the partial's text is the transcript: at once when it
+  has answered, else when it does; only a partial that failed sends the `SubmitAsr`.
+
+The session drives it the way h11's `Connection` drives its `ConnectionState`: it hands
+over VAD scores, partials, verdicts and the clock, and is called back to barge in
+(`interrupt`) and to commit an utterance that ended (`end_turn`). Transcripts it decides
+on go back through `settled`, which the session applies as stage results once the event
+that led to them is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.audio import AudioClock
+from core.live_transcript import PAUSE_FRAMES, AskedPartial, LiveTranscript
+from core.statemachines.turn_detector import TurnDetector
+from spec.effects import TURN_END_WINDOW_MS
+from spec.stage_results import AsrTranscript
+from spec.trailing_transcript import trails_off
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from core.outbox import Outbox
+    from core.statemachines.input_buffer import InputBuffer
+    from core.statemachines.turn_detector import TurnEnd
+    from spec.effects import SubmitAsr
+    from spec.session_config import SessionConfig, TurnDetection
+    from spec.stage_results import AsrPartial, TurnEndVerdict
+
+__all__ = ["ASR_TAIL_PAD_MS", "TurnTaking"]
+
+#: trailing silence kept on a VAD-ended utterance for the ASR (the rest only ended the turn)
+ASR_TAIL_PAD_MS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldVerdict:
+    """A verdict on the pause under review that waits for the pause's words."""
+
+    request_id: str
+    probability: float
+    partial_request_id: str
+    deadline_ms: int
+
+
+class TurnTaking:
+    __slots__ = (
+        "_asked_for_review",
+        "_asr_wanted",
+        "_buffer",
+        "_clock",
+        "_config",
+        "_end_turn",
+        "_held",
+        "_interrupt",
+        "_out",
+        "_waiting_asr",
+        "detector",
+        "live",
+        "punctuated",
+        "settled",
+        "turn_end_budget_ms",
+    )
+
+    def __init__(
+        self,
+        out: Outbox,
+        buffer: InputBuffer,
+        clock: AudioClock,
+        *,
+        config: Callable[[], SessionConfig],
+        interrupt: Callable[[], None],
+        end_turn: Callable[[TurnDetection, str, int], None],
+        asr_wanted: Callable[[str], bool],
+        live_transcripts: bool,
+        punctuated: bool,
+        turn_end_budget_ms: int,
+    ) -> None:
+        self._out = out
+        self._buffer = buffer
+        self._clock = clock
+        self._config = config
+        self._interrupt = interrupt  # barge in on the active response (B11)
+        self._end_turn = end_turn  # commit the utterance: (config, item id, keep until)
+        self._asr_wanted = asr_wanted  # whether a response still waits for this ASR
+        self.detector = TurnDetector(out)
+        self.live = LiveTranscript(out)
+        self.live.enabled = live_transcripts
+        self.punctuated = punctuated  # the ASR ends sentences with a mark (B32)
+        self.turn_end_budget_ms = turn_end_budget_ms
+        #: the pause under review: (its verdict's request id, its partial's, asked at)
+        self._asked_for_review: tuple[str, str | None, int] | None = None
+        self._held: _HeldVerdict | None = None
+        #: commits' ASR waiting for the partial that heard their audio (partial id, effect)
+        self._waiting_asr: list[tuple[str, SubmitAsr]] = []
+        #: transcripts decided here, for the session to apply as stage results
+        self.settled: list[AsrTranscript] = []
+
+    # --- the session's calls --------------------------------------------------------------
+
+    def reset(self, *, restart: bool = False) -> None:
+        """A commit, a clear or a new `turn_detection`: the detector starts over (nothing
+        before now may start speech; `restart`: the scores start over too) and the
+        utterance being spoken ends."""
+        self.detector.reset(self._clock.samples, restart=restart)
+        self.live.end()
+
+    def end_utterance(self) -> None:
+        """A commit: the utterance it holds is no longer spoken."""
+        if self.detector.speaking:
+            self.detector.reset(self._clock.samples)
+        self.live.end()
+
+    def deadlines(self) -> list[int | None]:
+        held = self._held
+        valid = held is not None and held.request_id == self.detector.turn_end_id
+        return [self.detector.deadline_ms, held.deadline_ms if valid and held else None]
+
+    def on_timeout(self, now_ms: int) -> None:
+        config = self._config().turn_detection
+        held = self._held
+        if held is not None and now_ms >= held.deadline_ms:
+            self._held = None
+            # the words did not come within the verdict's budget: the verdict alone
+            self._apply_verdict(held.request_id, held.probability, None, False, now_ms)
+        if config is not None and self.detector.overdue(now_ms):
+            self._stop(config, "time_out")
+
+    def buffered_bytes_before(self, until_sample: int) -> int:
+        """Bytes of the buffered audio before `until_sample` (it ends at the audio clock)."""
+        start = self._clock.samples - AudioClock.samples_of_bytes(self._buffer.audio_bytes)
+        return AudioClock.bytes_of_samples(max(0, until_sample - start))
+
+    # --- VAD scores -----------------------------------------------------------------------
+
+    def on_vad_scores(self, probabilities: tuple[float, ...], now_ms: int) -> None:
+        config = self._config().turn_detection
+        if config is None:
+            return
+        detector = self.detector
+        for probability in probabilities:
+            if self._out.closed:
+                return
+            boundary = detector.feed(probability, config)
+            if boundary == "start":
+                item_id = self._out.next_id("item")
+                detector.start(item_id=item_id, audio_start_ms=detector.start_ms(config))
+                self._buffer.speech_item_id = item_id
+                if not self._buffer.capturing:
+                    self._buffer.start_capture()
+                self.live.begin(item_id, detector.end_sample())
+                if config.interrupt_response:
+                    self._interrupt()
+            elif boundary == "pause":
+                # the audio a finishing verdict commits, transcribed while the model
+                # decides: the reply then need not wait for an ASR after the verdict, and
+                # words that trail off can hold the pause
+                partial_id = self._maybe_ask_partial(pause=True)
+                self._review_pause(config, now_ms, partial_id)
+            elif boundary == "resume":
+                detector.resume()
+            elif boundary in ("stop", "time_out"):
+                self._stop(config, boundary)
+            elif detector.speaking and not detector.paused:
+                # live transcripts while speech goes on (a pause under review asks none)
+                self._maybe_ask_partial()
+
+    def _stop(self, config: TurnDetection, trigger: TurnEnd) -> None:
+        """Speech stopped: the session commits the utterance (or says why not)."""
+        # ASR need not hear the silence that only ended the turn: keep a short tail
+        detector = self.detector
+        keep_until = detector.silence_start + AudioClock.samples_of_ms(ASR_TAIL_PAD_MS)
+        item_id = detector.stop(trigger)
+        self.live.end()
+        self._end_turn(config, item_id, keep_until)
+
+    # --- semantic VAD (B32) ---------------------------------------------------------------
+
+    def _review_pause(self, config: TurnDetection, now_ms: int, partial_id: str | None) -> None:
+        """A pause in speech: ask the end-of-turn model about the utterance so far."""
+        policy = config.end_of_turn
+        assert policy is not None  # the detector pauses only under semantic_vad
+        detector = self.detector
+        unscored = AudioClock.bytes_of_samples(max(0, self._clock.samples - detector.end_sample()))
+        pcm16 = self._buffer.audio_tail(
+            AudioClock.bytes_of_ms(TURN_END_WINDOW_MS), drop_bytes=unscored
+        )
+        request_id = self._out.next_id("turn")
+        detector.pause(
+            request_id=request_id,
+            pcm16=pcm16,
+            now_ms=now_ms,
+            max_wait_ms=policy.max_wait_ms,
+            partial_request_id=partial_id,
+        )
+        self._asked_for_review = (request_id, partial_id, now_ms)
+
+    def on_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
+        """A verdict on the pause under review; any other is stale (D33)."""
+        if result.request_id != self.detector.turn_end_id or self._config().turn_detection is None:
+            return
+        review = self._asked_for_review
+        partial_id = review[1] if review is not None and review[0] == result.request_id else None
+        if result.transcript is None and result.probability is not None and partial_id:
+            heard = self.live.asked(partial_id)
+            if heard is not None and not heard.answered:
+                assert review is not None
+                deadline = review[2] + self.turn_end_budget_ms
+                if now_ms < deadline:  # the words may still come in time: wait for them
+                    self._held = _HeldVerdict(
+                        result.request_id, result.probability, partial_id, deadline
+                    )
+                    return
+            if heard is not None and heard.answered:
+                self._apply_verdict(
+                    result.request_id, result.probability, heard.text, self.punctuated, now_ms
+                )
+                return
+        self._apply_verdict(
+            result.request_id, result.probability, result.transcript, result.punctuated, now_ms
+        )
+
+    def _apply_verdict(
+        self,
+        request_id: str,
+        probability: float | None,
+        transcript: str | None,
+        punctuated: bool,
+        now_ms: int,
+    ) -> None:
+        config = self._config().turn_detection
+        detector = self.detector
+        policy = config.end_of_turn if config is not None else None
+        if config is None or policy is None or request_id != detector.turn_end_id:
+            return
+        finished = probability is not None and probability >= policy.threshold
+        if finished and transcript is not None:
+            # the model hears only the sound of the pause; words that cannot close a
+            # sentence ("... bigger than") say the speaker is not done
+            finished = not trails_off(transcript, punctuated=punctuated)
+        if finished:
+            self._stop(config, "finish")
+            return
+        wait = policy.max_wait_ms if probability is not None else config.silence_duration_ms
+        detector.hold(wait_ms=wait, now_ms=now_ms)
+        if detector.overdue(now_ms):
+            self._stop(config, "time_out")
+
+    # --- live transcripts (B33) -----------------------------------------------------------
+
+    def _maybe_ask_partial(self, *, pause: bool | None = None) -> str | None:
+        """A live transcript of the utterance so far: at a pause, the audio its commit
+        would hold if the turn ended here; on the cadence, all that was scored. Returns
+        the request id of the partial asked, if one was."""
+        detector = self.detector
+        if pause is None:
+            pause = detector.silence_frames == PAUSE_FRAMES
+        at = detector.end_sample()
+        if not self.live.due(at, pause=pause):
+            return None
+        tail = AudioClock.samples_of_ms(ASR_TAIL_PAD_MS)
+        until = detector.silence_start + tail if pause else at
+        audio = self._buffer.audio()[: self.buffered_bytes_before(until)]
+        return self.live.ask(audio, self._config().transcription_language, at, pause=pause)
+
+    def on_partial(self, result: AsrPartial, now_ms: int) -> None:
+        self.live.on_partial(result)
+        held = self._held
+        if held is not None and held.partial_request_id == result.request_id:
+            self._held = None
+            self._apply_verdict(
+                held.request_id, held.probability, result.text, self.punctuated, now_ms
+            )
+        waiting = [w for w in self._waiting_asr if w[0] == result.request_id]
+        self._waiting_asr = [w for w in self._waiting_asr if w[0] != result.request_id]
+        for _, submit in waiting:
+            self._answer_asr(submit, result.text)
+
+    def transcribe(self, submit: SubmitAsr) -> None:
+        """A commit's ASR: answered by the partial that heard the same audio, if one did
+        (at once, or when it answers), else sent to the backend."""
+        heard: AskedPartial | None = self.live.heard(submit.pcm16, submit.language)
+        if heard is None:
+            self._out.effect(submit)
+        elif heard.answered:
+            self._answer_asr(submit, heard.text)
+        else:
+            self._waiting_asr.append((heard.request_id, submit))
+
+    def _answer_asr(self, submit: SubmitAsr, text: str | None) -> None:
+        if text is not None:
+            self.settled.append(AsrTranscript(submit.request_id, text))
+        elif self._asr_wanted(submit.request_id):  # the partial failed: transcribe after all
+            self._out.effect(submit)
