@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from core.live_transcript import LiveTranscript
+    from core.resume import Resumption
     from core.statemachines.item import Item
     from core.statemachines.response import Response
     from spec.effects import Effect
@@ -120,6 +121,7 @@ class SessionProtocol:
         live_transcripts: bool = False,
         punctuated_transcripts: bool = False,
         turn_end_budget_ms: int = 2000,
+        resume: Resumption | None = None,
     ) -> None:
         """The backend's capabilities come in as arguments (the stage Protocols declare
         them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
@@ -127,8 +129,11 @@ class SessionProtocol:
         questions (B31); `live_transcripts`, the ASR offers live partials (B33);
         `punctuated_transcripts`, its text ends sentences with a mark (B32).
         `turn_end_budget_ms`: how long an end-of-turn verdict may take, its pause's words
-        included (the runtime's end-of-turn timeout)."""
+        included (the runtime's end-of-turn timeout). `resume`: the session is resumable
+        (B27): every server event it hands out is numbered and journaled there."""
         self.session_id = session_id
+        self.resume = resume
+        self._now_ms = now_ms  # the time of the last input, for the journal's bounds
         self.voices = voices
         self.config = config or SessionConfig()
         self.limits = limits or Limits()
@@ -251,6 +256,7 @@ class SessionProtocol:
         if self._closed:
             return
         handler = self._handlers[type(event)]
+        self._now_ms = now_ms
         self._log.clock_ms = now_ms  # when a turn taken now was observed
         try:
             handler(event, now_ms)
@@ -273,6 +279,7 @@ class SessionProtocol:
         """
         if self._closed:
             return
+        self._now_ms = now_ms
         self._log.clock_ms = now_ms
         try:
             self._results[type(result)](result, now_ms)
@@ -282,12 +289,30 @@ class SessionProtocol:
         self._truncate()
 
     def next_outputs(self) -> list[ev.ServerEvent | Effect]:
-        return self._out.drain()
+        out = self._out.drain()
+        if self.resume is not None:
+            for o in out:
+                if isinstance(o, ev.ServerEvent):
+                    self.resume.stamp(o, self._now_ms)
+        return out
 
     def error_event(self, exc: ProtocolError) -> ev.Error:
         """The wire error for a refused event (allocates a server event id)."""
-        event = refusal_event(exc)
+        return self._out_of_band(refusal_event(exc))
+
+    def internal_error_event(self) -> ev.Error:
+        """The `error` a crash of this session ends it with (its cause is logged, never
+        sent)."""
+        return self._out_of_band(
+            error_event(ErrorCode.INTERNAL_ERROR, "internal error; the session was closed")
+        )
+
+    def _out_of_band(self, event: ev.Error) -> ev.Error:
+        """An event the runtime sends outside the outbox: its id, and its place in the
+        journal of a resumable session."""
         event.event_id = self._out.next_id("event")
+        if self.resume is not None:
+            self.resume.stamp(event, self._now_ms)
         return event
 
     def next_event_id(self) -> str:
@@ -308,6 +333,7 @@ class SessionProtocol:
     def handle_timeout(self, now_ms: int) -> None:
         if self._closed:
             return
+        self._now_ms = now_ms
         self._turns.drain_due(now_ms)
         self._turn_taking.on_timeout(now_ms)
         self._settle(now_ms)

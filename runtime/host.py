@@ -25,6 +25,7 @@ import anyio
 
 from backends.registry import load_backend
 from core.admission import OverloadGate, SessionSlots, worker_share
+from core.resume import Resumption
 from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.heap import return_free_heap
@@ -56,6 +57,11 @@ log = logging.getLogger("joyduplex.runtime")
 
 #: shedding counts as over once the gate has stayed open this long (seconds)
 SHEDDING_QUIET_S = 10.0
+
+
+def new_resume_token() -> str:
+    """A resume token: 192 random bits, URL-safe."""
+    return secrets.token_urlsafe(24)
 
 
 @dataclass(frozen=True)
@@ -325,6 +331,15 @@ class SessionHost:
         self.metrics.session_opened()
         clock = MonotonicClock()
         asr = self.backend.asr
+        limits = self.settings.limits
+        resume = None
+        if resumable:
+            resume = Resumption(
+                session_id,
+                new_token=new_resume_token,
+                max_bytes=limits.max_resume_journal_bytes,
+                max_age_ms=round(limits.resume_journal_age_s * 1000),
+            )
         protocol = SessionProtocol(
             session_id=session_id,
             config=config or self.settings.session_defaults,
@@ -336,6 +351,7 @@ class SessionHost:
             live_transcripts=asr is not None and asr.live_transcripts,
             punctuated_transcripts=asr is not None and asr.punctuates,
             turn_end_budget_ms=round(self.settings.timeouts.turn_end * 1000),
+            resume=resume,
         )
         runner = SessionRunner(
             protocol,
@@ -367,12 +383,7 @@ class SessionHost:
                 self._all_closed = anyio.Event()
 
     def _resume_policy(self) -> ResumePolicy:
-        limits = self.settings.limits
-        return ResumePolicy(
-            grace_s=limits.resume_grace_s,
-            journal_bytes=limits.max_resume_journal_bytes,
-            journal_age_s=limits.resume_journal_age_s,
-        )
+        return ResumePolicy(grace_s=self.settings.limits.resume_grace_s)
 
     async def resume(self, channel: Channel, event: SessionResume) -> None:
         """Reattach a live session of this process to `channel` (`session.resume`) and

@@ -34,12 +34,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
-import msgspec
 import numpy as np
 
 from backends.base import (
@@ -54,8 +52,6 @@ from backends.base import (
     VlmDecision,
     VlmRequest,
 )
-from core.journal import ReplayImpossible, ResumeJournal
-from core.statemachines.attachment import Attachment
 from runtime.channel import ChannelClosed
 from runtime.clock import loop_clock
 from runtime.outbound import OutboundOverflow, OutboundQueue
@@ -64,6 +60,7 @@ from spec.effects import (
     Abort,
     CloseSession,
     EvictReplica,
+    ResponseEnded,
     ScoreVad,
     SubmitAsr,
     SubmitDelegation,
@@ -82,20 +79,14 @@ from spec.errors import (
 )
 from spec.events import (
     Error,
-    ErrorDetail,
     InputAudioBufferAppend,
     ResponseCreated,
-    ResponseDone,
     ResponseOutputAudioDelta,
     ServerEvent,
     SessionClose,
-    SessionCreated,
     SessionEventAck,
     SessionHeartbeat,
-    SessionReplaced,
     SessionResume,
-    SessionResumed,
-    SessionResyncRequired,
 )
 from spec.stage_results import (
     AsrPartial,
@@ -118,7 +109,9 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
     from backends.base import Backend, VadState
+    from core.journal import ResumeJournal
     from core.session import SessionProtocol
+    from core.statemachines.attachment import Attachment
     from runtime.channel import Channel
     from runtime.clock import Clock
     from runtime.metrics import Metrics
@@ -156,11 +149,10 @@ class StageTimeouts:
 
 @dataclass(frozen=True)
 class ResumePolicy:
-    """How a resumable session survives a dropped connection (`spec.limits.Limits`)."""
+    """How long a resumable session waits for a resume once its connection dropped
+    (`spec.limits.Limits.resume_grace_s`); its journal is `core.resume`'s."""
 
     grace_s: float = 30.0
-    journal_bytes: int = 8 * 1024 * 1024
-    journal_age_s: float = 60.0
 
 
 @dataclass
@@ -181,17 +173,9 @@ class _ResponseWork:
     first_audio: bool = False
 
 
-_ENCODE = msgspec.json.Encoder().encode
-
-
 def _float_pcm(pcm16: bytes) -> Any:
     """16 kHz pcm16 as the float32 samples the stages take."""
     return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
-
-
-def _new_token() -> str:
-    """A resume token: 192 random bits, URL-safe."""
-    return secrets.token_urlsafe(24)
 
 
 class SessionRunner:
@@ -221,13 +205,6 @@ class SessionRunner:
         self._next: Attached | None = None
         self._conn_scope: anyio.CancelScope | None = None
         self._reattached = anyio.Event()
-        self.attachment: Attachment | None = None
-        self.journal: ResumeJournal[ServerEvent] | None = None
-        if resume is not None:
-            self.attachment = Attachment(protocol.session_id, _new_token())
-            self.journal = ResumeJournal(
-                max_bytes=resume.journal_bytes, max_age_ms=int(resume.journal_age_s * 1000)
-            )
         self.clock = clock
         self.metrics = metrics
         self.vad = vad
@@ -254,6 +231,15 @@ class SessionRunner:
         self._close_code = CloseCode.NORMAL
         self.crashed: BaseException | None = None  # the cause, once the session crashed
 
+    @property
+    def attachment(self) -> Attachment | None:
+        """A resumable session's attachment (`core.resume`); None: not resumable."""
+        return self.protocol.resume.attachment if self.protocol.resume is not None else None
+
+    @property
+    def journal(self) -> ResumeJournal[ServerEvent] | None:
+        return self.protocol.resume.journal if self.protocol.resume is not None else None
+
     # --- lifecycle ------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -275,8 +261,8 @@ class SessionRunner:
             self._crash(exc, "runtime")
         finally:
             self._ended = True
-            if self.attachment is not None:
-                self.attachment.close()
+            if self.protocol.resume is not None:
+                self.protocol.resume.close()
             if self._timer is not None:
                 self._timer.cancel()  # the heap must not keep this session alive
             self._tg = None
@@ -323,7 +309,8 @@ class SessionRunner:
         saying goodbye; a close frame with 1000 (normal closure) ends it (D28)."""
         return (
             conn.channel.peer_close_code != CloseCode.NORMAL
-            and self.attachment is not None
+            and self.protocol.resume is not None
+            and self.resume is not None
             and not self._closing
             and self.crashed is None
             and not self.protocol.closed
@@ -343,8 +330,9 @@ class SessionRunner:
 
     async def _detach(self) -> None:
         """The peer went away: keep the session for `grace_s`, waiting for `attach()`."""
-        assert self.attachment is not None and self.resume is not None
-        self.attachment.detach()
+        resume = self.protocol.resume
+        assert resume is not None and self.resume is not None
+        resume.detach()
         self._conn = None
         self.outbound.clear()  # what it held waits in the journal
         self._full_since = None
@@ -356,19 +344,15 @@ class SessionRunner:
         with anyio.move_on_after(self.resume.grace_s):
             await self._reattached.wait()
         if self._next is None:
-            self.attachment.expire()
+            resume.expire()
             self.metrics.resume_event("expired")
             log.info("session %s expired: no resume within its grace", self.protocol.session_id)
 
     async def _replaced(self, old: Attached) -> None:
         """Send `session.replaced` to the connection a resume took the session from, and
         close it (bounded: that peer may not be reading)."""
-        assert self.attachment is not None
-        event = SessionReplaced(
-            event_id=self.protocol.next_event_id(),
-            session_id=self.protocol.session_id,
-            attachment_generation=self.attachment.generation,
-        )
+        assert self.protocol.resume is not None
+        event = self.protocol.resume.replaced(self.protocol.next_event_id)
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_DEADLINE_S):
             with contextlib.suppress(ChannelClosed):
                 await old.channel.send(event)
@@ -384,15 +368,15 @@ class SessionRunner:
             InvalidResumeToken: the token is not its current one.
             A refusal changes nothing.
         """
-        attachment, journal = self.attachment, self.journal
-        if attachment is None or journal is None:
+        session_resume = self.protocol.resume
+        if session_resume is None or self.resume is None:
             raise SessionNotResumable(
                 f"session `{self.protocol.session_id}` was opened without resume",
                 param="session_id",
             )
         if self._ended or self.protocol.closed:
             raise UnknownSession(f"session `{self.protocol.session_id}` has ended")
-        replaced = attachment.reattach(resume.resume_token or "", _new_token())
+        replaced = session_resume.reattach(resume.resume_token or "")
         conn = Attached(channel, after=resume.last_received_server_event_seq or 0)
         if self._next is not None:  # two resumes raced: the earlier one never started
             self._next.ended.set()
@@ -435,8 +419,8 @@ class SessionRunner:
                 self._send_error(received)
                 continue
             self.metrics.event_in(str(type(received).__struct_config__.tag))
-            if isinstance(received, SessionEventAck) and self.journal is not None:
-                self.journal.ack(received.server_event_seq)
+            if isinstance(received, SessionEventAck) and self.protocol.resume is not None:
+                self.protocol.resume.ack(received.server_event_seq)
             backlog = self._vad_submitted - self._vad_applied
             if backlog > MAX_VAD_BACKLOG_FRAMES and self.vad is not None:
                 held_since = self._loop_time()  # the VAD is behind: an overload signal
@@ -459,38 +443,16 @@ class SessionRunner:
                 await anyio.sleep_forever()
 
     def _resumed(self, after: int) -> list[ServerEvent]:
-        """What a resumed connection is sent before the live events: `session.resumed`,
-        then the journaled events above `after` (or `session.resync_required`). Taken
-        when its writer starts, the connection it replaced being gone: every event up to
-        now is in the replay, every later one comes through the outbound queue."""
-        attachment, journal = self.attachment, self.journal
-        assert attachment is not None and journal is not None
-        first: list[ServerEvent] = [
-            SessionResumed(
-                event_id=self.protocol.next_event_id(),
-                session_id=self.protocol.session_id,
-                resume_token=attachment.token,
-                attachment_generation=attachment.generation,
-                replay_from_seq=after + 1,
-                last_server_event_seq=journal.last_seq,
-            )
-        ]
-        try:
-            replay = [entry.payload for entry in journal.replay_after(after, self.clock.now_ms())]
-        except ReplayImpossible as exc:
-            log.info("session %s: no replay after %d: %s", self.protocol.session_id, after, exc)
-            replay = []
-            first.append(
-                SessionResyncRequired(
-                    event_id=self.protocol.next_event_id(),
-                    session_id=self.protocol.session_id,
-                    reason=exc.reason,
-                    last_server_event_seq=journal.last_seq,
-                )
-            )
+        """What a resumed connection is sent before the live events (`core.resume`).
+        Taken when its writer starts, the connection it replaced being gone: every event
+        up to now is in the replay, every later one comes through the outbound queue."""
+        assert self.protocol.resume is not None
+        first = self.protocol.resume.resumed(
+            after, self.clock.now_ms(), self.protocol.next_event_id
+        )
         self.outbound.clear()  # those events are in the replay (or the client has them)
         self._full_since = None
-        return first + replay
+        return first
 
     async def _writer(self, conn: Attached) -> None:
         if conn.after is not None:
@@ -582,15 +544,7 @@ class SessionRunner:
         self.metrics.session_crashed()
         if self._vad_progress is not None:  # a reader waiting for verdicts gives up
             self._vad_progress.set()
-        self._emit(
-            Error(
-                error=ErrorDetail(
-                    type="server_error",
-                    code=ErrorCode.INTERNAL_ERROR.value,
-                    message="internal error; the session was closed",
-                )
-            )
-        )
+        self._emit(self.protocol.internal_error_event())
         self._emit(CloseSession("internal_error", CloseCode.INTERNAL_ERROR))
 
     # --- outputs ----------------------------------------------------------------------
@@ -604,9 +558,7 @@ class SessionRunner:
             self.metrics.event_out(tag)
             if isinstance(event, Error):
                 self.metrics.error(event.error.code)
-            if self.journal is not None:
-                self._journal(event)
-        if self.attachment is not None and not self.attachment.attached:
+        if self.protocol.resume is not None and not self.protocol.resume.attached:
             # detached: events wait in the journal
             if isinstance(event, CloseSession):  # the session ends without a connection
                 self._closing = True
@@ -626,17 +578,6 @@ class SessionRunner:
         elif self.slow_consumer_s and (self._loop_time() - self._full_since > self.slow_consumer_s):
             self._slow_consumer(f"its outbound queue stayed full {self.slow_consumer_s:g} s")
 
-    def _journal(self, event: ServerEvent) -> None:
-        """Number the event and keep it for replay; its size is its encoded wire length
-        (the encoder is the wire codec's: plain msgspec JSON)."""
-        assert self.journal is not None and self.attachment is not None
-        if isinstance(event, SessionCreated):
-            event.resume_token = self.attachment.token
-            event.attachment_generation = self.attachment.generation
-        event.server_event_seq = self.journal.last_seq + 1
-        size = len(_ENCODE(event))
-        self.journal.append(event, size, self.clock.now_ms())
-
     def _slow_consumer(self, why: str) -> None:
         """The client stopped reading: close 1008 ("slow consumer") and free its slot."""
         if self._close_code is CloseCode.POLICY_VIOLATION:
@@ -652,13 +593,14 @@ class SessionRunner:
         """Route everything the protocol produced: events out, effects to the backend."""
         for out in self.protocol.next_outputs():
             if isinstance(out, ServerEvent):
-                self._observe(out)
+                self._measure(out)
                 self._emit(out)
             else:
                 self._execute(out)
         self._reschedule()
 
-    def _observe(self, event: ServerEvent) -> None:
+    def _measure(self, event: ServerEvent) -> None:
+        """Metrics only (time to first audio); what to run is told by effects."""
         if isinstance(event, ResponseCreated):
             self._responses[event.response.id] = _ResponseWork(created_ms=self.clock.now_ms())
         elif isinstance(event, ResponseOutputAudioDelta):
@@ -667,10 +609,6 @@ class SessionRunner:
                 work.first_audio = True
                 elapsed = (self.clock.now_ms() - work.created_ms) / 1000
                 self.metrics.time_to_first_audio(elapsed)
-        elif isinstance(event, ResponseDone):
-            work = self._responses.pop(event.response.id, None)
-            if work is not None and work.tts_send is not None:
-                work.tts_send.close()
 
     def _feed(self, result: StageResult) -> None:
         if self.crashed is not None:
@@ -720,6 +658,10 @@ class SessionRunner:
                 tg.start_soon(self._backend_abort, effect)
             case EvictReplica():
                 self.backend.evict(effect.stage, "its engine died serving a request")
+            case ResponseEnded():
+                work = self._responses.pop(effect.response_id, None)
+                if work is not None and work.tts_send is not None:
+                    work.tts_send.close()
             case _:
                 assert_never(effect)
 

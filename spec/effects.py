@@ -28,6 +28,7 @@ __all__ = [
     "HistoryTurn",
     "ItemRef",
     "PromptInput",
+    "ResponseEnded",
     "ScoreVad",
     "Stage",
     "SubmitAsr",
@@ -231,6 +232,14 @@ class CloseSession:
 
 #: every effect, a closed union: executors dispatch with `match` and end with
 #: `typing.assert_never`, so mypy reports an effect kind that one of them does not handle
+@dataclass(frozen=True, slots=True)
+class ResponseEnded:
+    """A response is over (`response.done`, whatever its status): nothing of it is
+    submitted again, so the runtime lets go of what it keeps for it (its TTS queue)."""
+
+    response_id: str
+
+
 Effect: TypeAlias = (
     SubmitAsr
     | SubmitPartialAsr
@@ -242,4 +251,5 @@ Effect: TypeAlias = (
     | ScoreVad
     | SubmitTurnEnd
     | CloseSession
+    | ResponseEnded
 )

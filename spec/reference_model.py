@@ -34,6 +34,7 @@ from spec.effects import (
     HistoryTurn,
     ItemRef,
     PromptInput,
+    ResponseEnded,
     ScoreVad,
     Stage,
     SubmitAsr,
@@ -1828,6 +1829,7 @@ class ReferenceSession:
             )
         )
         self._emit(RateLimitsUpdated())
+        self._effect(ResponseEnded(resp.id))
 
     def _fail_waiting_segments(self, resp: _Response, code: ErrorCode, message: str) -> None:
         """Items of the response's segments still awaiting a transcript: transcription

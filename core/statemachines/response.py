@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from core.statemachines._rulebook import build, fire
-from spec.effects import ASR, TTS
+from spec.effects import ASR, TTS, ResponseEnded
 from spec.events import (
     ContentPart,
     ConversationItemAdded,
@@ -301,9 +301,11 @@ class Response:
     def emit_done(self, event: EventData) -> None:
         self.outbox.emit(ResponseDone(response=self.wire(event.kwargs["status"])))
         self.outbox.emit(RateLimitsUpdated())
+        self.outbox.effect(ResponseEnded(self.id))
 
     def emit_listen(self, event: EventData) -> None:
         self.reason = "listen"
         self.outbox.emit(ResponseListen(response_id=self.id, reason="model_listen"))
         self.outbox.emit(ResponseDone(response=self.wire("completed")))
         self.outbox.emit(RateLimitsUpdated())
+        self.outbox.effect(ResponseEnded(self.id))

@@ -14,7 +14,7 @@ def test_b17_a_stage_failure_fails_only_the_owning_response_and_the_session_goes
     d.speech_turn()
     d.transcribe("hi")
     out = d.fail(d.last(SubmitVlm).request_id, ErrorCode.ENGINE_ERROR)
-    assert d.tags(out) == ["error", "response.done", "rate_limits.updated"]
+    assert d.tags(out) == ["error", "response.done", "rate_limits.updated", "ResponseEnded"]
     assert d.events("error", out)[0].error.code == "engine_error"
     assert d.events("response.done", out)[0].response.status == "failed"
     d.full_turn("again", "Fine.")
@@ -38,6 +38,7 @@ def test_b17_asr_finished_then_the_next_step_failed_cleans_up_and_fails_the_rest
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert d.events("conversation.item.input_audio_transcription.failed", out)[0].item_id == (
         second.item.item_id

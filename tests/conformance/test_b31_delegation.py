@@ -73,7 +73,7 @@ def test_b31_an_answer_after_the_note_is_spoken_as_a_server_created_response() -
         "It varies a little.",
     ]
     out = finish_speaking_from(d, since)
-    assert d.tags(out)[-2:] == ["response.done", "rate_limits.updated"]
+    assert d.tags(out)[-3:] == ["response.done", "rate_limits.updated", "ResponseEnded"]
     done = d.events("response.done", out)[0]
     assert (done.response.id, done.response.status) == (follow_up, "completed")
     assert done.response.output[0].content[0].transcript == ANSWER

@@ -26,7 +26,11 @@ from spec.tables.input_buffer import PREROLL_MS
 
 
 def _tags(out: Outbox) -> list[str]:
-    return [str(type(e).__struct_config__.tag) for e in out.drain()]
+    """Event tags, and effects by class name."""
+    return [
+        str(config.tag) if (config := getattr(e, "__struct_config__", None)) else type(e).__name__
+        for e in out.drain()
+    ]
 
 
 def _user_item(out: Outbox) -> Item:
@@ -198,6 +202,7 @@ def test_response_full_path_emits_one_done() -> None:
         "response.content_part.added",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert response.wire("completed").output[0].id == "item_2"
 
@@ -208,7 +213,12 @@ def test_response_listen_cancel_and_fail_paths() -> None:
     listened.generate()
     listened.listen()
     assert listened.wire("completed").status_details.reason == "listen"  # type: ignore[union-attr]
-    assert _tags(out) == ["response.listen", "response.done", "rate_limits.updated"]
+    assert _tags(out) == [
+        "response.listen",
+        "response.done",
+        "rate_limits.updated",
+        "ResponseEnded",
+    ]
     cancelled = _response(out)
     cancelled.cancel("client_cancelled")
     assert out.drain()[0].response.status == "cancelled"  # type: ignore[union-attr]

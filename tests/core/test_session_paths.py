@@ -195,6 +195,7 @@ def test_a_text_only_response_emits_the_text_done_chain() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     d.append(speech_pcm(200))
     d.commit(create_response=True)
@@ -306,7 +307,7 @@ def test_b11_cancel_naming_an_older_still_playing_reply_clears_it_alone() -> Non
     assert out[0].response_id == "resp_1"
     d.transcribe("and now?")
     d.reply("Still here.")
-    done = d.speak()[-2]
+    done = d.speak()[-3]
     assert (done.response.id, done.response.status) == ("resp_2", "completed")
 
 
@@ -321,7 +322,7 @@ def test_an_assistant_item_deleted_mid_reply_gets_no_item_done() -> None:
     out = d.result(TtsDone(d.last(SubmitTts).request_id))
     assert "response.output_item.done" in d.tags(out)
     assert "conversation.item.done" not in d.tags(out)
-    assert d.tags(out)[-2:] == ["response.done", "rate_limits.updated"]
+    assert d.tags(out)[-3:] == ["response.done", "rate_limits.updated", "ResponseEnded"]
 
 
 def test_b11_a_cancel_fails_waiting_transcriptions_as_commit_aborted() -> None:

@@ -211,6 +211,7 @@ def test_speech_turn_runs_asr_vlm_tts_in_the_canonical_orders() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert outs[1].transcript == "It is a cup. It is red."
     assert outs[5].response.status == "completed"
@@ -223,7 +224,12 @@ def test_listen_decision_ends_the_response_without_audio() -> None:
     s.speech_turn()
     s.back(AsrTranscript(request_id="resp_1:asr:1", text="hm"))
     outs = s.back(VlmDecisionResult(request_id="resp_1:vlm:1", action="listen"))
-    assert kinds(outs) == ["response.listen", "response.done", "rate_limits.updated"]
+    assert kinds(outs) == [
+        "response.listen",
+        "response.done",
+        "rate_limits.updated",
+        "ResponseEnded",
+    ]
     assert outs[0].response_id == "resp_1"
     assert outs[1].response.status == "completed"
     assert outs[1].response.status_details.reason == "listen"
@@ -231,7 +237,12 @@ def test_listen_decision_ends_the_response_without_audio() -> None:
     s.speech_turn()
     s.back(AsrTranscript(request_id="resp_2:asr:1", text="hm"))
     outs = s.back(VlmDecisionResult(request_id="resp_2:vlm:1", action="speak", text=" "))
-    assert kinds(outs) == ["response.listen", "response.done", "rate_limits.updated"]
+    assert kinds(outs) == [
+        "response.listen",
+        "response.done",
+        "rate_limits.updated",
+        "ResponseEnded",
+    ]
 
 
 def test_camera_commit_and_camera_profile_skip_asr() -> None:
@@ -341,12 +352,13 @@ def test_deferred_commits_start_one_batched_response_after_the_active_one() -> N
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
         "response.created",
         "SubmitAsr",
     ]
     assert outs[3].response.status == "failed"
-    assert outs[5].response.id == "resp_2"
-    assert outs[6].request_id == "resp_2:asr:1" and outs[6].item == ItemRef("item_3", 1, 0)
+    assert outs[6].response.id == "resp_2"
+    assert outs[7].request_id == "resp_2:asr:1" and outs[7].item == ItemRef("item_3", 1, 0)
     outs = s.back(AsrTranscript(request_id="resp_2:asr:1", text="and this"))
     vlm = [o for o in outs if isinstance(o, SubmitVlm)]
     assert vlm and vlm[0].prompt.frames == (PNG,) and vlm[0].prompt.transcript == "and this"
@@ -378,6 +390,7 @@ def test_cancel_aborts_open_requests_and_fails_waiting_transcripts() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert outs[0].request_id == "resp_1:asr:1"
     assert outs[3].response.status == "cancelled"
@@ -411,6 +424,7 @@ def test_output_audio_buffer_clear_cancels_with_cleared_first() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert outs[1].response_id == "resp_1"
     assert outs[7].response.status_details.reason == "output_audio_buffer_clear"
@@ -491,8 +505,8 @@ def test_truncate_cuts_a_completed_assistant_audio_item() -> None:
     started_audio(c)
     c.send(PlaybackAck(response_id="resp_1", played_ms=500))
     outs = c.send(ResponseCancel())
-    assert outs[-3].item.status == "completed"
-    assert outs[-3].item.content[0].transcript == "Hello "
+    assert outs[-4].item.status == "completed"
+    assert outs[-4].item.content[0].transcript == "Hello "
     assert c.reject(ConversationItemTruncate(item_id="item_2", audio_end_ms=1001)).code == (
         ErrorCode.INVALID_TRUNCATE
     )
@@ -533,6 +547,7 @@ def test_barge_in_via_vad_scores_cancels_and_commits_the_new_turn() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert outs[0].audio_start_ms == 192 - 64
     assert outs[4].response.status_details.reason == "turn_detected"
@@ -655,6 +670,7 @@ def test_stage_failure_variants_abort_and_evict() -> None:
         "error",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert [o.request_id for o in outs if isinstance(o, Abort)] == [
         "resp_1:tts:2",
@@ -751,7 +767,7 @@ def test_results_for_unknown_or_finished_requests_are_dropped() -> None:
     assert s.back(VlmDelta(request_id="resp_1:vlm:1", text="more. ")) == []
     assert s.back(TtsDone(request_id="resp_1:vlm:1")) == []  # wrong stage
     outs = s.back(TtsDone(request_id="resp_1:tts:1"))
-    assert kinds(outs)[-2:] == ["response.done", "rate_limits.updated"]
+    assert kinds(outs)[-3:] == ["response.done", "rate_limits.updated", "ResponseEnded"]
     assert s.back(TtsAudio(request_id="resp_1:tts:1", pcm16=CHUNK)) == []
     assert not any(isinstance(o, SubmitAsr | SubmitTts) for o in outs)
 
@@ -933,7 +949,7 @@ def test_decision_text_is_the_whole_reply() -> None:
     assert outs == []
     s.back(TtsDone(request_id="resp_2:tts:1"))
     outs = s.back(TtsDone(request_id="resp_2:tts:2"))
-    assert kinds(outs) == ["response.done", "rate_limits.updated"]
+    assert kinds(outs) == ["response.done", "rate_limits.updated", "ResponseEnded"]
 
 
 def test_listen_after_tts_completes_when_the_tts_finishes() -> None:
@@ -945,8 +961,8 @@ def test_listen_after_tts_completes_when_the_tts_finishes() -> None:
     assert outs == []  # the unspoken rest is dropped, TTS is still open
     s.back(TtsAudio(request_id="resp_1:tts:1", pcm16=CHUNK, text="One."))
     outs = s.back(TtsDone(request_id="resp_1:tts:1"))
-    assert kinds(outs)[-2:] == ["response.done", "rate_limits.updated"]
-    assert outs[-2].response.status == "completed"
+    assert kinds(outs)[-3:] == ["response.done", "rate_limits.updated", "ResponseEnded"]
+    assert outs[-3].response.status == "completed"
 
 
 def test_cancel_clears_every_response_that_may_still_be_playing() -> None:
@@ -968,6 +984,7 @@ def test_cancel_clears_every_response_that_may_still_be_playing() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert [outs[1].response_id, outs[2].response_id] == ["resp_1", "resp_2"]
     assert not s.p.playing()
@@ -1046,6 +1063,7 @@ def test_text_only_responses_emit_the_reply_as_text() -> None:
         "conversation.item.done",
         "response.done",
         "rate_limits.updated",
+        "ResponseEnded",
     ]
     assert outs[3].delta == "Hello. There"
     assert outs[8].response.status == "completed"
