@@ -30,7 +30,8 @@ from core.session import SessionProtocol
 from runtime.clock import MonotonicClock
 from runtime.heap import return_free_heap
 from runtime.metrics import Metrics
-from runtime.session_runner import ResumePolicy, SessionRunner, StageTimeouts
+from runtime.session_runner import ResumePolicy, SessionRunner
+from runtime.stage_executor import StageTimeouts
 from runtime.timers import Timers
 from runtime.vad_batcher import VadBatcher
 from runtime.workers import WorkerState, WorkerStatus

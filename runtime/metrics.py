@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client import (
     CollectorRegistry,
@@ -37,7 +37,13 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics"]
+from spec.events import ResponseCreated, ResponseOutputAudioDelta
+
+if TYPE_CHECKING:
+    from runtime.clock import Clock
+    from spec.events import ServerEvent
+
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "FirstAudioClock", "Metrics"]
 
 #: the environment variable that switches prometheus-client to one file per process
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -244,3 +250,23 @@ def _child(children: dict[str, Any], family: Any, label: str) -> Any:
     if child is None:
         child = children[label] = family.labels(label)
     return child
+
+
+class FirstAudioClock:
+    """One session's time to first audio: from `response.created` to the response's first
+    `response.output_audio.delta`, read off the events it sends."""
+
+    __slots__ = ("_clock", "_created", "_metrics")
+
+    def __init__(self, metrics: Metrics, clock: Clock) -> None:
+        self._metrics = metrics
+        self._clock = clock
+        self._created: dict[str, int] = {}  # responses without audio yet -> created at
+
+    def observe(self, event: ServerEvent) -> None:
+        if isinstance(event, ResponseCreated):
+            self._created[event.response.id] = self._clock.now_ms()
+        elif isinstance(event, ResponseOutputAudioDelta):
+            created_ms = self._created.pop(event.response_id, None)
+            if created_ms is not None:
+                self._metrics.time_to_first_audio((self._clock.now_ms() - created_ms) / 1000)

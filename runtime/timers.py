@@ -17,11 +17,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-__all__ = ["TimerHandle", "TimerOwner", "Timers"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from runtime.clock import Clock
+
+__all__ = ["SessionDeadline", "TimerHandle", "TimerOwner", "Timers"]
 
 log = logging.getLogger("joyduplex.runtime")
 
@@ -94,3 +99,46 @@ class Timers:
                     log.exception("a session's timer failed")
         finally:
             self.running = False
+
+
+class SessionDeadline:
+    """One session's next protocol deadline (session clock, ms) on the process's
+    `Timers` (loop clock, s): scheduled only when it is earlier than the one held, so the
+    common case, an append that moves the idle deadline later, costs no clock read; the
+    held one fires, and the owner re-reads its protocol."""
+
+    __slots__ = ("_at", "_clock", "_deadline", "_handle", "_loop_time")
+
+    def __init__(self, loop_time: Callable[[], float], clock: Clock) -> None:
+        self._loop_time = loop_time
+        self._clock = clock
+        self._at: float | None = None  # loop time of the deadline scheduled
+        self._deadline: int | None = None  # the same deadline on the session clock
+        self._handle: TimerHandle | None = None
+
+    def schedule(self, owner: TimerOwner, timers: Timers, deadline: int | None) -> None:
+        if deadline is None:
+            return
+        held = self._deadline
+        if held is not None and deadline >= held:
+            # the session clock runs on the loop's clock, so the held timer comes first
+            return
+        at = self._loop_time() + max(0, deadline - self._clock.now_ms()) / 1000
+        if self._at is None or at < self._at:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._at, self._deadline = at, deadline
+            self._handle = timers.schedule(owner, at)
+
+    def due(self, at: float) -> bool:
+        """Whether `at` is the deadline held (not one rescheduled earlier since); it is
+        then no longer held."""
+        if at != self._at:
+            return False
+        self._at = self._deadline = None
+        return True
+
+    def cancel(self) -> None:
+        """The session ended: the heap must not keep it alive."""
+        if self._handle is not None:
+            self._handle.cancel()

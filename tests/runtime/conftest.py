@@ -13,7 +13,7 @@ from backends.scripted.backend import create_backend
 from backends.scripted.script import Script
 from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
-from runtime.session_runner import StageTimeouts
+from runtime.stage_executor import StageTimeouts
 from spec import events as ev
 from spec.limits import Limits
 from spec.session_config import validate_session

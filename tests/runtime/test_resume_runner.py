@@ -20,6 +20,12 @@ from tests.runtime.conftest import Client, Harness, eventually, hosted, tone
 pytestmark = pytest.mark.anyio
 
 
+def _resumption(runner: Any) -> Any:
+    """The resumable session's journal and attachment (`core.resume`)."""
+    assert runner.protocol.resume is not None
+    return runner.protocol.resume
+
+
 async def _open(h: Harness) -> Client:
     channel, send, receive = memory_channel_pair()
     config = validate_session({"turn_detection": None})
@@ -52,11 +58,13 @@ async def test_b27_a_detached_session_finishes_its_reply_into_the_journal() -> N
         await client.close()  # the peer is gone without a goodbye
         runner = h.host.session(created.session.id)
         assert runner is not None
-        await eventually("detached", lambda: runner.attachment.state is AttachmentState.DETACHED)
+        await eventually(
+            "detached", lambda: _resumption(runner).attachment.state is AttachmentState.DETACHED
+        )
         h.script.release("tts")
         await eventually(
             "the reply journaled",
-            lambda: any(isinstance(e, ev.ResponseDone) for e in runner.journal.kept()),
+            lambda: any(isinstance(e, ev.ResponseDone) for e in _resumption(runner).journal.kept()),
         )
         assert len(runner.outbound) == 0  # nothing queued for a connection that is gone
         assert h.host.sessions == 1  # the slot is kept through the grace period
@@ -77,11 +85,11 @@ async def test_b27_an_event_ack_trims_the_journal() -> None:
         assert runner is not None
         await client.send(ev.SessionHeartbeat())
         ack = await client.until("session.heartbeat_ack")
-        assert len(runner.journal) == 2
+        assert len(_resumption(runner).journal) == 2
         await client.send(ev.SessionEventAck(server_event_seq=ack.server_event_seq))
         await client.send(ev.SessionHeartbeat())
         await client.until("session.heartbeat_ack")
-        assert [e.server_event_seq for e in runner.journal.kept()] == [3]
+        assert [e.server_event_seq for e in _resumption(runner).journal.kept()] == [3]
 
 
 async def test_b27_shutdown_ends_a_detached_session_and_frees_its_slot() -> None:
@@ -90,11 +98,13 @@ async def test_b27_shutdown_ends_a_detached_session_and_frees_its_slot() -> None
         runner = h.host.session(client.seen[0].session.id)
         assert runner is not None
         await client.close()
-        await eventually("detached", lambda: runner.attachment.state is AttachmentState.DETACHED)
+        await eventually(
+            "detached", lambda: _resumption(runner).attachment.state is AttachmentState.DETACHED
+        )
         await h.host.close_sessions()
         await eventually("the slot freed", lambda: h.host.sessions == 0)
-        assert runner.attachment.state is AttachmentState.CLOSED
-        assert isinstance(runner.journal.kept()[-1], ev.SessionClosed)
+        assert _resumption(runner).attachment.state is AttachmentState.CLOSED
+        assert isinstance(_resumption(runner).journal.kept()[-1], ev.SessionClosed)
 
 
 class _TwoWorkers:

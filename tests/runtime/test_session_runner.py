@@ -69,7 +69,7 @@ async def test_a_parked_request_cancelled_mid_flight_leaves_no_task_behind(
     await _spoken_turn(client)
     await harness.script.wait_parked("vlm")
     assert asyncio.all_tasks() - baseline, "the parked VLM request runs in a task of its own"
-    assert list(runner._scopes) == ["resp_1:vlm:1"]
+    assert list(runner.stages.scopes) == ["resp_1:vlm:1"]
     await client.send(ev.ResponseCancel())
     assert (await client.until("response.done")).response.status == "cancelled"
     # every task the turn started (stage requests, the backend abort) ends: wait for those
@@ -77,7 +77,7 @@ async def test_a_parked_request_cancelled_mid_flight_leaves_no_task_behind(
     with anyio.fail_after(HANG_GUARD_S):
         while turn_tasks := asyncio.all_tasks() - baseline:
             await asyncio.wait(turn_tasks)
-    assert runner._scopes == {}
+    assert runner.stages.scopes == {}
     assert harness.script.aborted_ids("vlm") == [f"{runner.protocol.session_id}/resp_1:vlm:1"]
 
 

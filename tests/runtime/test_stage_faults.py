@@ -23,7 +23,7 @@ import pytest
 
 from backends.base import EngineDead, StageFailed
 from backends.scripted.script import FAULT_STEPS, STAGES, FaultKind, FaultStep, StageName
-from runtime.session_runner import StageTimeouts
+from runtime.stage_executor import StageTimeouts
 from spec import events as ev
 from spec.errors import ERROR_TYPE, ErrorCode
 from spec.limits import Limits

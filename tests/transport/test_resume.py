@@ -9,6 +9,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,12 @@ from transport.settings import ServerSettings
 REPLY = "Here is a reply long enough to be cut in the middle by a dropped connection."
 #: a hang guard only (a loaded 2-core machine), never a speed bound
 HANG_GUARD_S = 30.0
+
+
+def _resumption(runner: Any) -> Any:
+    """The resumable session's journal and attachment (`core.resume`)."""
+    assert runner.protocol.resume is not None
+    return runner.protocol.resume
 
 
 def _tone(ms: int) -> bytes:
@@ -101,9 +108,9 @@ def test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_not
         # the reply finishes while nobody is attached: its events wait in the journal
         await _eventually(
             "the detached session's reply to finish",
-            lambda: any(isinstance(e, ev.ResponseDone) for e in runner.journal.kept()),
+            lambda: any(isinstance(e, ev.ResponseDone) for e in _resumption(runner).journal.kept()),
         )
-        assert runner.attachment.state is AttachmentState.DETACHED
+        assert _resumption(runner).attachment.state is AttachmentState.DETACHED
         async with DuplexClient.connect(url, resume=state) as second:
             await second.wait_for("response.done", timeout=HANG_GUARD_S)
             after = list(second.history)
