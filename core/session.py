@@ -13,9 +13,10 @@ Theory of operation (docs/session-semantics.md is the contract):
             wait of a semantic_vad pause (B32)
 
 Who owns what:
-- here: dispatch and error relabelling, the input side (one `InputBuffer` for idle
-  retention vs capture, B12; the `AudioClock` of the audio received), commits (B6, B7,
-  B15), item events and playback acks (B19);
+- here: dispatch and error relabelling, the session's configuration and clocks, item
+  events and playback acks (B19);
+- `core.session_input.SessionInput`: appends, the input buffer (idle retention vs
+  capture, B12), the audio clock, and commits (B6-B8, B13, B15);
 - `core.turn_taking.TurnTaking`: server VAD, semantic VAD and live transcripts (B10,
   B32, B33), with the verdict's wait for a pause's words and the reuse of a partial for
   a commit of the same audio;
@@ -36,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.append_checks import check_append
 from core.audio import AudioClock
 from core.conversation import Conversation
 from core.errors import InvalidState, InvalidTransition
@@ -44,12 +44,13 @@ from core.item_checks import check_item_create
 from core.outbox import Outbox
 from core.pending_input import PendingInput
 from core.responses import Responses
+from core.session_input import SessionInput
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.turn_log import TurnLog
 from core.turn_taking import TurnTaking
 from spec import events as ev
-from spec.effects import ASR, CloseSession, ScoreVad
+from spec.effects import ASR, CloseSession
 from spec.error_events import error_event, refusal_event
 from spec.errors import (
     CloseCode,
@@ -172,6 +173,17 @@ class SessionProtocol:
         )
         #: a background model answers delegated questions (B31); else they are dropped
         self._turns.delegations.enabled = delegation
+        self._input = SessionInput(
+            self._out,
+            self._buffer,
+            self._clock,
+            pending=self._pending,
+            items=self._items,
+            turns=self._turns,
+            turn_taking=self._turn_taking,
+            limits=self.limits,
+            config=self._current_config,
+        )
         self._last_activity_ms = now_ms
         self._closed = False
         turns = self._turns
@@ -404,105 +416,6 @@ class SessionProtocol:
 
     # --- input --------------------------------------------------------------------------
 
-    def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
-        buffer = self._buffer
-        vad = self.config.turn_detection is not None
-        plan = check_append(
-            event, self.config.input_format, self.limits, verdict=not (vad or buffer.capturing)
-        )
-        pcm16, frames = plan.pcm16, plan.frames
-        capture = buffer.capturing or plan.speech
-        after = buffer.bytes_after(
-            len(pcm16), frames, capture=capture, max_frames=self.limits.max_context_images
-        )
-        self._pending.ensure_room(
-            self._pending.bytes - buffer.held_bytes + after,
-            "commit or clear first",
-            event.event_id,
-        )
-        if capture and not buffer.capturing:
-            buffer.start_capture()
-        freed = buffer.add_audio(pcm16)
-        added = len(pcm16)
-        if frames:
-            added += sum(len(f) for f in frames)
-            freed += buffer.add_frames(frames, self.limits.max_context_images)
-        self._pending.add(added - freed)
-        if vad and pcm16:
-            self._out.effect(ScoreVad(pcm16, self._clock.ms))
-        self._clock.advance(len(pcm16))
-
-    def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
-        self._pending.free(self._buffer.clear())
-        self._turn_taking.reset()
-
-    def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
-        if not self._buffer.since_commit:
-            raise RemoteProtocolError(
-                "nothing was appended since the last commit or clear",
-                code=ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
-                event_id=event.event_id,
-            )
-        quiet = not self._buffer.capturing and not self._buffer.frames
-        if not quiet and self._turns.queued_commits() >= self.limits.max_pending_commits:
-            raise RemoteProtocolError(
-                f"{self.limits.max_pending_commits} commits are already waiting",
-                code=ErrorCode.INPUT_BACKPRESSURE,
-                event_id=event.event_id,
-            )
-        item_id = self._buffer.speech_item_id
-        self._turn_taking.end_utterance()
-        self._commit(
-            client_event_id=event.event_id,
-            wants_response=event.wants_response(self.config.auto_response),
-            item_id=item_id,
-        )
-
-    def _commit(
-        self,
-        *,
-        client_event_id: str | None,
-        wants_response: bool,
-        item_id: str | None,
-        keep_until_sample: int | None = None,
-    ) -> None:
-        has_speech = self._buffer.capturing
-        held = self._buffer.held_bytes
-        keep = None
-        if keep_until_sample is not None:
-            keep = self._turn_taking.buffered_bytes_before(keep_until_sample)
-        # the audio after a VAD end stays in the buffer: the next utterance's start (D35)
-        audio, frames = self._buffer.take(keep)
-        held -= self._buffer.held_bytes
-        content: list[ev.ContentPart] = []
-        # an audio part for speech audio, or the empty one of a quiet commit (B6); speech
-        # cut to nothing by the VAD end keeps none
-        if (has_speech and audio) or (not has_speech and not frames):
-            content.append(ev.ContentPart(type="input_audio"))
-        content.extend(ev.ContentPart(type="input_image") for _ in frames)
-        item = self._items.add(item_id, "user", content)
-        self._out.emit(
-            ev.ConversationItemAdded(item=item.wire(), previous_item_id=item.previous_item_id)
-        )
-        reserved = len(audio) if has_speech else 0
-        reserved += sum(len(f) for f in frames)
-        self._pending.free(held - reserved)  # silent audio is released at once (B8)
-        commit = Commit(
-            self._out,
-            item,
-            pcm16=audio if has_speech else b"",
-            frames=frames,
-            has_speech=has_speech,
-            reserved=reserved,
-            client_event_id=client_event_id,
-        )
-        if not has_speech and not frames:  # quiet commit (B6)
-            commit.quiet()
-            item.complete()
-            self._out.emit(ev.ResponseListen(reason="silence_or_noise"))
-            return
-        self._turns.accept(commit, wants_response=wants_response)
-
     # --- items --------------------------------------------------------------------------
 
     def _on_item_create(self, event: ev.ConversationItemCreate, now_ms: int) -> None:
@@ -568,8 +481,7 @@ class SessionProtocol:
             modalities = event.response.output_modalities or event.response.modalities
         if self._turns.create(modalities, event.event_id):
             return
-        if not self._buffer.capturing and self._buffer.frames:
-            self._commit(client_event_id=None, wants_response=True, item_id=None)
+        if self._input.frames_only():
             return
         raise RemoteProtocolError(
             "nothing to respond to: commit input or create an item first",
@@ -586,6 +498,18 @@ class SessionProtocol:
     def _on_playback_ack(self, event: ev.PlaybackAck, now_ms: int) -> None:
         response = self._turns.playing(event.response_id, event.item_id, event.event_id)
         response.playback.ack(event.played_ms)
+
+    def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
+        self._input.on_append(event)
+
+    def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
+        self._input.on_clear()
+
+    def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
+        self._input.on_commit(event)
+
+    def _end_turn(self, config: TurnDetection, item_id: str, keep_until_sample: int) -> None:
+        self._input.end_turn(config, item_id, keep_until_sample)
 
     # --- turn-taking (core.turn_taking) ------------------------------------------------
 
@@ -606,30 +530,3 @@ class SessionProtocol:
         settled = self._turn_taking.settled
         while settled:
             self._turns.on_transcript(settled.pop(0), now_ms)
-
-    def _end_turn(self, config: TurnDetection, item_id: str, keep_until_sample: int) -> None:
-        """Speech stopped (server VAD, or a reviewed pause): commit the utterance, or say
-        why not."""
-        if not self._buffer.since_commit:  # nothing arrived since the last commit
-            self._out.emit(
-                error_event(
-                    ErrorCode.INPUT_AUDIO_BUFFER_EMPTY,
-                    "speech ended but no audio was appended since the last commit",
-                )
-            )
-            return
-        if self._turns.queued_commits() >= self.limits.max_pending_commits:
-            self._out.emit(
-                error_event(
-                    ErrorCode.INPUT_BACKPRESSURE,
-                    "too many commits waiting; the utterance was dropped",
-                )
-            )
-            self._pending.free(self._buffer.clear())
-            return
-        self._commit(
-            client_event_id=None,
-            wants_response=config.create_response,
-            item_id=self._buffer.speech_item_id or item_id,
-            keep_until_sample=keep_until_sample,
-        )
