@@ -34,7 +34,6 @@ is translated at one boundary per backend into this tree (drawn as in httpx):
 
 from __future__ import annotations
 
-import enum
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
@@ -44,6 +43,7 @@ import numpy.typing as npt
 
 from spec.effects import HistoryTurn, PromptInput
 from spec.errors import ErrorCode
+from spec.stage_results import VlmAction
 
 log = logging.getLogger("joyduplex.backends")
 
@@ -187,14 +187,6 @@ class VlmRequest:
     #: the session's reply cap (`max_output_tokens`); None: the stage's own cap, which
     #: bounds a number given here too
     max_tokens: int | None = None
-
-
-class VlmAction(enum.StrEnum):
-    """What the model decided to do with this turn."""
-
-    SPEAK = "speak"
-    LISTEN = "listen"  # stay silent: `response.listen`, TTS skipped
-    DELEGATE = "delegate"  # speak `text` (the note); `question` goes to a background model
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,16 +6,23 @@ background model, asks it the question (`SubmitDelegation`). The request is open
 until its answer or failure comes back; an answer that finds a response active waits
 here for the slot (it never overlaps a reply). An interrupt drops every open request
 (each gets its `Abort`) and every waiting answer, so a late answer is fenced: it names a
-request that is no longer open. Plain bookkeeping: the follow-up response itself is an
-ordinary `Response`, started by `core.responses.Responses`.
+request that is no longer open. The follow-up response itself is an ordinary
+`Response`, started by `core.responses.Responses`.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from spec.effects import DELEGATION
+from spec.effects import DELEGATION, Abort, SubmitDelegation
+from spec.error_events import error_event
+from spec.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from core.outbox import Outbox
+    from spec.effects import PromptInput
 
 __all__ = ["Delegations", "OpenDelegation"]
 
@@ -37,11 +44,36 @@ class Delegations:
         self.open: dict[str, OpenDelegation] = {}  # request id -> request, oldest first
         self.waiting: deque[str] = deque()  # answers waiting for the active slot
 
-    def request(self, response_id: str) -> str:
-        """Open the one delegation of response `response_id`; returns its request id."""
+    def ask(self, out: Outbox, response_id: str, question: str, prompt: PromptInput) -> None:
+        """Open the one delegation of response `response_id`: the question goes to the
+        background model with the conversation (`prompt`) as its context."""
         request_id = f"{response_id}:{DELEGATION}:1"
         self.open[request_id] = OpenDelegation(request_id, response_id)
-        return request_id
+        out.effect(
+            SubmitDelegation(
+                request_id,
+                response_id,
+                out.epoch,
+                question,
+                history=prompt.history,
+                transcript=prompt.transcript,
+            )
+        )
+
+    def abort(self, out: Outbox, response_id: str | None) -> None:
+        """An interrupt: the open delegations (of the named response's note only, when
+        one is named) are aborted and the waiting answers forgotten."""
+        for delegation in self.drop(response_id):
+            out.effect(Abort(delegation.request_id, DELEGATION, delegation.response_id))
+
+    @staticmethod
+    def failed(out: Outbox, message: str) -> None:
+        """The background model failed: a typed error; the session and its replies go on."""
+        out.emit(
+            error_event(
+                ErrorCode.DELEGATION_FAILED, f"the background model did not answer: {message}"
+            )
+        )
 
     def close(self, request_id: str) -> OpenDelegation | None:
         """The request answered or failed: its record, or None when it is not open

@@ -22,10 +22,10 @@ from core.delegations import Delegations
 from core.prompt_input import (
     build_prompt,
     heard_text,
-    played_prefix,
     record_shown,
     record_silence,
 )
+from core.remembered_responses import RememberedResponses
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
 from spec import events as ev
@@ -38,11 +38,12 @@ from spec.effects import (
     EvictReplica,
     ItemRef,
     SubmitAsr,
-    SubmitDelegation,
     SubmitTts,
     SubmitVlm,
 )
-from spec.errors import ERROR_TYPE, ErrorCode, RemoteProtocolError
+from spec.error_events import error_detail, error_event
+from spec.errors import ErrorCode, RemoteProtocolError
+from spec.stage_results import VlmAction
 from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class Responses:
         self.profile = profile
         self.queue: list[Commit] = []  # retained, deferred and adopted, oldest first
         self.active: Response | None = None
-        self.by_id: dict[str, Response] = {}
+        self.by_id = RememberedResponses()
         self.delegations = Delegations()  # questions at the background model (B31)
         self.log = log  # times, frames and silences of the turns, for history (B29)
 
@@ -171,19 +172,8 @@ class Responses:
         taken = {id(c) for c in segments}
         self.queue = [c for c in self.queue if id(c) not in taken]
         config = self._config()
-        response_id = self._out.next_id("resp")
-        item_id = self._out.next_id("item")
-        response = Response(
-            self._out,
-            response_id,
-            item_id=item_id,
-            segments=segments,
-            playback=Playback(self._out, response_id=response_id, item_id=item_id),
-            modalities=tuple(modalities or config.output_modalities),
-        )
-        self.active = response
-        self.by_id[response_id] = response
-        self._out.emit(response.created_event())
+        response = self._open(segments, modalities)
+        response_id = response.id
         asr = [c for c in segments if c.state is CommitState.ROUTED_ASR]
         if not asr:
             self._submit_vlm(response)
@@ -203,6 +193,23 @@ class Responses:
                     language=config.transcription_language,
                 )
             )
+
+    def _open(self, segments: list[Commit], modalities: list[str] | None) -> Response:
+        """A new response, the active one: `response.created`."""
+        response_id = self._out.next_id("resp")
+        item_id = self._out.next_id("item")
+        response = Response(
+            self._out,
+            response_id,
+            item_id=item_id,
+            segments=segments,
+            playback=Playback(self._out, response_id=response_id, item_id=item_id),
+            modalities=tuple(modalities or self._config().output_modalities),
+        )
+        self.active = response
+        self.by_id[response_id] = response
+        self._out.emit(response.created_event())
+        return response
 
     def _submit_vlm(self, response: Response) -> None:
         response.generate()
@@ -264,9 +271,10 @@ class Responses:
         if response is None:
             return
         rest = response.decide(
-            result.request_id, text=result.text, listen=result.action == "listen"
+            result.request_id, text=result.text, listen=result.action == VlmAction.LISTEN
         )
-        if result.action == "delegate" and result.question.strip() and self.delegations.enabled:
+        delegate = result.action == VlmAction.DELEGATE and self.delegations.enabled
+        if delegate and result.question.strip():
             self._delegate(response, result.question.strip())
         self._answer(response, rest)
 
@@ -302,17 +310,7 @@ class Responses:
             responses=self.by_id,
             segments=response.segments,
         )
-        request_id = self.delegations.request(response.id)
-        self._out.effect(
-            SubmitDelegation(
-                request_id,
-                response.id,
-                self._out.epoch,
-                question,
-                history=prompt.history,
-                transcript=prompt.transcript,
-            )
-        )
+        self.delegations.ask(self._out, response.id, question, prompt)
 
     def on_delegation_answer(self, result: DelegationAnswer, now_ms: int) -> None:
         if self.delegations.close(result.request_id) is None or not result.text.strip():
@@ -324,42 +322,13 @@ class Responses:
 
     def _follow_up(self, text: str) -> None:
         """Speak a background answer as a response of its own, created by the server."""
-        response_id = self._out.next_id("resp")
-        item_id = self._out.next_id("item")
-        response = Response(
-            self._out,
-            response_id,
-            item_id=item_id,
-            segments=[],
-            playback=Playback(self._out, response_id=response_id, item_id=item_id),
-            modalities=tuple(self._config().output_modalities),
-        )
-        self.active = response
-        self.by_id[response_id] = response
-        self._out.emit(response.created_event())
+        response = self._open([], None)
         response.generate()
         # the answer takes the path of a streamed reply: sentence by sentence to TTS
         request_id = response.new_request(DELEGATION)
         for sentence in response.add_text(text):
             self._submit_tts(response, sentence)
         self._answer(response, response.decide(request_id, text=text, listen=False))
-
-    def _drop_delegations(self, response_id: str | None) -> None:
-        """An interrupt: open delegations are aborted and waiting answers forgotten."""
-        for delegation in self.delegations.drop(response_id):
-            self._out.effect(Abort(delegation.request_id, DELEGATION, delegation.response_id))
-
-    def _delegation_failed(self, result: StageFailure) -> None:
-        """The background model failed: a typed error; the session and its replies go on."""
-        self._out.emit(
-            ev.Error(
-                error=ev.ErrorDetail(
-                    type=ERROR_TYPE[ErrorCode.DELEGATION_FAILED].value,
-                    code=ErrorCode.DELEGATION_FAILED.value,
-                    message=f"the background model did not answer: {result.message}",
-                )
-            )
-        )
 
     def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:
         item = self._items.add(response.item_id, "assistant", [part], response_id=response.id)
@@ -415,7 +384,7 @@ class Responses:
 
     def on_stage_failure(self, result: StageFailure, now_ms: int) -> None:
         if self.delegations.close(result.request_id) is not None:
-            self._delegation_failed(result)
+            self.delegations.failed(self._out, result.message)
             return
         response = self.active
         if response is None or result.request_id not in response.open_requests:
@@ -426,10 +395,7 @@ class Responses:
         if result.engine_dead:
             self._out.effect(EvictReplica(stage))
         self._abort_open(response)
-        error = ev.ErrorDetail(
-            type=ERROR_TYPE[result.code].value, code=result.code.value, message=result.message
-        )
-        self._out.emit(ev.Error(error=error))
+        self._out.emit(error_event(result.code, result.message))
         self._fail_waiting_segments(response, result.code, result.message)
         self._close_output(response)
         response.fail(result.code.value, {"code": result.code.value, "message": result.message})
@@ -493,10 +459,7 @@ class Responses:
             item = commit.item
             if self._items.accepts_result(item):
                 item.fail_transcription(
-                    content_index=commit.content_index,
-                    error=ev.ErrorDetail(
-                        type=ERROR_TYPE[code].value, code=code.value, message=message
-                    ),
+                    content_index=commit.content_index, error=error_detail(code, message)
                 )
         for commit in response.segments:
             self._pending.release(commit)
@@ -506,7 +469,7 @@ class Responses:
         open delegations (D1)."""
         if self.active is not None:
             self._abort_open(self.active)
-        self._drop_delegations(None)
+        self.delegations.abort(self._out, None)
 
     # --- interrupts (B11) ---------------------------------------------------------------
 
@@ -538,7 +501,7 @@ class Responses:
         """Cancel (B11): the active response, else whatever may still be playing.
         Returns False when there was nothing to interrupt."""
         # first, so the cancelled response's end starts no waiting answer (D32)
-        self._drop_delegations(response_id)
+        self.delegations.abort(self._out, response_id)
         active = self.active
         if active is not None and response_id in (None, active.id):
             self._cancel(active, reason, force_cleared=clear)
@@ -576,76 +539,3 @@ class Responses:
                 param="response_id",
                 event_id=event_id,
             )
-
-    # --- playback (B19) -----------------------------------------------------------------
-
-    def truncate(self, item: Item, audio_end_ms: int, event_id: str | None) -> None:
-        """`conversation.item.truncate`: an assistant audio item keeps what was played."""
-        response = self.by_id.get(item.response_id or "")
-        if (
-            response is None
-            or item.state is not ItemState.COMPLETED
-            or audio_end_ms > response.playback.generated_ms
-        ):
-            raise RemoteProtocolError(
-                "only a completed assistant audio item can be truncated, within its audio",
-                code=ErrorCode.INVALID_TRUNCATE,
-                param="audio_end_ms",
-                event_id=event_id,
-            )
-        item.truncate(
-            audio_end_ms=audio_end_ms,
-            transcript=played_prefix(response.text_marks, audio_end_ms),
-        )
-
-    def playing(
-        self, response_id: str | None, item_id: str | None, event_id: str | None
-    ) -> Response:
-        """The response a `playback.ack` names (by response id, else by its item id)."""
-        response: Response | None = None
-        if response_id is not None:
-            response = self.by_id.get(response_id)
-        elif item_id is not None:
-            response = next((r for r in self.by_id.values() if r.item_id == item_id), None)
-        if response is None or response.playback.state is PlaybackState.IDLE:
-            raise RemoteProtocolError(
-                "no audio was sent for that response",
-                code=ErrorCode.PLAYBACK_ITEM_NOT_FOUND,
-                param="response_id",
-                event_id=event_id,
-            )
-        if item_id is not None and item_id != response.item_id:
-            raise RemoteProtocolError(
-                f"item `{item_id}` is not the item of response `{response.id}`",
-                code=ErrorCode.PLAYBACK_ITEM_MISMATCH,
-                param="item_id",
-                event_id=event_id,
-            )
-        return response
-
-    def forget_oldest(self, keep: int) -> None:
-        """Bounded state (docs/session-semantics.md section 10): beyond `keep` remembered
-        responses, the oldest that are neither active nor possibly playing are forgotten
-        (their assistant items stay, entering history with their own text)."""
-        excess = len(self.by_id) - keep
-        if excess <= 0:
-            return
-        gone: list[str] = []
-        for response_id, response in self.by_id.items():
-            if response is not self.active and not response.playback.may_be_playing:
-                gone.append(response_id)
-                if len(gone) == excess:
-                    break
-        for response_id in gone:
-            del self.by_id[response_id]
-
-    def drain_deadline(self) -> int | None:
-        """When the earliest response's audio has played out at the client's pace."""
-        deadlines = (r.playback.drain_deadline() for r in self.by_id.values())
-        return min((d for d in deadlines if d is not None), default=None)
-
-    def drain_due(self, now_ms: int) -> None:
-        for response in self.by_id.values():
-            deadline = response.playback.drain_deadline()
-            if deadline is not None and deadline <= now_ms:
-                response.playback.drain()

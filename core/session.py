@@ -336,7 +336,7 @@ class SessionProtocol:
     def next_deadline(self) -> int | None:
         if self._closed:
             return None
-        deadlines = [self._turns.drain_deadline(), *self._turn_taking.deadlines()]
+        deadlines = [self._turns.by_id.drain_deadline(), *self._turn_taking.deadlines()]
         idle = self._idle_timeout_ms()
         if idle:
             deadlines.append(self._last_activity_ms + idle)
@@ -346,7 +346,7 @@ class SessionProtocol:
         if self._closed:
             return
         self._now_ms = now_ms
-        self._turns.drain_due(now_ms)
+        self._turns.by_id.drain_due(now_ms)
         self._turn_taking.on_timeout(now_ms)
         self._settle(now_ms)
         idle = self._idle_timeout_ms()
@@ -463,7 +463,7 @@ class SessionProtocol:
         limits = self.limits
         for item in self._items.oldest_over(limits.max_items, limits.max_history_bytes):
             self._delete(item)
-        self._turns.forget_oldest(self.limits.max_responses)
+        self._turns.by_id.forget_oldest(self.limits.max_responses, self._turns.active)
 
     def _on_item_retrieve(self, event: ev.ConversationItemRetrieve, now_ms: int) -> None:
         item = self._items.find(event.item_id, event.event_id)
@@ -471,7 +471,7 @@ class SessionProtocol:
 
     def _on_item_truncate(self, event: ev.ConversationItemTruncate, now_ms: int) -> None:
         item = self._items.find(event.item_id, event.event_id)
-        self._turns.truncate(item, event.audio_end_ms, event.event_id)
+        self._turns.by_id.truncate(item, event.audio_end_ms, event.event_id)
 
     # --- responses ----------------------------------------------------------------------
 
@@ -496,7 +496,7 @@ class SessionProtocol:
         self._turns.clear_output(event.response_id, event.event_id)
 
     def _on_playback_ack(self, event: ev.PlaybackAck, now_ms: int) -> None:
-        response = self._turns.playing(event.response_id, event.item_id, event.event_id)
+        response = self._turns.by_id.playing(event.response_id, event.item_id, event.event_id)
         response.playback.ack(event.played_ms)
 
     def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:

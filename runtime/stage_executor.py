@@ -281,7 +281,7 @@ class StageExecutor:
             if isinstance(out, VlmDecision):
                 question = out.question or ""
                 self._feed(
-                    VlmDecisionResult(effect.request_id, out.action.value, out.text, question)
+                    VlmDecisionResult(effect.request_id, out.action, out.text, question)
                 )
                 return
             self._feed(VlmDelta(effect.request_id, out.text))

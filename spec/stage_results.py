@@ -6,6 +6,7 @@ to a response that is no longer active or to an older epoch (B11 fencing).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ __all__ = [
     "TtsDone",
     "TurnEndVerdict",
     "VadScores",
+    "VlmAction",
     "VlmDecisionResult",
     "VlmDelta",
 ]
@@ -69,12 +71,20 @@ class VlmDelta:
     text: str
 
 
+class VlmAction(enum.StrEnum):
+    """What the model decided to do with a turn."""
+
+    SPEAK = "speak"
+    LISTEN = "listen"  # stay silent: `response.listen`, TTS skipped
+    DELEGATE = "delegate"  # speak `text` (the note); `question` goes to a background model
+
+
 @dataclass(frozen=True, slots=True)
 class VlmDecisionResult:
     """The last VLM result of a request: `speak`, `listen` or `delegate`."""
 
     request_id: str
-    action: str
+    action: VlmAction
     text: str = ""
     #: `delegate` only: the question handed to the background model (B31)
     question: str = ""
