@@ -280,9 +280,7 @@ class StageExecutor:
         async for out in self.backend.vlm.generate(request):
             if isinstance(out, VlmDecision):
                 question = out.question or ""
-                self._feed(
-                    VlmDecisionResult(effect.request_id, out.action, out.text, question)
-                )
+                self._feed(VlmDecisionResult(effect.request_id, out.action, out.text, question))
                 return
             self._feed(VlmDelta(effect.request_id, out.text))
         raise BackendError("the VLM stream ended without a decision", stage="vlm")
