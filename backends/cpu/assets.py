@@ -34,10 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_EXTRA_HINT",
+    "SILERO_VAD",
     "SILERO_VAD_INSTALL_HINT",
     "SILERO_VAD_SHA256",
+    "SMART_TURN",
     "SMART_TURN_INSTALL_HINT",
     "SMART_TURN_SHA256",
+    "PinnedModel",
     "PiperVoiceFiles",
     "import_extra",
     "piper_voice_files",
@@ -81,122 +84,116 @@ def import_extra(module: str, *, stage: str) -> ModuleType:
         ) from exc
 
 
-def silero_vad_model_path(configured: str | Path | None = None) -> Path:
-    """The Silero ONNX file: `configured` exactly as given, else the silero-vad wheel's copy.
+@dataclass(frozen=True, slots=True)
+class PinnedModel:
+    """A model file that ships inside a package installed with `--no-deps`: where it is,
+    found without importing the package, and the digest its bytes must have."""
 
-    Raises:
-        BackendUnavailable: the configured file, or the silero-vad package, is missing.
-    """
-    if configured is not None:
-        path = Path(configured).expanduser()
+    stage: str  #: the stage that loads it (error messages and logs)
+    what: str  #: what it is, for messages ("VAD model")
+    package: str  #: the import name of the package holding it
+    distribution: str  #: its PyPI name
+    location: tuple[str, ...]  #: the file's path inside the package
+    sha256: str
+    pinned: str  #: which artifact the digest is, for messages
+    install_hint: str
+
+    def path(self, configured: str | Path | None = None) -> Path:
+        """The model file: `configured` exactly as given, else the package's copy.
+
+        Raises:
+            BackendUnavailable: the configured file, or the package, is missing.
+        """
+        stage = self.stage
+        if configured is not None:
+            path = Path(configured).expanduser()
+            if not path.is_file():
+                raise BackendUnavailable(
+                    f"{stage}: the configured {self.what} `{path}` does not exist or is not "
+                    "a file (an explicitly configured path never falls back to the packaged "
+                    "model)",
+                    stage=stage,
+                )
+            return path
+        spec = importlib.util.find_spec(self.package)
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not locations:
+            raise BackendUnavailable(
+                f"{stage}: the {self.what} is missing: the `{self.distribution}` package is "
+                f"not installed; {self.install_hint}",
+                stage=stage,
+            )
+        path = Path(locations[0]).joinpath(*self.location)
         if not path.is_file():
             raise BackendUnavailable(
-                f"vad: the configured VAD model `{path}` does not exist or is not a file "
-                "(an explicitly configured path never falls back to the packaged model)",
-                stage="vad",
+                f"{stage}: `{path}` is missing from the installed {self.distribution} "
+                f"package; {self.install_hint}",
+                stage=stage,
             )
         return path
-    spec = importlib.util.find_spec("silero_vad")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise BackendUnavailable(
-            f"vad: the Silero VAD model is missing: the `silero-vad` package is not "
-            f"installed; {SILERO_VAD_INSTALL_HINT}",
-            stage="vad",
-        )
-    path = Path(locations[0]) / "data" / "silero_vad.onnx"
-    if not path.is_file():
-        raise BackendUnavailable(
-            f"vad: `{path}` is missing from the installed silero-vad package; "
-            f"{SILERO_VAD_INSTALL_HINT}",
-            stage="vad",
-        )
-    return path
+
+    def read(self, path: Path, expected_sha256: str | None = None) -> bytes:
+        """Read the model file once and check its SHA-256, so the bytes checked are the
+        bytes loaded.
+
+        Raises:
+            BackendUnavailable: unreadable file or digest mismatch.
+        """
+        stage, expected = self.stage, (expected_sha256 or self.sha256).lower()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"{stage}: cannot read the {self.what} `{path}`: {exc}", stage=stage
+            ) from exc
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != expected:
+            raise BackendUnavailable(
+                f"{stage}: the {self.what} `{path}` has SHA-256 {digest}, expected "
+                f"{expected} ({self.pinned}); {self.install_hint}",
+                stage=stage,
+            )
+        return data
+
+
+SILERO_VAD = PinnedModel(
+    stage="vad",
+    what="VAD model",
+    package="silero_vad",
+    distribution="silero-vad",
+    location=("data", "silero_vad.onnx"),
+    sha256=SILERO_VAD_SHA256,
+    pinned="the Silero v6.2 ONNX of silero-vad 6.2.3",
+    install_hint=SILERO_VAD_INSTALL_HINT,
+)
+SMART_TURN = PinnedModel(
+    stage="turn_end",
+    what="end-of-turn model",
+    package="pipecat",
+    distribution="pipecat-ai",
+    location=("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-cpu.onnx"),
+    sha256=SMART_TURN_SHA256,
+    pinned="Smart Turn v3.2 of pipecat-ai 1.14.0",
+    install_hint=SMART_TURN_INSTALL_HINT,
+)
+
+
+def silero_vad_model_path(configured: str | Path | None = None) -> Path:
+    """The Silero ONNX file (`PinnedModel.path`)."""
+    return SILERO_VAD.path(configured)
 
 
 def smart_turn_model_path(configured: str | Path | None = None) -> Path:
-    """The Smart Turn ONNX file: `configured` exactly as given, else the pipecat-ai
-    wheel's copy (located without importing the package).
-
-    Raises:
-        BackendUnavailable: the configured file, or the pipecat-ai package, is missing.
-    """
-    if configured is not None:
-        path = Path(configured).expanduser()
-        if not path.is_file():
-            raise BackendUnavailable(
-                f"turn_end: the configured end-of-turn model `{path}` does not exist or is "
-                "not a file (an explicitly configured path never falls back to the packaged "
-                "model)",
-                stage="turn_end",
-            )
-        return path
-    spec = importlib.util.find_spec("pipecat")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise BackendUnavailable(
-            "turn_end: the Smart Turn model is missing: the `pipecat-ai` package is not "
-            f"installed; {SMART_TURN_INSTALL_HINT}",
-            stage="turn_end",
-        )
-    path = Path(locations[0]) / "audio" / "turn" / "smart_turn" / "data"
-    path /= "smart-turn-v3.2-cpu.onnx"
-    if not path.is_file():
-        raise BackendUnavailable(
-            f"turn_end: `{path}` is missing from the installed pipecat-ai package; "
-            f"{SMART_TURN_INSTALL_HINT}",
-            stage="turn_end",
-        )
-    return path
-
-
-def _read_verified(
-    path: Path, expected_sha256: str, *, stage: str, what: str, pinned: str, hint: str
-) -> bytes:
-    """Read a model file once and check its SHA-256, so the bytes checked are the bytes
-    loaded.
-
-    Raises:
-        BackendUnavailable: unreadable file or digest mismatch.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BackendUnavailable(
-            f"{stage}: cannot read the {what} `{path}`: {exc}", stage=stage
-        ) from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != expected_sha256.lower():
-        raise BackendUnavailable(
-            f"{stage}: the {what} `{path}` has SHA-256 {digest}, expected {expected_sha256} "
-            f"({pinned}); {hint}",
-            stage=stage,
-        )
-    return data
-
-
-def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA256) -> bytes:
-    """The end-of-turn model's bytes, checked like the VAD model's."""
-    return _read_verified(
-        path,
-        expected_sha256,
-        stage="turn_end",
-        what="end-of-turn model",
-        pinned="Smart Turn v3.2 of pipecat-ai 1.14.0",
-        hint=SMART_TURN_INSTALL_HINT,
-    )
+    """The Smart Turn ONNX file (`PinnedModel.path`)."""
+    return SMART_TURN.path(configured)
 
 
 def read_verified_vad_model(path: Path, expected_sha256: str = SILERO_VAD_SHA256) -> bytes:
-    """The VAD model's bytes, checked against the pinned Silero digest."""
-    return _read_verified(
-        path,
-        expected_sha256,
-        stage="vad",
-        what="VAD model",
-        pinned="the Silero v6.2 ONNX of silero-vad 6.2.3",
-        hint=SILERO_VAD_INSTALL_HINT,
-    )
+    return SILERO_VAD.read(path, expected_sha256)
+
+
+def read_verified_turn_model(path: Path, expected_sha256: str = SMART_TURN_SHA256) -> bytes:
+    return SMART_TURN.read(path, expected_sha256)
 
 
 def whisper_model_dir(configured: str | Path | None = None) -> Path:

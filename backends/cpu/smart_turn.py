@@ -20,25 +20,19 @@ once per pause, beside the pause's transcript, not per audio frame.
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
-from backends.base import BackendUnavailable, StageLifecycle, TurnEndRequest
-from backends.cpu.assets import (
-    SMART_TURN_SHA256,
-    read_verified_turn_model,
-    smart_turn_model_path,
-)
-from backends.cpu.failures import serving_failures, single_thread_onnx
+from backends.base import BackendUnavailable, TurnEndRequest
+from backends.cpu.assets import SMART_TURN
+from backends.cpu.failures import serving_failures
 from backends.cpu.log_mel import log_mel
+from backends.cpu.onnx_stage import PinnedOnnxStage
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import numpy.typing as npt
 
 __all__ = ["SmartTurn"]
@@ -49,7 +43,7 @@ log = logging.getLogger("joyduplex.backends.cpu")
 CPU_NEUTRAL = {"session.disable_quant_qdq": "1"}
 
 
-class SmartTurn(StageLifecycle):
+class SmartTurn(PinnedOnnxStage):
     """Has the speaker finished? One shared Smart Turn v3.2 model.
 
     Args:
@@ -59,35 +53,9 @@ class SmartTurn(StageLifecycle):
     """
 
     name = "turn_end"
-
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        *,
-        expected_sha256: str = SMART_TURN_SHA256,
-    ) -> None:
-        self._configured = model_path
-        self._expected_sha256 = expected_sha256
-        self._session: Any = None
-        self._limiter: anyio.CapacityLimiter | None = None
-
-    async def load(self) -> None:
-        path = smart_turn_model_path(self._configured)
-        log.info("turn_end: loading Smart Turn from %s", path)
-        started = time.perf_counter()
-        self._session = await anyio.to_thread.run_sync(self._load, path)
-        self._limiter = anyio.CapacityLimiter(1)
-        log.info("turn_end: loaded in %.2f s", time.perf_counter() - started)
-
-    def _load(self, path: Path) -> Any:
-        data = read_verified_turn_model(path, self._expected_sha256)
-        return single_thread_onnx(
-            data, stage="turn_end", what=f"the Smart Turn model `{path}`", config=CPU_NEUTRAL
-        )
-
-    async def release(self) -> None:
-        self._session = None
-        self._limiter = None
+    model = SMART_TURN
+    title = "Smart Turn"
+    session_config = CPU_NEUTRAL
 
     async def warmup(self) -> None:
         """One prediction on silence (the first run allocates onnxruntime's buffers)."""

@@ -15,8 +15,7 @@ synchronous (used by `score` and by benchmarks).
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -27,19 +26,14 @@ from backends.base import (
     VAD_SAMPLE_RATE_HZ,
     BackendUnavailable,
     StageFailed,
-    StageLifecycle,
     VadState,
 )
-from backends.cpu.assets import (
-    SILERO_VAD_SHA256,
-    read_verified_vad_model,
-    silero_vad_model_path,
-)
-from backends.cpu.failures import serving_failures, single_thread_onnx
+from backends.cpu.assets import SILERO_VAD
+from backends.cpu.failures import serving_failures
+from backends.cpu.onnx_stage import PinnedOnnxStage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from backends.base import Float32Array
 
@@ -55,7 +49,7 @@ STATE_SHAPE = (2, 1, 128)
 _SAMPLE_RATE = np.array(VAD_SAMPLE_RATE_HZ, dtype=np.int64)
 
 
-class SileroVad(StageLifecycle):
+class SileroVad(PinnedOnnxStage):
     """Speech probability per 32 ms frame, batched over sessions, one shared model.
 
     Args:
@@ -65,35 +59,8 @@ class SileroVad(StageLifecycle):
     """
 
     name = "vad"
-
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        *,
-        expected_sha256: str = SILERO_VAD_SHA256,
-    ) -> None:
-        self._configured = model_path
-        self._expected_sha256 = expected_sha256
-        self._session: Any = None
-        self._limiter: anyio.CapacityLimiter | None = None
-
-    # --- lifecycle ---------------------------------------------------------------------
-
-    async def load(self) -> None:
-        path = silero_vad_model_path(self._configured)
-        log.info("vad: loading Silero VAD from %s", path)
-        started = time.perf_counter()
-        self._session = await anyio.to_thread.run_sync(self._load, path)
-        self._limiter = anyio.CapacityLimiter(1)
-        log.info("vad: loaded in %.2f s", time.perf_counter() - started)
-
-    def _load(self, path: Path) -> Any:
-        data = read_verified_vad_model(path, self._expected_sha256)
-        return single_thread_onnx(data, stage="vad", what=f"the Silero VAD model `{path}`")
-
-    async def release(self) -> None:
-        self._session = None
-        self._limiter = None
+    model = SILERO_VAD
+    title = "Silero VAD"
 
     async def warmup(self) -> None:
         """Score one zero frame (the first run allocates onnxruntime's buffers)."""
