@@ -16,16 +16,12 @@ runs a line-by-line port (`web/js/client_protocol.js`) over the same tables expo
 `web/spec/*.json`; recorded traces (`tests/web/traces`) prove both produce the same
 outputs and states.
 
-Theory of operation. Five machines, built from `spec/tables/client_*.py`:
+Theory of operation. Five kinds of machine, built from `spec/tables/client_*.py`:
 - connection: handshake, then ready; only fatal paths end the call; `error` events after
   the handshake become notices (or the rejection of the commit they name).
-- holds (`client_hold`): one per push-to-talk hold, and one per server-VAD commit. Pending
-  commits are keyed by their client event id; an acknowledgement, `no_response` or an
-  `error` finishes exactly the hold whose id it carries (B15, B20). `response.created`
-  binds every acknowledged hold; that response's `response.done` settles them.
-- playbacks (`client_playback`): one per response with audio; interrupts clear queued
-  audio at once, also after generation completed; drained or cleared responses fence
-  their late audio by response id; every cursor report is acknowledged (B19, B21).
+- holds (`core.client_holds`): one per push-to-talk hold or server-VAD commit; an
+  acknowledgement, `no_response` or `error` finishes exactly the hold whose id it carries.
+- playbacks (`core.client_replies`): one per response with audio, fenced by response id.
 - watchdog (`client_watchdog`): armed iff some hold awaits a reply (B23).
 - camera (`client_camera`): frames ride with audio appends while audio is uploaded, else
   go alone at the camera cadence (B22).
@@ -52,48 +48,31 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from core.client_holds import ClientHolds
+from core.client_replies import ClientReplies, base64_bytes
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
-from core.statemachines.client_hold import Hold
 from core.statemachines.client_outbox import ClientOutbox, EventIds, Output
-from core.statemachines.client_playback import ClientPlayback
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.client_camera import CameraState
 from spec.tables.client_connection import ConnectionState
 from spec.tables.client_constants import (
     CAMERA_INTERVAL_MS,
     CLIENT_MODES,
-    FENCE_MEMORY,
-    FINISHED_HOLD_MEMORY,
     HANDSHAKE_TIMEOUT_MS,
-    PLAYBACK_RATE_HZ,
     TURN_WATCHDOG_MS,
     session_payload,
 )
-from spec.tables.client_hold import (
-    AWAITING_REPLY_STATES,
-    CLIENT_HOLD,
-    LIVE_HOLD_STATES,
-    UPLOADING_HOLD_STATES,
-    HoldState,
-)
-from spec.tables.client_playback import LIVE_PLAYBACK_STATES
 from spec.tables.client_watchdog import WatchdogState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
+    from core.statemachines.client_hold import Hold
+    from core.statemachines.client_playback import ClientPlayback
     from spec.events import ServerEvent
 
 __all__ = ["ClientProtocol", "Output", "base64_bytes", "send_events", "wire_event"]
-
-
-def base64_bytes(text: str) -> int:
-    """Decoded length of standard base64 `text`, without decoding it."""
-    if not text:
-        return 0
-    padding = 2 if text.endswith("==") else 1 if text.endswith("=") else 0
-    return len(text) * 3 // 4 - padding
 
 
 def wire_event(event: ServerEvent) -> dict[str, Any]:
@@ -149,17 +128,24 @@ class ClientProtocol:
         self.connection = Connection(self._out, payload)
         self.watchdog = Watchdog(self._out, watchdog_ms)
         self.camera = Camera(self._out)
-        self.holds: list[Hold] = []
-        self.playbacks: dict[str, ClientPlayback] = {}
-        self.pending_commits: dict[str, Hold] = {}
+        self.turns = ClientHolds(self._out)
+        self.replies = ClientReplies(self._out)
         self.user_speaking = False
-        self._hold_counter = 0
         self._restart_watchdog = False
         self._handshake_deadline: float | None = None
         self._next_capture: float | None = None
-        self._speech_stopped_at: dict[str, float] = {}
-        self._turn_end: dict[str, float] = {}
-        self._latency_reported: set[str] = set()
+
+    @property
+    def holds(self) -> list[Hold]:
+        return self.turns.holds
+
+    @property
+    def pending_commits(self) -> dict[str, Hold]:
+        return self.turns.pending_commits
+
+    @property
+    def playbacks(self) -> dict[str, ClientPlayback]:
+        return self.replies.playbacks
 
     # --- host inputs ------------------------------------------------------------------
 
@@ -185,13 +171,10 @@ class ClientProtocol:
         except ValueError:
             event = None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            self._out.emit(
-                {
-                    "kind": "notice",
-                    "level": "warning",
-                    "code": "malformed_event",
-                    "message": "the server sent a frame that is not a JSON event; skipped",
-                }
+            self._notice(
+                "warning",
+                "malformed_event",
+                "the server sent a frame that is not a JSON event; skipped",
             )
             return self._finish(now_ms)
         return self.server_event(event, now_ms)
@@ -205,30 +188,20 @@ class ClientProtocol:
 
     def press(self, now_ms: float) -> list[Output]:
         """The push-to-talk button (or space bar) went down."""
-        if self.mode == "ptt" and self._ready() and self._live_hold() is None:
-            self._hold_counter += 1
-            hold = Hold(self._out, f"hold_{self._hold_counter}")
-            self.holds.append(hold)
-            hold.fire("press", muted=self.muted)
+        if self.mode == "ptt" and self._ready():
+            self.turns.press(muted=self.muted)
         return self._finish(now_ms)
 
     def release(self, now_ms: float) -> list[Output]:
         """The push-to-talk button went up: commit what the hold uploaded, if anything."""
-        hold = self._live_hold()
-        if hold is not None:
-            hold.ended_ms = now_ms
-            hold.fire("release")
-            if hold.state is HoldState.SUBMITTED and hold.commit_event_id is not None:
-                self.pending_commits[hold.commit_event_id] = hold
-                self._restart_watchdog = True
+        if self.turns.release(now_ms):
+            self._restart_watchdog = True
         return self._finish(now_ms)
 
     def set_muted(self, muted: bool, now_ms: float) -> list[Output]:
         if muted != self.muted:
             self.muted = muted
-            hold = self._live_hold()
-            if hold is not None:
-                hold.fire("mute" if muted else "unmute")
+            self.turns.mute(muted)
         return self._finish(now_ms)
 
     def set_camera(self, on: bool, now_ms: float) -> list[Output]:
@@ -246,11 +219,7 @@ class ClientProtocol:
         """Microphone audio (pcm16 at the capture rate, base64) from the capture worklet."""
         if self._audio_flowing() and samples > 0:
             if self.mode == "ptt":
-                hold = self._live_hold()
-                assert hold is not None  # audio flows in PTT mode only during a hold
-                if hold.state is HoldState.PRESSED:
-                    hold.fire("upload")
-                hold.uploaded_samples += samples
+                self.turns.upload(samples)
             event: dict[str, Any] = {"type": "input_audio_buffer.append", "audio": audio_b64}
             frames = self.camera.take_stashed()
             if frames:
@@ -266,15 +235,8 @@ class ClientProtocol:
 
     def playback_started(self, response_id: str, now_ms: float) -> list[Output]:
         """The playback worklet made the first sample of `response_id` audible."""
-        playback = self.playbacks.get(response_id)
-        if playback is not None and self.connection.state is not ConnectionState.CLOSED:
-            playback.fire("started")
-            end = self._turn_end.get(response_id)
-            if end is not None and response_id not in self._latency_reported:
-                self._latency_reported.add(response_id)
-                self._out.emit(
-                    {"kind": "latency", "response_id": response_id, "first_audio_ms": now_ms - end}
-                )
+        if self.connection.state is not ConnectionState.CLOSED:
+            self.replies.started(response_id, now_ms)
         return self._finish(now_ms)
 
     def playback_stopped(self, response_id: str, played_ms: float, now_ms: float) -> list[Output]:
@@ -289,13 +251,8 @@ class ClientProtocol:
         """Fire every deadline at or before `now_ms`."""
         state = self.connection.state
         if state is ConnectionState.HANDSHAKING and self._due(self._handshake_deadline, now_ms):
-            self._out.emit(
-                {
-                    "kind": "notice",
-                    "level": "error",
-                    "code": "handshake_timeout",
-                    "message": "the server did not answer session.update in time",
-                }
+            self._notice(
+                "error", "handshake_timeout", "the server did not answer session.update in time"
             )
             self._tear_down("lost", "handshake_timeout")
         elif state is ConnectionState.READY:
@@ -323,37 +280,10 @@ class ClientProtocol:
         """Apply one recorded input (`{"kind": ..., "now_ms": ..., ...}`, the trace format
         of tests/web/traces) and return its outputs."""
         kind, now = entry["kind"], entry["now_ms"]
-        if kind == "connected":
-            return self.connected(now)
-        if kind == "disconnected":
-            return self.disconnected(now, entry.get("reason", "socket_closed"))
-        if kind == "server":
-            return self.server_event(entry["event"], now)
-        if kind == "server_text":
-            return self.server_text(entry["text"], now)
-        if kind == "press":
-            return self.press(now)
-        if kind == "release":
-            return self.release(now)
-        if kind == "mute":
-            return self.set_muted(bool(entry["muted"]), now)
-        if kind == "camera":
-            return self.set_camera(bool(entry["on"]), now)
-        if kind == "stop_reply":
-            return self.stop_reply(now)
-        if kind == "mic":
-            return self.mic_chunk(entry["audio"], int(entry["samples"]), now)
-        if kind == "frame":
-            return self.camera_frame(entry["jpeg"], now)
-        if kind == "playback_started":
-            return self.playback_started(entry["response_id"], now)
-        if kind == "playback_stopped":
-            return self.playback_stopped(entry["response_id"], entry["played_ms"], now)
-        if kind == "playback_drained":
-            return self.playback_drained(entry["response_id"], entry["played_ms"], now)
-        if kind == "timeout":
-            return self.handle_timeout(now)
-        raise ValueError(f"unknown input kind `{kind}`")
+        apply = _RECORDED_INPUTS.get(kind)
+        if apply is None:
+            raise ValueError(f"unknown input kind `{kind}`")
+        return apply(self, entry, now)
 
     def snapshot(self) -> dict[str, Any]:
         """Every machine's state, as JSON data (compared across runtimes by the traces)."""
@@ -392,50 +322,31 @@ class ClientProtocol:
             self.user_speaking = False
             item_id = _id(event.get("item_id"))
             if item_id is not None:
-                self._speech_stopped_at[item_id] = now_ms
-                self._trim(self._speech_stopped_at)
+                self.turns.speech_stopped(item_id, now_ms)
         elif kind == "input_audio_buffer.committed":
             self._on_committed(event, now_ms)
         elif kind == "conversation.item.input_audio_transcription.completed":
-            self._out.emit(
-                {
-                    "kind": "transcript",
-                    "role": "user",
-                    "item_id": _id(event.get("item_id")),
-                    "text": _id(event.get("transcript")) or "",
-                    "final": True,
-                }
-            )
+            self._user_text(event, _id(event.get("transcript")) or "", final=True)
         elif kind == "conversation.item.input_audio_transcription.delta":
             # live text while the person still speaks (B33); the completed event replaces it
-            self._out.emit(
-                {
-                    "kind": "transcript",
-                    "role": "user",
-                    "item_id": _id(event.get("item_id")),
-                    "text": _id(event.get("delta")) or "",
-                    "final": False,
-                }
-            )
+            self._user_text(event, _id(event.get("delta")) or "", final=False)
         elif kind == "conversation.item.input_audio_transcription.failed":
-            self._out.emit(
-                {
-                    "kind": "notice",
-                    "level": "warning",
-                    "code": "transcription_failed",
-                    "message": f"no transcript for {_id(event.get('item_id'))}",
-                }
+            self._notice(
+                "warning", "transcription_failed", f"no transcript for {_id(event.get('item_id'))}"
             )
         elif kind == "response.created":
             response_id = _id(_object(event.get("response")).get("id"))
             if response_id is not None:
-                self._on_response_created(response_id)
+                ended = self.turns.answer(response_id)
+                if ended is not None:
+                    self.replies.turn_ended(response_id, ended)
         elif kind == "response.output_audio.delta":
-            self._on_audio_delta(event)
+            response_id = _id(event.get("response_id"))
+            if response_id is not None:
+                audio = _id(event.get("delta")) or ""
+                self.replies.audio(response_id, _id(event.get("item_id")), audio)
         elif kind == "response.output_audio.done":
-            playback = self._playback_of(event.get("response_id"))
-            if playback is not None:
-                playback.fire("finish")
+            self.replies.audio_done(_id(event.get("response_id")))
         elif kind in ("response.output_audio_transcript.delta", "response.output_text.delta"):
             self._assistant_text(event, _id(event.get("delta")) or "", final=False)
         elif kind == "response.output_audio_transcript.done":
@@ -455,80 +366,40 @@ class ClientProtocol:
             None,
             self.connection.update_event_id,
         ):
-            self._out.emit({"kind": "notice", "level": "error", "code": code, "message": message})
+            self._notice("error", code, message)
             self._tear_down("refused", f"handshake_refused:{code}")
             return
-        hold = self.pending_commits.pop(event_id, None) if event_id is not None else None
-        if hold is not None:
-            hold.fire("rejected", code=code, message=message)
+        if self.turns.rejected(event_id, code, message):
             return
-        self._out.emit({"kind": "notice", "level": "error", "code": code, "message": message})
+        self._notice("error", code, message)
 
     def _on_committed(self, event: Mapping[str, Any], now_ms: float) -> None:
-        client_event_id = _id(event.get("client_event_id"))
-        no_response = event.get("no_response") is True
-        item_id = _id(event.get("item_id"))
-        if client_event_id is not None:
-            hold = self.pending_commits.pop(client_event_id, None)
-            if hold is not None:
-                hold.item_id = item_id
-                hold.fire("committed_no_response" if no_response else "committed")
-        elif not no_response:  # a commit the server's VAD made
-            self._hold_counter += 1
-            hold = Hold(self._out, f"hold_{self._hold_counter}")
-            hold.item_id = item_id
-            hold.ended_ms = (
-                self._speech_stopped_at.pop(item_id, now_ms) if item_id is not None else now_ms
-            )
-            self.holds.append(hold)
-            hold.fire("server_commit")
+        if self.turns.committed(
+            _id(event.get("client_event_id")),
+            _id(event.get("item_id")),
+            no_response=event.get("no_response") is True,
+            now_ms=now_ms,
+        ):
             self._restart_watchdog = True
-
-    def _on_response_created(self, response_id: str) -> None:
-        ends: list[float] = []
-        for hold in self.holds:
-            if hold.state is HoldState.ACKNOWLEDGED:
-                hold.response_id = response_id
-                hold.fire("answer")
-                if hold.ended_ms is not None:
-                    ends.append(hold.ended_ms)
-        if ends:
-            self._turn_end[response_id] = min(ends)
-            self._trim(self._turn_end)
-
-    def _on_audio_delta(self, event: Mapping[str, Any]) -> None:
-        response_id = _id(event.get("response_id"))
-        audio = _id(event.get("delta")) or ""
-        if response_id is None:
-            return
-        audio_ms = base64_bytes(audio) // 2 / (PLAYBACK_RATE_HZ / 1000)
-        playback = self.playbacks.get(response_id)
-        if playback is None:
-            playback = ClientPlayback(self._out, response_id, _id(event.get("item_id")))
-            self.playbacks[response_id] = playback
-        playback.fire("audio", audio=audio, audio_ms=audio_ms)
 
     def _on_response_done(self, response: Mapping[str, Any]) -> None:
         response_id = _id(response.get("id"))
         status = response.get("status")
         if response_id is None:
             return
-        playback = self.playbacks.get(response_id)
-        if playback is not None:
-            playback.fire("clear" if status == "cancelled" else "finish")
-        for hold in self.holds:
-            if hold.state is HoldState.ANSWERING and hold.response_id == response_id:
-                hold.fire("settle")
+        self.replies.done(response_id, cancelled=status == "cancelled")
+        self.turns.settle(response_id)
         if status == "failed":
             reason = _id(_object(response.get("status_details")).get("reason"))
-            self._out.emit(
-                {
-                    "kind": "notice",
-                    "level": "error",
-                    "code": "response_failed",
-                    "message": f"the reply failed ({reason or 'no reason given'})",
-                }
+            self._notice(
+                "error", "response_failed", f"the reply failed ({reason or 'no reason given'})"
             )
+
+    def _user_text(self, event: Mapping[str, Any], text: str, *, final: bool) -> None:
+        item_id = _id(event.get("item_id"))
+        self._out.emit(
+            {"kind": "transcript", "role": "user", "item_id": item_id, "text": text, "final": final}
+        )
 
     def _assistant_text(self, event: Mapping[str, Any], text: str, *, final: bool) -> None:
         self._out.emit(
@@ -546,63 +417,37 @@ class ClientProtocol:
     def _interrupt(self, response_id: str | None) -> None:
         """Clear local audio of `response_id` (None: every response) at once and settle
         the holds those responses answer."""
-        for playback in self.playbacks.values():
-            if response_id in (None, playback.response_id) and playback.state in (
-                LIVE_PLAYBACK_STATES
-            ):
-                playback.fire("clear")
-        for hold in self.holds:
-            if hold.state is HoldState.ANSWERING and response_id in (None, hold.response_id):
-                hold.fire("interrupt")
+        self.replies.interrupt(response_id)
+        self.turns.interrupt(response_id)
 
     def _report(
         self, response_id: str, trigger: str, played_ms: float, now_ms: float
     ) -> list[Output]:
-        playback = self.playbacks.get(response_id)
-        if (
-            playback is not None
-            and self.connection.state is not ConnectionState.CLOSED
-            and playback.accepts(trigger)
-        ):
-            playback.fire(trigger, played_ms=played_ms)
+        if self.connection.state is not ConnectionState.CLOSED:
+            self.replies.report(response_id, trigger, played_ms)
         return self._finish(now_ms)
+
+    def _notice(self, level: str, code: str, message: str) -> None:
+        self._out.emit({"kind": "notice", "level": level, "code": code, "message": message})
 
     def _tear_down(self, trigger: str, reason: str) -> None:
         self.connection.fire(trigger, reason=reason)
-        for playback in self.playbacks.values():
-            if playback.state in LIVE_PLAYBACK_STATES:
-                playback.fire("clear")
+        self.replies.interrupt(None)
         self._handshake_deadline = None
-
-    def _playback_of(self, response_id: object) -> ClientPlayback | None:
-        key = _id(response_id)
-        return self.playbacks.get(key) if key is not None else None
 
     def _ready(self) -> bool:
         return self.connection.state is ConnectionState.READY
-
-    def _live_hold(self) -> Hold | None:
-        for hold in self.holds:
-            if hold.state in LIVE_HOLD_STATES:
-                return hold
-        return None
 
     def _audio_flowing(self) -> bool:
         if not self._ready() or self.muted:
             return False
         if self.mode == "vad":
             return True
-        hold = self._live_hold()
-        return hold is not None and hold.state in UPLOADING_HOLD_STATES
+        return self.turns.uploading()
 
     @staticmethod
     def _due(deadline: float | None, now_ms: float) -> bool:
         return deadline is not None and now_ms >= deadline
-
-    @staticmethod
-    def _trim(table: dict[str, float]) -> None:
-        while len(table) > FENCE_MEMORY:
-            del table[next(iter(table))]
 
     def _couple(self, now_ms: float) -> None:
         """The one place machines are coupled: camera by audio flow, watchdog by holds."""
@@ -620,8 +465,8 @@ class ClientProtocol:
         elif not flowing and camera.state is CameraState.RIDING:
             camera.fire("audio_stops")
 
-        awaiting = self.connection.state is not ConnectionState.CLOSED and any(
-            hold.state in AWAITING_REPLY_STATES for hold in self.holds
+        awaiting = (
+            self.connection.state is not ConnectionState.CLOSED and self.turns.awaiting_reply()
         )
         watchdog = self.watchdog
         if watchdog.state is not WatchdogState.EXPIRED:
@@ -632,14 +477,30 @@ class ClientProtocol:
         self._restart_watchdog = False
 
     def _prune(self) -> None:
-        finished = [h for h in self.holds if h.state in CLIENT_HOLD.terminal]
-        for hold in finished[: max(0, len(finished) - FINISHED_HOLD_MEMORY)]:
-            self.holds.remove(hold)
-        done = [p for p in self.playbacks.values() if p.state not in LIVE_PLAYBACK_STATES]
-        for playback in done[: max(0, len(done) - FENCE_MEMORY)]:
-            del self.playbacks[playback.response_id]
+        self.turns.prune()
+        self.replies.prune()
 
     def _finish(self, now_ms: float) -> list[Output]:
         self._couple(now_ms)
         self._prune()
         return self._out.drain()
+
+
+#: how `ClientProtocol.step` applies each kind of recorded input
+_RECORDED_INPUTS: dict[str, Callable[[ClientProtocol, Mapping[str, Any], float], list[Output]]] = {
+    "connected": lambda p, e, now: p.connected(now),
+    "disconnected": lambda p, e, now: p.disconnected(now, e.get("reason", "socket_closed")),
+    "server": lambda p, e, now: p.server_event(e["event"], now),
+    "server_text": lambda p, e, now: p.server_text(e["text"], now),
+    "press": lambda p, e, now: p.press(now),
+    "release": lambda p, e, now: p.release(now),
+    "mute": lambda p, e, now: p.set_muted(bool(e["muted"]), now),
+    "camera": lambda p, e, now: p.set_camera(bool(e["on"]), now),
+    "stop_reply": lambda p, e, now: p.stop_reply(now),
+    "mic": lambda p, e, now: p.mic_chunk(e["audio"], int(e["samples"]), now),
+    "frame": lambda p, e, now: p.camera_frame(e["jpeg"], now),
+    "playback_started": lambda p, e, now: p.playback_started(e["response_id"], now),
+    "playback_stopped": lambda p, e, now: p.playback_stopped(e["response_id"], e["played_ms"], now),
+    "playback_drained": lambda p, e, now: p.playback_drained(e["response_id"], e["played_ms"], now),
+    "timeout": lambda p, e, now: p.handle_timeout(now),
+}

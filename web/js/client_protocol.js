@@ -1,5 +1,6 @@
-// ClientProtocol: the browser port of core/client.py (read its docstring for the theory of
-// operation). Sans-IO: every input carries nowMs and returns outputs (plain JSON objects)
+// ClientProtocol: the browser port of core/client.py, core/client_holds.py and
+// core/client_replies.py (read their docstrings for the theory of operation). Sans-IO: every
+// input carries nowMs and returns outputs (plain JSON objects)
 // that app.js executes. State changes happen only through the tables of spec/ (exported to
 // web/spec/*.json) run by rulebook.js; this file holds the same couplings as the Python
 // class, line by line, and tests/web/traces prove both produce identical outputs and states.
