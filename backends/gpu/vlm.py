@@ -20,36 +20,34 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from backends.base import PromptContext, VlmAction, VlmDecision, VlmRequest, VlmTextDelta
+from backends.base import PromptContext, VlmRequest
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
-from backends.joyai.actions import stream_actions
 from backends.joyai.memory import SummaryMemory, SummarySettings
-from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.joyai.prompt import (
     DEFAULT_IMAGE_TOKENS,
     JOYAI_SYSTEM_PROMPT,
-    BuiltPrompt,
     ChatMessage,
-    build_prompt,
     render_chatml,
 )
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
+from backends.joyai.turn import JoyAITurn, summary_settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator
 
     from backends.gpu.engine_api import GenerationEngine
     from backends.gpu.placement import StagePlacement
+    from backends.joyai.prompt import BuiltPrompt
 
 __all__ = ["JOYAI_SAMPLING", "JOYAI_SYSTEM_PROMPT", "VlmStage"]
 
 JOYAI_SAMPLING: Final = Sampling(**JOYAI_SAMPLING_PARAMS)
 
 
-class VlmStage(EngineStage):
+class VlmStage(JoyAITurn, EngineStage):
     """JoyAI behind a `GenerationEngine` (vLLM in production)."""
 
     name = "vlm"
@@ -74,6 +72,9 @@ class VlmStage(EngineStage):
         self.max_pixels = max_pixels
         self.memory = SummaryMemory(summary or summary_settings(placement), self._summarize)
 
+    def count_tokens(self, text: str) -> int:
+        return self.engine.count_tokens(text)
+
     @property
     def budget_tokens(self) -> int:
         """Tokens the prompt may use: the configured budget, or the model length minus the reply."""
@@ -81,9 +82,13 @@ class VlmStage(EngineStage):
             return self.placement.context_budget_tokens
         return self.placement.max_model_len - self.sampling.max_tokens
 
-    async def release(self) -> None:
-        await self.memory.aclose()  # outstanding summary jobs end before the engine
-        await super().release()
+    @property
+    def max_images(self) -> int:
+        return self.placement.max_images
+
+    @property
+    def reply_cap(self) -> int:
+        return self.sampling.max_tokens
 
     async def warmup(self) -> None:
         """One request with a frame: pays the one-off processor setup before serving."""
@@ -91,18 +96,6 @@ class VlmStage(EngineStage):
         context = PromptContext(system=JOYAI_SYSTEM_PROMPT, transcript="Hello.", frames=(frame,))
         async for _ in self.generate(VlmRequest("warmup-vlm", context, max_tokens=4)):
             pass
-
-    def build(self, request: VlmRequest) -> BuiltPrompt:
-        """The prompt for `request`, within this stage's budget, with the session's
-        summary of earlier turns when the memory holds one."""
-        return build_prompt(
-            request.context,
-            count_tokens=self.engine.count_tokens,
-            budget_tokens=self.budget_tokens,
-            image_tokens=self.image_tokens,
-            max_images=self.placement.max_images,
-            summary=self.memory.summary(request.request_id),
-        )
 
     async def _summarize(
         self, messages: list[tuple[str, str]], max_tokens: int, job_id: str
@@ -114,35 +107,21 @@ class VlmStage(EngineStage):
         async with aclosing(pieces):
             return "".join([piece async for piece in pieces])
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
-        if silent_before_first_question(request.context):  # JoyAI's rule, B30
-            yield VlmDecision(VlmAction.LISTEN)
-            return
-        built = self.build(request)
-        self.memory.observe(request.request_id, request.context, built.dropped_turns)
+    async def pieces(
+        self, request: VlmRequest, built: BuiltPrompt, max_tokens: int
+    ) -> AsyncGenerator[str, None]:
+        # the raw frames are decoded only now, off the event loop, within the pixel limit
         images = await decode_frames_off_loop(
             built.images, max_side=self.max_side, max_pixels=self.max_pixels
         )
         prompt = EnginePrompt(built.text, images=images)
-        cap = self.sampling.max_tokens
-        sampling = replace(self.sampling, max_tokens=min(request.max_tokens or cap, cap))
-        pieces = stream_request(
+        sampling = replace(self.sampling, max_tokens=max_tokens)
+        stream = stream_request(
             self.engine, self.health, request.request_id, prompt, sampling, stage=self.name
         )
-        decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
-        async with aclosing(decided) as outputs:
-            async for out in outputs:
-                yield out
-
-
-def summary_settings(placement: StagePlacement) -> SummarySettings:
-    """The memory settings of a placement's `summary_*` keys."""
-    return SummarySettings(
-        enabled=placement.summary_memory,
-        max_chars=placement.summary_max_chars,
-        timeout_s=placement.summary_timeout_s,
-        every_turns=placement.summary_every_turns,
-    )
+        async with aclosing(stream):
+            async for piece in stream:
+                yield piece
 
 
 def _blank_jpeg() -> bytes:

@@ -52,25 +52,21 @@ from backends.base import (
     Transcript,
     TtsChunk,
     TtsRequest,
-    VlmAction,
-    VlmDecision,
     VlmRequest,
-    VlmTextDelta,
 )
-from backends.joyai.actions import stream_actions
-from backends.joyai.memory import SummaryMemory, SummarySettings
-from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
-from backends.joyai.prompt import IMAGE_PLACEHOLDER, BuiltPrompt, build_prompt
+from backends.joyai.memory import SummaryMemory
+from backends.joyai.prompt import IMAGE_PLACEHOLDER
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
+from backends.joyai.turn import JoyAITurn, summary_settings
 from backends.remote.audio import PcmStream, wav_bytes
 from backends.remote.client import RemoteStage
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncGenerator, AsyncIterator
 
     import httpx
 
-    from backends.joyai.prompt import ChatMessage
+    from backends.joyai.prompt import BuiltPrompt, ChatMessage
     from backends.remote.config import StageConfig
 
 __all__ = ["RemoteAsr", "RemoteTts", "RemoteVlm", "estimate_tokens"]
@@ -183,34 +179,30 @@ class RemoteAsr(RemoteStage):
         return Transcript(request.request_id, " ".join(" ".join(parts).split()))
 
 
-class RemoteVlm(RemoteStage):
+class RemoteVlm(JoyAITurn, RemoteStage):
     """JoyAI behind vLLM's chat-completions API, streamed."""
 
     name = "vlm"
 
     def __init__(self, config: StageConfig, **options: Any) -> None:
         super().__init__(config, **options)
-        settings = SummarySettings(
-            enabled=config.summary_memory,
-            max_chars=config.summary_max_chars,
-            timeout_s=config.summary_timeout_s,
-            every_turns=config.summary_every_turns,
-        )
-        self.memory = SummaryMemory(settings, self._summarize)
+        self.memory = SummaryMemory(summary_settings(config), self._summarize)
+        self.image_tokens = config.image_tokens
 
-    async def release(self) -> None:
-        await self.memory.aclose()  # outstanding summary jobs end before the client
-        await super().release()
+    def count_tokens(self, text: str) -> int:
+        return estimate_tokens(text)
 
-    def build(self, request: VlmRequest) -> BuiltPrompt:
-        return build_prompt(
-            request.context,
-            count_tokens=estimate_tokens,
-            budget_tokens=self.config.budget_tokens,
-            image_tokens=self.config.image_tokens,
-            max_images=self.config.max_images,
-            summary=self.memory.summary(request.request_id),
-        )
+    @property
+    def budget_tokens(self) -> int:
+        return self.config.budget_tokens
+
+    @property
+    def max_images(self) -> int:
+        return self.config.max_images
+
+    @property
+    def reply_cap(self) -> int:
+        return self.config.max_tokens
 
     async def _summarize(
         self, messages: list[tuple[str, str]], max_tokens: int, job_id: str
@@ -230,30 +222,21 @@ class RemoteVlm(RemoteStage):
     def body(self, request: VlmRequest, built: BuiltPrompt | None = None) -> dict[str, Any]:
         """The chat-completions request of one turn (of `built`, else built here)."""
         built = built if built is not None else self.build(request)
-        sampling = dict(JOYAI_SAMPLING_PARAMS)
-        cap = self.config.max_tokens
-        sampling["max_tokens"] = min(request.max_tokens or cap, cap)
         return {
             **self.config.extra_body,  # only keys the stage does not set (checked at parse)
             "model": self.config.model,
             "messages": chat_messages(built),
             "stream": True,
             "skip_special_tokens": False,
-            **sampling,
+            **JOYAI_SAMPLING_PARAMS,
+            "max_tokens": self.max_tokens(request),
         }
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
-        if silent_before_first_question(request.context):  # JoyAI's rule, B30
-            yield VlmDecision(VlmAction.LISTEN)
-            return
-        built = self.build(request)
-        self.memory.observe(request.request_id, request.context, built.dropped_turns)
+    def pieces(
+        self, request: VlmRequest, built: BuiltPrompt, max_tokens: int
+    ) -> AsyncGenerator[str, None]:
         body = self.body(request, built)
-        pieces = self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
-        decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
-        async with aclosing(decided) as outputs:
-            async for out in outputs:
-                yield out
+        return self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
 
 
 class RemoteTts(RemoteStage):

@@ -344,7 +344,6 @@ def test_tts_abort_stops_the_stream() -> None:
 def test_tts_voices_are_the_checkpoint_speakers() -> None:
     from types import SimpleNamespace
 
-    from backends.base import tts_voices
     from backends.gpu.tts import speakers_of
 
     listing = SimpleNamespace(get_supported_speakers=lambda: ["Vivian", "Ryan"])
@@ -356,5 +355,3 @@ def test_tts_voices_are_the_checkpoint_speakers() -> None:
     )
     assert speakers_of(table) == {"serena"}
     assert speakers_of(None) is None and speakers_of(object()) is None
-    assert tts_voices(None) is None
-    assert tts_voices(SimpleNamespace(voices=["a"])) == {"a"}  # type: ignore[arg-type]
