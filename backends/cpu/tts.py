@@ -11,7 +11,6 @@ concatenate to the spoken text (every sentence after the first starts with a spa
 from __future__ import annotations
 
 import logging
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ from backends.base import (
 )
 from backends.cpu.assets import import_extra, piper_voice_files
 from backends.cpu.failures import loading_failures, serving_failures
+from spec.sentences import split_sentences
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -35,20 +35,12 @@ if TYPE_CHECKING:
 
     from backends.cpu.assets import PiperVoiceFiles
 
-__all__ = ["MAX_SAMPLE_RATE_HZ", "MIN_SAMPLE_RATE_HZ", "PiperTts", "split_sentences"]
+__all__ = ["MAX_SAMPLE_RATE_HZ", "MIN_SAMPLE_RATE_HZ", "PiperTts"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 MIN_SAMPLE_RATE_HZ = 8_000
 MAX_SAMPLE_RATE_HZ = 48_000
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split at `.`, `!` or `?` followed by whitespace; whitespace runs become one space."""
-    normalized = " ".join(text.split())
-    return [s for s in _SENTENCE_END.split(normalized) if s]
 
 
 class PiperTts(StageLifecycle):

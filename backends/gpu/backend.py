@@ -3,8 +3,8 @@
     speech   ASR (Qwen3-ASR, vLLM) -> VLM (JoyAI, vLLM) -> TTS (Qwen3-TTS, torch)
     camera   VLM -> TTS; no ASR engine is even built
 
-The runtime cuts the VLM's text deltas at sentence ends (`backends.gpu.sentences`) and
-feeds each sentence to TTS; a LISTEN decision (`</silence>`) skips TTS entirely. This
+The core cuts the VLM's text deltas at sentence ends (`spec.sentences`) and the
+runtime feeds each piece to TTS; a LISTEN decision (`</silence>`) skips TTS entirely. This
 module only builds the stages: nothing is loaded until the backend is entered, and
 nothing here imports torch, vLLM or transformers.
 

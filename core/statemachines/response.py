@@ -17,7 +17,6 @@ are counter updates in `speaking`.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from core.statemachines._rulebook import build, fire
@@ -36,8 +35,9 @@ from spec.events import (
 from spec.events import (
     Response as WireResponse,
 )
+from spec.sentences import next_cut
 from spec.tables import RESPONSE, ResponseState
-from spec.tables.response import ACTIVE_RESPONSE_STATES, FIRST_CLAUSE_MIN_CHARS
+from spec.tables.response import ACTIVE_RESPONSE_STATES
 
 if TYPE_CHECKING:
     from transitions import EventData
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["Response"]
 
 _RULES = build(RESPONSE)
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
-#: a clause ends at `,` `;` `:` (with closers) or a spaced dash, then whitespace
-_CLAUSE_END = re.compile(r"[,;:][\"')\]]*\s+|\s[-\u2013\u2014]\s+")
 
 
 class Response:
@@ -166,27 +163,14 @@ class Response:
         sentences: list[str] = []
         if "audio" not in self.modalities:
             return sentences
-        while (end := self._next_cut(first=self.tts_seq == 0 and not sentences)) is not None:
+        while (
+            end := next_cut(self.pending_text, first=self.tts_seq == 0 and not sentences)
+        ) is not None:
             sentence = self.pending_text[:end].strip()
             self.pending_text = self.pending_text[end:]
             if sentence:
                 sentences.append(sentence)
         return sentences
-
-    def _next_cut(self, *, first: bool) -> int | None:
-        """Where the next TTS piece ends: a sentence end; for the reply's first piece, an
-        earlier clause end once the piece has `FIRST_CLAUSE_MIN_CHARS` (the first audio
-        then waits for a clause, not a sentence)."""
-        text = self.pending_text
-        sentence = _SENTENCE_END.search(text)
-        cut = sentence.end() if sentence is not None else None
-        if first:
-            for clause in _CLAUSE_END.finditer(text):
-                if cut is not None and clause.end() >= cut:
-                    break
-                if len(text[: clause.end()].strip()) >= FIRST_CLAUSE_MIN_CHARS:
-                    return clause.end()
-        return cut
 
     def decide(self, request_id: str, *, text: str, listen: bool) -> str:
         """The VLM decided; returns the rest of the reply still to speak or show."""

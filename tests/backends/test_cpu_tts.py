@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from backends.base import BackendUnavailable, StageFailed, TtsChunk, TtsRequest
-from backends.cpu.tts import PiperTts, split_sentences
+from backends.cpu.tts import PiperTts
+from spec.sentences import split_sentences
 
 from .conftest import Speech
 
