@@ -18,6 +18,11 @@ and, optionally, a fifth: `Delegate`, the background model a `delegate` decision
 its question to (B31); any backend gets one when the server config has a `[delegation]`
 table (`backends.registry.load_backend`), and without one delegated questions are dropped.
 
+Stages answer with the records of `spec.stage_results` (`AsrTranscript`, `VlmDelta`,
+`VlmDecisionResult`, `TtsAudio`), each naming the stage request it answers; the runtime
+files them under the core's own request id (`runtime.stage_executor`). The records are
+defined once, in spec, and re-exported here.
+
 Each stage is an async context manager (load on enter, release on exit: the shared
 `StageLifecycle` base) with `warmup()` and `abort(request_id)`. Every foreign exception
 is translated at one boundary per backend into this tree (drawn as in httpx):
@@ -43,7 +48,7 @@ import numpy.typing as npt
 
 from spec.effects import HistoryTurn, PromptInput
 from spec.errors import ErrorCode
-from spec.stage_results import VlmAction
+from spec.stage_results import AsrTranscript, TtsAudio, VlmAction, VlmDecisionResult, VlmDelta
 
 log = logging.getLogger("joyduplex.backends")
 
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Asr",
     "AsrRequest",
+    "AsrTranscript",
     "Backend",
     "BackendError",
     "BackendTimeout",
@@ -71,18 +77,17 @@ __all__ = [
     "StageFailed",
     "StageLifecycle",
     "SubmissionFailed",
-    "Transcript",
     "Tts",
-    "TtsChunk",
+    "TtsAudio",
     "TtsRequest",
     "TurnEndRequest",
     "Vad",
     "VadState",
     "Vlm",
     "VlmAction",
-    "VlmDecision",
+    "VlmDecisionResult",
+    "VlmDelta",
     "VlmRequest",
-    "VlmTextDelta",
     "score_in_steps",
 ]
 
@@ -164,14 +169,6 @@ class AsrRequest:
     partial: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Transcript:
-    """An ASR result."""
-
-    request_id: str
-    text: str
-
-
 #: The prompt of one VLM turn (B3): built once by the core from validated session state
 #: (`spec.effects.PromptInput`); the VLM stage owns tokenizer and budget. `PromptContext`
 #: and `HistoryTurn` are the names backends and their tests use for it.
@@ -187,22 +184,6 @@ class VlmRequest:
     #: the session's reply cap (`max_output_tokens`); None: the stage's own cap, which
     #: bounds a number given here too
     max_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class VlmTextDelta:
-    """A piece of reply text as it is generated (only for `speak` / `delegate`)."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class VlmDecision:
-    """The last item of every VLM stream."""
-
-    action: VlmAction
-    text: str = ""
-    question: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,14 +206,6 @@ class TtsRequest:
     text: str
     sample_rate_hz: int = 24_000
     voice: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TtsChunk:
-    """A chunk of synthesized speech: mono pcm16 little-endian at the requested rate."""
-
-    pcm16: bytes
-    text: str = ""  # the text this chunk speaks, when known (transcript deltas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +311,7 @@ def score_in_steps(
 
 
 class Asr(Stage, Protocol):
-    """Speech to text. Its two capabilities reach each session as constructor arguments
+    """Speech to text. Its capabilities reach each session as constructor arguments
     (`runtime.host`), never looked up with `getattr`."""
 
     @property
@@ -353,11 +326,19 @@ class Asr(Stage, Protocol):
         it hears cut off unpunctuated: a cue `semantic_vad` reads at a pause (B32)."""
         ...
 
-    async def transcribe(self, request: AsrRequest) -> Transcript: ...
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """The languages it transcribes, as lower-case ISO 639 codes (`("en",)` for an
+        English-only model), known once it is loaded: `session.created` names them and
+        `session.update` refuses to pin any other. None: it is multilingual and detects
+        the language of each utterance. Never empty."""
+        ...
+
+    async def transcribe(self, request: AsrRequest) -> AsrTranscript: ...
 
 
 class Vlm(Stage, Protocol):
-    def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]: ...
+    def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]: ...
 
 
 class Tts(Stage, Protocol):
@@ -369,7 +350,7 @@ class Tts(Stage, Protocol):
         any other; None: it accepts any name."""
         ...
 
-    def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]: ...
+    def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsAudio]: ...
 
 
 class Delegate(Stage, Protocol):

@@ -118,6 +118,7 @@ class SessionProtocol:
         profile: str = "speech",
         now_ms: int = 0,
         voices: frozenset[str] | None = None,
+        input_languages: tuple[str, ...] | None = None,
         delegation: bool = False,
         live_transcripts: bool = False,
         punctuated_transcripts: bool = False,
@@ -126,8 +127,10 @@ class SessionProtocol:
     ) -> None:
         """The backend's capabilities come in as arguments (the stage Protocols declare
         them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
-        any other; None: any); `delegation`, a background model answers delegated
-        questions (B31); `live_transcripts`, the ASR offers live partials (B33);
+        any other; None: any); `input_languages`, the ASR's (`session.created` names
+        them, `session.update` refuses a pin of any other; None: it detects any);
+        `delegation`, a background model answers delegated questions (B31);
+        `live_transcripts`, the ASR offers live partials (B33);
         `punctuated_transcripts`, its text ends sentences with a mark (B32).
         `turn_end_budget_ms`: how long an end-of-turn verdict may take, its pause's words
         included (the runtime's end-of-turn timeout). `resume`: the session is resumable
@@ -136,6 +139,8 @@ class SessionProtocol:
         self.resume = resume
         self._now_ms = now_ms  # the time of the last input, for the journal's bounds
         self.voices = voices
+        # an empty tuple would claim no language at all: it is read as "detects any"
+        self.input_languages = input_languages or None
         self.config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
@@ -220,7 +225,13 @@ class SessionProtocol:
             StageFailure: turns.on_stage_failure,
             DelegationAnswer: turns.on_delegation_answer,
         }
-        self._out.emit(ev.SessionCreated(session=self._public()))
+        languages = list(self.input_languages) if self.input_languages else None
+        self._out.emit(
+            ev.SessionCreated(
+                session=self._public(),
+                capabilities=ev.SessionCapabilities(input_languages=languages),
+            )
+        )
 
     # --- public API ---------------------------------------------------------------------
 
@@ -388,7 +399,9 @@ class SessionProtocol:
         return int(seconds * 1000)
 
     def _on_session_update(self, event: ev.SessionUpdate, now_ms: int) -> None:
-        config = validate_session(event.session, self.config, voices=self.voices)
+        config = validate_session(
+            event.session, self.config, voices=self.voices, languages=self.input_languages
+        )
         vad_changed = config.turn_detection != self.config.turn_detection
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config

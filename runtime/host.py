@@ -348,6 +348,7 @@ class SessionHost:
             profile=self.settings.profile,
             now_ms=clock.now_ms(),
             voices=self.backend.tts.voices,
+            input_languages=asr.languages if asr is not None else None,
             delegation=self.backend.delegate is not None,
             live_transcripts=asr is not None and asr.live_transcripts,
             punctuated_transcripts=asr is not None and asr.punctuates,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 import anyio
@@ -30,7 +30,6 @@ from backends.base import (
     InvalidPromptContext,
     TtsRequest,
     TurnEndRequest,
-    VlmDecision,
     VlmRequest,
 )
 from spec.effects import (
@@ -47,15 +46,12 @@ from spec.effects import (
 from spec.errors import ErrorCode
 from spec.stage_results import (
     AsrPartial,
-    AsrTranscript,
     DelegationAnswer,
     StageFailure,
     StageResult,
-    TtsAudio,
     TtsDone,
     TurnEndVerdict,
     VlmDecisionResult,
-    VlmDelta,
 )
 
 if TYPE_CHECKING:
@@ -251,7 +247,7 @@ class StageExecutor:
             self._engine_id(effect.request_id), float_pcm(effect.pcm16), language=effect.language
         )
         transcript = await asr.transcribe(request)
-        self._feed(AsrTranscript(effect.request_id, transcript.text))
+        self._feed(replace(transcript, request_id=effect.request_id))
 
     async def _run_partial_asr(self, effect: SubmitPartialAsr) -> None:
         """A live transcript (B33): best effort, so a failure is an `AsrPartial` without
@@ -266,8 +262,11 @@ class StageExecutor:
                     language=effect.language,
                     partial=True,
                 )
+                started = anyio.current_time()
                 with anyio.move_on_after(self.timeouts.asr):
                     text = (await asr.transcribe(request)).text
+                if text is not None:  # a commit may take this transcript instead of asking
+                    self.metrics.stage_latency("asr_partial", anyio.current_time() - started)
         except Exception:
             log.warning("live transcript %s failed", effect.request_id, exc_info=True)
         self._feed(AsrPartial(effect.request_id, text))
@@ -278,11 +277,10 @@ class StageExecutor:
             self._engine_id(effect.request_id), effect.prompt, max_tokens=effect.max_tokens
         )
         async for out in self.backend.vlm.generate(request):
-            if isinstance(out, VlmDecision):
-                question = out.question or ""
-                self._feed(VlmDecisionResult(effect.request_id, out.action, out.text, question))
+            # the stage names its engine request; the core knows it by its own id
+            self._feed(replace(out, request_id=effect.request_id))
+            if isinstance(out, VlmDecisionResult):
                 return
-            self._feed(VlmDelta(effect.request_id, out.text))
         raise BackendError("the VLM stream ended without a decision", stage="vlm")
 
     async def _run_delegation(self, effect: SubmitDelegation) -> None:
@@ -318,7 +316,7 @@ class StageExecutor:
             self._engine_id(effect.request_id), effect.text, effect.sample_rate_hz, effect.voice
         )
         async for chunk in self.backend.tts.synthesize(request):
-            self._feed(TtsAudio(effect.request_id, chunk.pcm16, chunk.text))
+            self._feed(replace(chunk, request_id=effect.request_id))
         self._feed(TtsDone(effect.request_id))
 
     async def _run_turn_end(self, effect: SubmitTurnEnd) -> None:

@@ -67,6 +67,8 @@ class ErrorCode(enum.StrEnum):
     MODEL_UPDATE_UNSUPPORTED = "model_update_unsupported"
     VOICE_UPDATE_AFTER_AUDIO_UNSUPPORTED = "voice_update_after_audio_unsupported"
     UNSUPPORTED_VOICE = "unsupported_voice"
+    #: a transcription language the backend's speech recognition does not know
+    UNSUPPORTED_LANGUAGE = "unsupported_language"
     # input
     INPUT_AUDIO_BUFFER_EMPTY = "input_audio_buffer_empty"
     INVALID_VIDEO_FRAMES = "invalid_video_frames"

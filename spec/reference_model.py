@@ -94,6 +94,7 @@ from spec.events import (
     ResponseOutputTextDone,
     ResponseStatusDetails,
     ServerEvent,
+    SessionCapabilities,
     SessionClose,
     SessionClosed,
     SessionCreated,
@@ -483,12 +484,15 @@ class ReferenceSession:
         limits: Limits | None = None,
         profile: str = "speech",
         now_ms: int = 0,
+        input_languages: tuple[str, ...] | None = None,
         delegation: bool = False,
         live_transcripts: bool = False,
         punctuated_transcripts: bool = False,
         turn_end_budget_ms: int = 2000,
     ) -> None:
         self.session_id = session_id
+        #: section 1: the languages the ASR knows; None (or none listed): it detects any
+        self.input_languages = list(input_languages) if input_languages else None
         #: section 3.6: a background model answers delegated questions
         self.delegation = delegation
         #: section 5.1: the ASR ends sentences with a mark; a verdict's time budget
@@ -533,7 +537,8 @@ class ReferenceSession:
         self.asked = False
         self._emit(
             SessionCreated(
-                session=self.config.public(self.session_id, profile=self.profile, epoch=0)
+                session=self.config.public(self.session_id, profile=self.profile, epoch=0),
+                capabilities=SessionCapabilities(input_languages=self.input_languages),
             )
         )
 
@@ -935,7 +940,10 @@ class ReferenceSession:
 
     def _on_session_update(self, event: SessionUpdate) -> None:
         try:
-            config = validate_session(event.session, self.config)
+            # AMBIGUITY (docs/session-semantics.md, decision D36): a pinned language the ASR
+            # does not know is refused by its primary subtag, and only when the update
+            # names it (the validator of section 7 decides both)
+            config = validate_session(event.session, self.config, languages=self.input_languages)
         except RemoteProtocolError as exc:
             exc.event_id = event.event_id
             raise

@@ -392,6 +392,21 @@ def _transcription_language(
     return language.strip()
 
 
+def _known_language(language: str | None, param: str, languages: Collection[str] | None) -> None:
+    """Refuse a pinned language the ASR does not know. A tag matches by its primary
+    subtag, case-insensitively: an English model transcribes `en-US` and `EN` too."""
+    if language is None or not languages:
+        return
+    primary = re.split(r"[-_]", language, maxsplit=1)[0].lower()
+    if primary not in {known.lower() for known in languages}:
+        raise _refuse(
+            ErrorCode.UNSUPPORTED_LANGUAGE,
+            f"{param}.language",
+            f"unsupported language `{language}`; this server's speech recognition knows: "
+            f"{', '.join(languages)}",
+        )
+
+
 def _voice(voice: str | None, param: str, voices: Collection[str] | None) -> str | None:
     """A voice the TTS backend has (case-insensitive, as Qwen3-TTS matches speakers)."""
     if voice is None or voices is None:
@@ -412,6 +427,7 @@ def validate_session(
     base: SessionConfig | None = None,
     *,
     voices: Collection[str] | None = None,
+    languages: Collection[str] | None = None,
 ) -> SessionConfig:
     """Validate a session object and return the configuration it yields on top of `base`.
 
@@ -420,10 +436,13 @@ def validate_session(
         base: the current configuration; `None` means the defaults.
         voices: the TTS backend's voices (data, so spec never imports a backend); a
             `voice` not among them is refused. `None`: any voice is accepted.
+        languages: the languages the ASR backend knows (ISO 639 codes); a transcription
+            `language` this patch pins to any other is refused. `None`: it detects any.
 
     Raises:
         InvalidSessionConfig: with `unsupported_audio_format`, `unsupported_turn_detection`,
-            `unsupported_voice` or `bad_event`, and `param` naming the offending field.
+            `unsupported_voice`, `unsupported_language` or `bad_event`, and `param`
+            naming the offending field.
             `base` is unchanged.
     """
     base = base or SessionConfig()
@@ -508,18 +527,19 @@ def validate_session(
         voice, voice_param = audio_out.voice, "session.audio.output.voice"
     if voice is not unset:
         changes["voice"] = _voice(voice, voice_param, voices)
+    transcription: tuple[Mapping[str, Any] | None, str] | None = None
     if audio_in is not unset and audio_in.transcription is not unset:
-        changes["transcription_language"] = _transcription_language(
-            audio_in.transcription,
-            "session.audio.input.transcription",
-            base.transcription_language,
-        )
+        transcription = (audio_in.transcription, "session.audio.input.transcription")
     elif patch.input_audio_transcription is not unset:
-        changes["transcription_language"] = _transcription_language(
-            patch.input_audio_transcription,
-            "session.input_audio_transcription",
-            base.transcription_language,
-        )
+        transcription = (patch.input_audio_transcription, "session.input_audio_transcription")
+    if transcription is not None:
+        raw, param = transcription
+        language = _transcription_language(raw, param, base.transcription_language)
+        # only a language this patch names: one kept from `base` is not the client's
+        # request now (an operator's default included)
+        if raw is not None and "language" in raw:
+            _known_language(language, param, languages)
+        changes["transcription_language"] = language
     if patch.idle_timeout_s is not unset:
         changes["idle_timeout_s"] = _idle_timeout(patch.idle_timeout_s)
     if patch.max_output_tokens is not unset:

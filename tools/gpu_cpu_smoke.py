@@ -63,7 +63,7 @@ _CPU = {"device_ids": None, "max_num_batched_tokens": 1024}
 
 
 async def _case_text(paths: dict[str, str]) -> str:
-    from backends.base import PromptContext, VlmDecision, VlmRequest
+    from backends.base import PromptContext, VlmDecisionResult, VlmRequest
     from backends.gpu.engine_api import Sampling
     from backends.gpu.engines import VllmEngine
     from backends.gpu.vlm import VlmStage
@@ -74,12 +74,12 @@ async def _case_text(paths: dict[str, str]) -> str:
         context = PromptContext(system="You watch a camera.", transcript="What do you see?")
         items = [item async for item in vlm.generate(VlmRequest("smoke-text", context))]
     decision = items[-1]
-    assert isinstance(decision, VlmDecision), items
+    assert isinstance(decision, VlmDecisionResult), items
     return f"{len(items) - 1} deltas, decision {decision.action.value} {decision.text[:40]!r}"
 
 
 async def _case_vlm(paths: dict[str, str]) -> str:
-    from backends.base import PromptContext, VlmDecision, VlmRequest
+    from backends.base import PromptContext, VlmDecisionResult, VlmRequest
     from backends.gpu.engine_api import Sampling
     from backends.gpu.engines import VllmEngine
     from backends.gpu.vlm import VlmStage
@@ -92,7 +92,7 @@ async def _case_vlm(paths: dict[str, str]) -> str:
         )
         items = [item async for item in vlm.generate(VlmRequest("smoke-vlm", context))]
     decision = items[-1]
-    assert isinstance(decision, VlmDecision), items
+    assert isinstance(decision, VlmDecisionResult), items
     return f"{len(items) - 1} deltas, decision {decision.action.value}"
 
 
@@ -115,7 +115,7 @@ async def _case_asr(paths: dict[str, str]) -> str:
 async def _case_abort(paths: dict[str, str]) -> str:
     import anyio
 
-    from backends.base import PromptContext, VlmDecision, VlmRequest
+    from backends.base import PromptContext, VlmDecisionResult, VlmRequest
     from backends.gpu.engine_api import Sampling
     from backends.gpu.engines import VllmEngine
     from backends.gpu.vlm import VlmStage
@@ -131,7 +131,7 @@ async def _case_abort(paths: dict[str, str]) -> str:
         items = [
             item async for item in vlm.generate(VlmRequest("smoke-next", context, max_tokens=4))
         ]
-    assert isinstance(items[-1], VlmDecision)
+    assert isinstance(items[-1], VlmDecisionResult)
     return f"unfinished after cancel: {unfinished}; next request ok"
 
 

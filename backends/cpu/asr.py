@@ -36,9 +36,9 @@ import numpy as np
 from backends.base import (
     VAD_SAMPLE_RATE_HZ,
     AsrRequest,
+    AsrTranscript,
     BackendUnavailable,
     StageLifecycle,
-    Transcript,
 )
 from backends.cpu.assets import import_extra, whisper_model_dir
 from backends.cpu.failures import loading_failures, serving_failures
@@ -114,6 +114,15 @@ class WhisperAsr(StageLifecycle):
                 local_files_only=True,
             )
 
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """`("en",)` for an English-only model such as the default tiny.en, None for a
+        multilingual one (it detects the language); None before loading, when the
+        directory's model is not known yet."""
+        if self._model is None or self._model.model.is_multilingual:
+            return None
+        return ("en",)
+
     async def release(self) -> None:
         self._model = None
         self._limiter = None
@@ -129,7 +138,7 @@ class WhisperAsr(StageLifecycle):
 
     # --- transcription -----------------------------------------------------------------
 
-    async def transcribe(self, request: AsrRequest) -> Transcript:
+    async def transcribe(self, request: AsrRequest) -> AsrTranscript:
         """Transcribe `request.pcm` (mono float32, 16 kHz).
 
         Raises:
@@ -141,11 +150,11 @@ class WhisperAsr(StageLifecycle):
         with serving_failures("asr", request.request_id):
             pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
             if pcm.size == 0:
-                return Transcript(request.request_id, "")
+                return AsrTranscript(request.request_id, "")
             text = await anyio.to_thread.run_sync(
                 self._transcribe_sync, pcm, request.language, limiter=self._limiter
             )
-        return Transcript(request.request_id, text)
+        return AsrTranscript(request.request_id, text)
 
     def _transcribe_sync(self, pcm: Float32Array, language: str | None) -> str:
         model = self._model

@@ -19,7 +19,7 @@ the most recent user turn asked about colour and no answer named a colour yet, a
 camera-only turn answers it. The describer keeps no state of its own: everything it
 compares comes from the request, so sessions cannot leak into each other.
 
-A reply streams as word-sized `VlmTextDelta`s followed by exactly one `VlmDecision`.
+A reply streams as word-sized `VlmDelta`s followed by exactly one `VlmDecisionResult`.
 
 It ignores the prompt's text: neither the system prompt nor the session's `instructions`
 change what it says (it reads only the transcript and history for the keywords above, and
@@ -37,6 +37,7 @@ import enum
 import io
 import logging
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -47,9 +48,9 @@ from backends.base import (
     PromptContext,
     StageLifecycle,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.cpu.assets import import_extra
 from backends.cpu.failures import serving_failures
@@ -130,8 +131,8 @@ def _brightness_sentence(frame: FrameFeatures) -> str:
     return "It is very bright."
 
 
-def _speak(text: str) -> VlmDecision:
-    return VlmDecision(VlmAction.SPEAK, text)
+def _speak(request_id: str, text: str) -> VlmDecisionResult:
+    return VlmDecisionResult(request_id, VlmAction.SPEAK, text)
 
 
 def _answer(topic: Topic, latest: FrameFeatures | None, previous: FrameFeatures | None) -> str:
@@ -150,14 +151,18 @@ def _answer(topic: Topic, latest: FrameFeatures | None, previous: FrameFeatures 
 
 
 def compose_reply(
-    context: PromptContext, latest: FrameFeatures | None, previous: FrameFeatures | None
-) -> VlmDecision:
-    """Decide this turn from the context and the last two frames' features."""
+    request_id: str,
+    context: PromptContext,
+    latest: FrameFeatures | None,
+    previous: FrameFeatures | None,
+) -> VlmDecisionResult:
+    """Decide request `request_id`'s turn from the context and the last two frames'
+    features."""
     transcript = (context.transcript or "").strip()
     if transcript:
-        return _speak(_answer(topic_of(transcript), latest, previous))
+        return _speak(request_id, _answer(topic_of(transcript), latest, previous))
     if latest is None:
-        return VlmDecision(VlmAction.LISTEN)
+        return VlmDecisionResult(request_id, VlmAction.LISTEN)
 
     # the last question: camera-only ticks are user turns without words (B29)
     last_user = next(
@@ -180,15 +185,17 @@ def compose_reply(
     if earlier_colour is None:
         # Nothing seen before: answer a pending colour question, otherwise stay quiet.
         return (
-            _speak(_colour_sentence(latest)) if colour_question else VlmDecision(VlmAction.LISTEN)
+            _speak(request_id, _colour_sentence(latest))
+            if colour_question
+            else VlmDecisionResult(request_id, VlmAction.LISTEN)
         )
     if current != earlier_colour:
         if colour_question:
-            return _speak(f"Now I see something {current}.")
-        return _speak(f"Something {current} came into view.")
+            return _speak(request_id, f"Now I see something {current}.")
+        return _speak(request_id, f"Something {current} came into view.")
     if previous is not None and motion_between(previous, latest) >= MOTION_THRESHOLD:
-        return _speak("I see movement.")
-    return VlmDecision(VlmAction.LISTEN)
+        return _speak(request_id, "I see movement.")
+    return VlmDecisionResult(request_id, VlmAction.LISTEN)
 
 
 def word_deltas(text: str) -> list[str]:
@@ -235,7 +242,7 @@ class FrameDescriber(StageLifecycle):
 
     # --- generation --------------------------------------------------------------------
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:
         """Stream the reply to one turn: text deltas (speak only), then one decision.
 
         Raises:
@@ -250,14 +257,14 @@ class FrameDescriber(StageLifecycle):
             features = await anyio.to_thread.run_sync(self._analyse, frames, first_index)
             previous = features[-2] if len(features) == 2 else None
             latest = features[-1] if features else None
-            decision = compose_reply(context, latest, previous)
+            decision = compose_reply(request.request_id, context, latest, previous)
         if decision.action is not VlmAction.LISTEN:
             words = word_deltas(decision.text)
             if request.max_tokens is not None:
                 words = words[: max(request.max_tokens, 1)]
             for word in words:
-                yield VlmTextDelta(word)
-            decision = VlmDecision(decision.action, "".join(words), decision.question)
+                yield VlmDelta(request.request_id, word)
+            decision = replace(decision, text="".join(words))
         yield decision
 
     @staticmethod

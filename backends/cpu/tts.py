@@ -1,7 +1,7 @@
 """`PiperTts`: text to streamed pcm16 with Piper (the joe voice, 22,050 Hz), resampled.
 
 The voice is loaded once. A request's text is split into sentences; each sentence is
-synthesized in its own worker-thread call and yielded as one `TtsChunk` (mono pcm16
+synthesized in its own worker-thread call and yielded as one `TtsAudio` (mono pcm16
 little-endian at the requested rate, resampled with soxr). Between sentences the stream
 checks for cancellation and `abort`, so a barge-in stops the reply after at most the
 sentence being synthesized (about 0.2 s of CPU time). The chunks' `text` fields
@@ -22,7 +22,7 @@ from backends.base import (
     BackendUnavailable,
     StageFailed,
     StageLifecycle,
-    TtsChunk,
+    TtsAudio,
     TtsRequest,
 )
 from backends.cpu.assets import import_extra, piper_voice_files
@@ -115,7 +115,7 @@ class PiperTts(StageLifecycle):
 
     # --- synthesis ---------------------------------------------------------------------
 
-    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsAudio]:
         """Yield one chunk per sentence of `request.text` at `request.sample_rate_hz`.
 
         Raises:
@@ -142,7 +142,8 @@ class PiperTts(StageLifecycle):
                         self._synthesize_sentence, sentence, rate, limiter=limiter
                     )
                 if pcm16:
-                    yield TtsChunk(pcm16=pcm16, text=sentence if index == 0 else f" {sentence}")
+                    text = sentence if index == 0 else f" {sentence}"
+                    yield TtsAudio(request.request_id, pcm16, text)
         finally:
             self._aborted.pop(request.request_id, None)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from backends.base import AsrRequest, StageFailed, Transcript
+from backends.base import AsrRequest, AsrTranscript, StageFailed
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
@@ -84,6 +84,9 @@ class AsrStage(EngineStage):
     #: as a sentence-end cue
     live_transcripts = False
     punctuates = False
+    #: Qwen3-ASR is multilingual: it detects the language of an utterance unless the
+    #: session pins one (`LANGUAGE_NAMES` only spells the pin the way it was trained)
+    languages: tuple[str, ...] | None = None
 
     def __init__(
         self,
@@ -104,10 +107,10 @@ class AsrStage(EngineStage):
         pcm = (rng.standard_normal(ASR_SAMPLE_RATE_HZ) * 1e-3).astype(np.float32)
         await self.transcribe(AsrRequest("warmup-asr", pcm))
 
-    async def transcribe(self, request: AsrRequest) -> Transcript:
+    async def transcribe(self, request: AsrRequest) -> AsrTranscript:
         pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
         if pcm.size == 0:
-            return Transcript(request.request_id, "")
+            return AsrTranscript(request.request_id, "")
         prompt = EnginePrompt(build_asr_prompt(request.language), audio=(pcm, ASR_SAMPLE_RATE_HZ))
         ensure_audio_only(prompt)
         stream = stream_request(
@@ -115,4 +118,4 @@ class AsrStage(EngineStage):
         )
         async with aclosing(stream):
             pieces = [piece async for piece in stream]
-        return Transcript(request.request_id, clean_asr_text("".join(pieces)))
+        return AsrTranscript(request.request_id, clean_asr_text("".join(pieces)))

@@ -39,7 +39,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from backends.base import StageFailed, StageLifecycle, TtsChunk, TtsRequest
+from backends.base import StageFailed, StageLifecycle, TtsAudio, TtsRequest
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
@@ -368,7 +368,7 @@ class TtsStage(StageLifecycle):
         if stop is not None:
             stop.set()
 
-    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsAudio]:
         text = " ".join(request.text.split())
         if not text:
             return
@@ -398,7 +398,7 @@ class TtsStage(StageLifecycle):
                             audio, self.synthesizer.sample_rate_hz, request.sample_rate_hz
                         )
                         if pcm:
-                            yield TtsChunk(pcm, text=text if first else "")
+                            yield TtsAudio(request.request_id, pcm, text if first else "")
                             first = False
                 finally:
                     stop.set()

@@ -3,8 +3,8 @@
 Per request: build the prompt under this stage's tokenizer and budget (`prompt.py`,
 B3), decode the raw frames only now, in a worker thread and within a pixel limit
 (`frames.py`, B2), submit through the shared request path (`submission.py`, B18), and
-parse the action grammar while streaming (`actions.py`): speakable `VlmTextDelta`s as
-soon as the marker is known, then exactly one `VlmDecision`. JoyAI's serving rules
+parse the action grammar while streaming (`actions.py`): speakable `VlmDelta`s as
+soon as the marker is known, then exactly one `VlmDecisionResult`. JoyAI's serving rules
 (`backends.joyai.policy`, B30) apply around it: silence before the first question
 without running the model, and an exact repeat of the last answer decided `listen`.
 Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`, shared with the

@@ -38,7 +38,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Final
 
-from backends.base import VlmAction, VlmDecision, VlmTextDelta
+from backends.base import VlmAction, VlmDecisionResult, VlmDelta
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -173,35 +173,36 @@ def _spoken(body: str, *, final: bool) -> tuple[str, tuple[int, str] | None]:
     return body[: len(body) - held], None
 
 
-def parse_action(text: str) -> VlmDecision:
-    """Parse one complete model output."""
+def parse_action(text: str, request_id: str) -> VlmDecisionResult:
+    """Parse one complete model output: the decision of request `request_id`."""
     classified = _classify(text, final=True)
     if classified is None or classified[0] == "silence":
-        return VlmDecision(VlmAction.LISTEN)
+        return VlmDecisionResult(request_id, VlmAction.LISTEN)
     body = classified[1]
     spoken_raw, found = _spoken(body, final=True)
     spoken = _collapse(spoken_raw)
     if found is not None and found[1] in DELEGATION_MARKERS:
-        question = _question(body[found[0] + len(found[1]) :])
-        return VlmDecision(VlmAction.DELEGATE, text=spoken, question=question)
+        question = _question(body[found[0] + len(found[1]) :]) or ""
+        return VlmDecisionResult(request_id, VlmAction.DELEGATE, text=spoken, question=question)
     if not spoken:
-        return VlmDecision(VlmAction.LISTEN)
-    return VlmDecision(VlmAction.SPEAK, text=spoken)
+        return VlmDecisionResult(request_id, VlmAction.LISTEN)
+    return VlmDecisionResult(request_id, VlmAction.SPEAK, text=spoken)
 
 
 class ActionStreamParser:
     """Feed generated text as it streams; get speakable deltas, then the decision.
 
-    parser = ActionStreamParser()
+    parser = ActionStreamParser(request_id)
     for piece in stream:
         if delta := parser.feed(piece):
             say(delta)
     tail, decision = parser.finish()
     """
 
-    __slots__ = ("_buffer", "_emitted", "_finished")
+    __slots__ = ("_buffer", "_emitted", "_finished", "request_id")
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
         self._buffer = ""
         self._emitted = ""
         self._finished = False
@@ -227,10 +228,10 @@ class ActionStreamParser:
         safe, _ = _spoken(classified[1], final=False)
         return self._advance(_collapse(safe))
 
-    def finish(self) -> tuple[str, VlmDecision]:
+    def finish(self) -> tuple[str, VlmDecisionResult]:
         """End of generation: the last speakable delta (maybe '') and the decision."""
         self._finished = True
-        decision = parse_action(self._buffer)
+        decision = parse_action(self._buffer, self.request_id)
         spoken = decision.text if decision.action is not VlmAction.LISTEN else self._emitted
         return self._advance(spoken), decision
 
@@ -243,18 +244,18 @@ class ActionStreamParser:
 
 
 async def stream_actions(
-    pieces: AsyncGenerator[str, None],
-) -> AsyncGenerator[VlmTextDelta | VlmDecision, None]:
+    pieces: AsyncGenerator[str, None], request_id: str
+) -> AsyncGenerator[VlmDelta | VlmDecisionResult, None]:
     """A streamed JoyAI reply as what a `Vlm` stage yields: the speakable deltas as soon as
     the marker allows, then exactly one decision. `pieces` is closed when the reply ends
     or its consumer stops (a barge-in): closing is how every engine is told to abort."""
-    parser = ActionStreamParser()
+    parser = ActionStreamParser(request_id)
     async with aclosing(pieces):
         async for piece in pieces:
             delta = parser.feed(piece)
             if delta:
-                yield VlmTextDelta(delta)
+                yield VlmDelta(request_id, delta)
     tail, decision = parser.finish()
     if tail:
-        yield VlmTextDelta(tail)
+        yield VlmDelta(request_id, tail)
     yield decision

@@ -27,7 +27,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from backends.base import VlmAction, VlmDecision, VlmTextDelta
+from backends.base import VlmAction, VlmDecisionResult, VlmDelta
 from backends.joyai.prompt import session_instructions
 
 if TYPE_CHECKING:
@@ -68,16 +68,16 @@ def previous_answer(context: PromptContext) -> str | None:
 
 
 async def without_repeat(
-    outputs: AsyncGenerator[VlmTextDelta | VlmDecision, None], previous: str | None
-) -> AsyncGenerator[VlmTextDelta | VlmDecision, None]:
+    outputs: AsyncGenerator[VlmDelta | VlmDecisionResult, None], previous: str | None
+) -> AsyncGenerator[VlmDelta | VlmDecisionResult, None]:
     """`outputs` (deltas, then one decision) with an exact repeat of `previous` turned
     into a `listen` (rule 2); `outputs` is closed when this generator is."""
-    held: list[VlmTextDelta] = []
+    held: list[VlmDelta] = []
     said = ""
     holding = previous is not None
     async with aclosing(outputs):
         async for out in outputs:
-            if isinstance(out, VlmTextDelta):
+            if isinstance(out, VlmDelta):
                 if not holding:
                     yield out
                     continue
@@ -96,7 +96,7 @@ async def without_repeat(
                 and previous is not None
                 and _words(out.text) == previous
             ):
-                yield VlmDecision(VlmAction.LISTEN)
+                yield VlmDecisionResult(out.request_id, VlmAction.LISTEN)
                 return
             for delta in held:
                 yield delta

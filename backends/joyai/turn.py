@@ -6,7 +6,7 @@ pieces and how tokens are counted. Everything else about a turn is JoyAI's and l
 here once: the serving rules around the model (`policy`, B30: silence before the first
 question, no exact repeat), the prompt under the stage's budget with the session's
 summary of dropped turns (`prompt`, `memory`, B29), and the action grammar parsed while
-streaming (`actions`): speakable `VlmTextDelta`s, then exactly one `VlmDecision`.
+streaming (`actions`): speakable `VlmDelta`s, then exactly one `VlmDecisionResult`.
 
 A stage subclasses it (before its transport base, so `release` closes the memory first),
 sets `memory` in its constructor, and implements `count_tokens`, the budget properties and
@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Protocol
 
-from backends.base import VlmAction, VlmDecision, VlmRequest, VlmTextDelta
+from backends.base import VlmAction, VlmDecisionResult, VlmDelta, VlmRequest
 from backends.joyai.actions import stream_actions
 from backends.joyai.memory import SummarySettings
 from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
@@ -109,14 +109,15 @@ class JoyAITurn:
         cap = self.reply_cap
         return min(request.max_tokens or cap, cap)
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:
         if silent_before_first_question(request.context):  # JoyAI's rule, B30
-            yield VlmDecision(VlmAction.LISTEN)
+            yield VlmDecisionResult(request.request_id, VlmAction.LISTEN)
             return
         built = self.build(request)
         self.memory.observe(request.request_id, request.context, built.dropped_turns)
         pieces = self.pieces(request, built, self.max_tokens(request))
-        decided = without_repeat(stream_actions(pieces), previous_answer(request.context))
+        actions = stream_actions(pieces, request.request_id)
+        decided = without_repeat(actions, previous_answer(request.context))
         async with aclosing(decided) as outputs:
             async for out in outputs:
                 yield out

@@ -47,10 +47,10 @@ import numpy as np
 
 from backends.base import (
     AsrRequest,
+    AsrTranscript,
     InvalidPromptContext,
     StageFailed,
-    Transcript,
-    TtsChunk,
+    TtsAudio,
     TtsRequest,
     VlmRequest,
 )
@@ -157,10 +157,18 @@ class RemoteAsr(RemoteStage):
     live_transcripts = False
     punctuates = False
 
-    async def transcribe(self, request: AsrRequest) -> Transcript:
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """The configured `language` (its primary subtag), which every request is forced
+        to: it wins over the session's. None without one: Qwen3-ASR detects it."""
+        if not self.config.language:
+            return None
+        return (self.config.language.replace("_", "-").split("-")[0].lower(),)
+
+    async def transcribe(self, request: AsrRequest) -> AsrTranscript:
         pcm = np.ascontiguousarray(request.pcm, dtype=np.float32).reshape(-1)
         if pcm.size == 0:
-            return Transcript(request.request_id, "")
+            return AsrTranscript(request.request_id, "")
         data = {
             "model": self.config.model,
             "response_format": "json",
@@ -176,7 +184,7 @@ class RemoteAsr(RemoteStage):
         )
         async with aclosing(texts):
             parts = [text async for text in texts]
-        return Transcript(request.request_id, " ".join(" ".join(parts).split()))
+        return AsrTranscript(request.request_id, " ".join(" ".join(parts).split()))
 
 
 class RemoteVlm(JoyAITurn, RemoteStage):
@@ -249,7 +257,7 @@ class RemoteTts(RemoteStage):
         super().__init__(config, **options)
         self.output_sample_rate_hz = config.sample_rate_hz
 
-    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsAudio]:
         text = " ".join(request.text.split())
         if not text:
             return
@@ -271,5 +279,5 @@ class RemoteTts(RemoteStage):
             async for chunk in chunks:
                 out = pcm.feed(chunk)
                 if out:
-                    yield TtsChunk(out, text=text if first else "")
+                    yield TtsAudio(request.request_id, out, text if first else "")
                     first = False

@@ -10,7 +10,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     partials     live-transcript answers (B33), consumed oldest first ("" when empty);
                  `live_transcripts` says whether the ASR offers them (off by default);
                  `punctuates` whether it ends sentences with a mark, as Whisper does
-                 (off by default: then an unpunctuated partial is no cue, B32)
+                 (off by default: then an unpunctuated partial is no cue, B32);
+                 `asr_languages` the languages it knows (None, the default: any)
     replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
                  the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
@@ -199,6 +200,7 @@ class Script:
     partials: deque[str] = field(default_factory=deque)
     live_transcripts: bool = False
     punctuates: bool = False
+    asr_languages: tuple[str, ...] | None = None
     replies: deque[ScriptedReply] = field(default_factory=deque)
     turn_ends: deque[float] = field(default_factory=deque)
     default_turn_end: float = 1.0

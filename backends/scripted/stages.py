@@ -4,8 +4,8 @@
                   scale), else 0.05; one `VadState` per session counts its frames
     ScriptedAsr   answers the next scripted transcript (default "scripted transcript"), or
                   the next scripted partial for a live-transcript request
-    ScriptedVlm   streams the next scripted reply word by word (`VlmTextDelta`s that join
-                  back to it), then one `VlmDecision` carrying the whole text (as the cpu
+    ScriptedVlm   streams the next scripted reply word by word (`VlmDelta`s that join
+                  back to it), then one `VlmDecisionResult` carrying the whole text (as the cpu
                   and gpu VLMs do); with no reply queued it echoes "I hear you:
                   <transcript>." ("I hear you." without a transcript)
     ScriptedTts   a 440 Hz sine, 60 ms per character of text, in 100 ms pcm16 chunks at the
@@ -32,18 +32,18 @@ import numpy as np
 from backends.base import (
     VAD_FRAME_SAMPLES,
     AsrRequest,
+    AsrTranscript,
     BackendUnavailable,
     StageFailed,
     StageLifecycle,
-    Transcript,
-    TtsChunk,
+    TtsAudio,
     TtsRequest,
     TurnEndRequest,
     VadState,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
     score_in_steps,
 )
 
@@ -204,7 +204,7 @@ class ScriptedAsr(_ScriptedStage):
 
     stage: ClassVar[StageName] = "asr"
 
-    async def transcribe(self, request: AsrRequest) -> Transcript:
+    async def transcribe(self, request: AsrRequest) -> AsrTranscript:
         """Raises: whatever the script has due; `StageFailed` when aborted."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
@@ -214,9 +214,9 @@ class ScriptedAsr(_ScriptedStage):
             raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
         admission.checkpoint(0)
         if request.partial:
-            return Transcript(request.request_id, self.script.next_partial())
+            return AsrTranscript(request.request_id, self.script.next_partial())
         await admission.reach("finish")
-        return Transcript(request.request_id, self.script.next_transcript())
+        return AsrTranscript(request.request_id, self.script.next_transcript())
 
     @property
     def live_transcripts(self) -> bool:
@@ -227,6 +227,11 @@ class ScriptedAsr(_ScriptedStage):
     def punctuates(self) -> bool:
         """Whether its text ends sentences with a mark (B32): as the script says."""
         return self.script.punctuates
+
+    @property
+    def languages(self) -> tuple[str, ...] | None:
+        """The languages it knows: as the script says (None: any)."""
+        return self.script.asr_languages
 
 
 class ScriptedTurnEnd(_ScriptedStage):
@@ -248,16 +253,18 @@ class ScriptedVlm(_ScriptedStage):
 
     stage: ClassVar[StageName] = "vlm"
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmTextDelta | VlmDecision]:
+    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:
         """Raises: whatever the script has due (at submission or after some items)."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
         reply = self.script.next_reply(request.context.transcript)
-        items: list[VlmTextDelta | VlmDecision] = []
+        items: list[VlmDelta | VlmDecisionResult] = []
         if reply.action is not VlmAction.LISTEN:
-            items.extend(VlmTextDelta(piece) for piece in word_pieces(reply.text))
+            items.extend(VlmDelta(request.request_id, p) for p in word_pieces(reply.text))
         text = reply.text if reply.action is not VlmAction.LISTEN else ""
-        items.append(VlmDecision(reply.action, text, reply.question))
+        items.append(
+            VlmDecisionResult(request.request_id, reply.action, text, reply.question or "")
+        )
         for sent, item in enumerate(items):
             await self._wait_latency()
             if admission.aborted:
@@ -276,14 +283,14 @@ class ScriptedTts(_ScriptedStage):
     output_sample_rate_hz: int = 24_000
     voices: frozenset[str] | None = None  # any name
 
-    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsChunk]:
+    async def synthesize(self, request: TtsRequest) -> AsyncIterator[TtsAudio]:
         """Raises: `StageFailed` for a non-positive rate; whatever the script has due."""
         self._require_entered()
         rate = request.sample_rate_hz
         if rate <= 0:
             raise StageFailed(f"tts: sample rate {rate} Hz is not positive", stage=self.stage)
         admission = await self.script.admit(self.stage, request.request_id, request)
-        chunks = _tone_chunks(request.text, rate)
+        chunks = _tone_chunks(request.request_id, request.text, rate)
         for sent, chunk in enumerate(chunks):
             await self._wait_latency()
             if admission.aborted:
@@ -300,7 +307,7 @@ def _steps(index: int, total: int) -> tuple[FaultStep, ...]:
     return (*steps, "mid") if index == total // 2 else steps
 
 
-def _tone_chunks(text: str, rate: int) -> list[TtsChunk]:
+def _tone_chunks(request_id: str, text: str, rate: int) -> list[TtsAudio]:
     """The whole reply as 100 ms chunks; a word goes with the chunk its first character
     falls in (its time is 60 ms per character before it)."""
     total = math.ceil(len(text) * MS_PER_CHARACTER * rate / 1000)
@@ -317,6 +324,6 @@ def _tone_chunks(text: str, rate: int) -> list[TtsChunk]:
     t = np.arange(total, dtype=np.float64) / rate
     wave = np.round(TONE_AMPLITUDE * 32767 * np.sin(2 * math.pi * TONE_HZ * t)).astype("<i2")
     return [
-        TtsChunk(wave[i * per_chunk : (i + 1) * per_chunk].tobytes(), texts[i])
+        TtsAudio(request_id, wave[i * per_chunk : (i + 1) * per_chunk].tobytes(), texts[i])
         for i in range(count)
     ]

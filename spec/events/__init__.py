@@ -40,6 +40,7 @@ from spec.events.objects import (
     ResponseCreateParams,
     ResponseStatusDetails,
     SessionAudio,
+    SessionCapabilities,
     SessionObject,
     SessionPatch,
 )
@@ -199,6 +200,7 @@ __all__ = [
     "ServerEvent",
     "ServerEventT",
     "SessionAudio",
+    "SessionCapabilities",
     "SessionClose",
     "SessionClosed",
     "SessionCreated",

@@ -21,6 +21,7 @@ __all__ = [
     "ResponseCreateParams",
     "ResponseStatusDetails",
     "SessionAudio",
+    "SessionCapabilities",
     "SessionObject",
     "SessionPatch",
 ]
@@ -148,6 +149,19 @@ class SessionPatch(msgspec.Struct, kw_only=True, omit_defaults=True):
     overlap_policy: str | msgspec.UnsetType = msgspec.UNSET
     extra_body: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     max_output_tokens: int | Literal["inf"] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class SessionCapabilities(msgspec.Struct, kw_only=True):
+    """What the server's backend can do for a session (a duplex extension of
+    `session.created`, which OpenAI clients ignore). It describes the server, not the
+    session's configuration, so it never changes during a session and `session.update`
+    cannot set it. Fields left at null are written out: null is an answer here."""
+
+    #: the languages its speech recognition transcribes, as lower-case ISO 639 codes in
+    #: the backend's order (`["en"]` for Whisper tiny.en); null: it is multilingual and
+    #: detects the language of each utterance. Never empty. `session.update` refuses to
+    #: pin `audio.input.transcription.language` to any other (`unsupported_language`)
+    input_languages: list[str] | None = None
 
 
 class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -16,6 +16,7 @@ from spec.events.objects import (
     ConversationItem,
     ErrorDetail,
     Response,
+    SessionCapabilities,
     SessionObject,
 )
 
@@ -72,12 +73,15 @@ class SessionCreated(ServerEvent, tag="session.created", kw_only=True):
     """The session exists; its configuration follows.
 
     A resumable session (D27) also names its first `resume_token` and attachment
-    generation (1); other sessions carry neither.
+    generation (1); other sessions carry neither. `capabilities` (a duplex extension) says
+    what the backend can do, such as the languages its speech recognition knows; a server
+    that predates it sends none.
     """
 
     session: SessionObject
     resume_token: str | None = None
     attachment_generation: int | None = None
+    capabilities: SessionCapabilities | None = None
 
 
 class SessionUpdated(ServerEvent, tag="session.updated", kw_only=True):

@@ -177,6 +177,21 @@ async def test_an_utterance_longer_than_the_window_allows_skips_the_fitted_windo
     assert (counting.model.fitted, counting.full_windows) == (0, 1)
 
 
+async def test_tiny_en_knows_only_english(asr: WhisperAsr) -> None:
+    """The default model is English only: sessions are told so (`session.created`) and
+    a pin of another language is refused."""
+    assert asr.languages == ("en",)
+
+
+async def test_a_multilingual_model_detects_any_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    stage = WhisperAsr()
+    assert stage.languages is None  # not loaded: its model is not known yet
+    monkeypatch.setattr(
+        stage, "_model", SimpleNamespace(model=SimpleNamespace(is_multilingual=True))
+    )
+    assert stage.languages is None
+
+
 async def test_a_multilingual_model_told_no_language_detects_it_in_the_full_window(
     asr: WhisperAsr, monkeypatch: pytest.MonkeyPatch
 ) -> None:

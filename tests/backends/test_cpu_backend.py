@@ -14,7 +14,7 @@ from backends.base import (
     PromptContext,
     TtsRequest,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
     VlmRequest,
 )
 from backends.registry import load_backend
@@ -57,7 +57,7 @@ async def test_speech_turn_runs_vad_asr_describer_and_tts(
         context = PromptContext("Describe the camera.", (), transcript.text, (frame,))
         items = [item async for item in backend.vlm.generate(VlmRequest("turn-1", context))]
         decision = items[-1]
-        assert isinstance(decision, VlmDecision)
+        assert isinstance(decision, VlmDecisionResult)
         assert decision.action is VlmAction.SPEAK
         assert "red" in decision.text
 

@@ -13,9 +13,9 @@ from backends.base import (
     InvalidPromptContext,
     PromptContext,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.cpu.describer import FrameDescriber, Topic, topic_of, word_deltas
 
@@ -57,13 +57,13 @@ async def ask(
     *frames: bytes,
     history: tuple[HistoryTurn, ...] = (),
     max_tokens: int = 256,
-) -> tuple[list[str], VlmDecision]:
+) -> tuple[list[str], VlmDecisionResult]:
     context = PromptContext("You describe the camera.", history, transcript, frames)
     items = [item async for item in describer.generate(VlmRequest("v1", context, max_tokens))]
     *deltas, decision = items
-    assert isinstance(decision, VlmDecision)
-    assert all(isinstance(d, VlmTextDelta) for d in deltas)
-    texts = [d.text for d in deltas if isinstance(d, VlmTextDelta)]
+    assert isinstance(decision, VlmDecisionResult)
+    assert all(isinstance(d, VlmDelta) for d in deltas)
+    texts = [d.text for d in deltas if isinstance(d, VlmDelta)]
     assert "".join(texts) == decision.text
     return texts, decision
 
@@ -142,7 +142,7 @@ async def test_question_without_any_frame_says_so(describer: FrameDescriber) -> 
 async def test_listens_without_question_and_without_change(describer: FrameDescriber) -> None:
     deltas, decision = await ask(describer, None, jpeg(RED), jpeg(RED))
     assert deltas == []
-    assert decision == VlmDecision(VlmAction.LISTEN)
+    assert decision == VlmDecisionResult("v1", VlmAction.LISTEN)
     assert (await ask(describer, None, jpeg(RED)))[1].action is VlmAction.LISTEN
     assert (await ask(describer, None))[1].action is VlmAction.LISTEN
     assert (await ask(describer, "  "))[1].action is VlmAction.LISTEN

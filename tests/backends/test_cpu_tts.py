@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from backends.base import BackendUnavailable, StageFailed, TtsChunk, TtsRequest
+from backends.base import BackendUnavailable, StageFailed, TtsAudio, TtsRequest
 from backends.cpu.tts import PiperTts
 from spec.sentences import split_sentences
 
@@ -28,11 +28,11 @@ async def tts() -> AsyncIterator[PiperTts]:
         yield stage
 
 
-async def _collect(tts: PiperTts, request: TtsRequest) -> list[TtsChunk]:
+async def _collect(tts: PiperTts, request: TtsRequest) -> list[TtsAudio]:
     return [chunk async for chunk in tts.synthesize(request)]
 
 
-def _samples(chunks: list[TtsChunk]) -> np.ndarray:
+def _samples(chunks: list[TtsAudio]) -> np.ndarray:
     return np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
 
 

@@ -4,93 +4,103 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from backends.base import VlmAction, VlmDecision
+from backends.base import VlmAction, VlmDecisionResult
 from backends.joyai.actions import MARKERS, ActionStreamParser, parse_action
 
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("</silence>", VlmDecision(VlmAction.LISTEN)),
-        ("  </silence> whatever follows", VlmDecision(VlmAction.LISTEN)),
-        ("", VlmDecision(VlmAction.LISTEN)),
-        ("   \n ", VlmDecision(VlmAction.LISTEN)),
-        ("</response>", VlmDecision(VlmAction.LISTEN)),
+        ("</silence>", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("  </silence> whatever follows", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("   \n ", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("</response>", VlmDecisionResult("r", VlmAction.LISTEN)),
         (
             "</response>  Hello   there,\tfriend. ",
-            VlmDecision(VlmAction.SPEAK, "Hello there, friend."),
+            VlmDecisionResult("r", VlmAction.SPEAK, "Hello there, friend."),
         ),
-        ("</response> First line.\nSecond line.", VlmDecision(VlmAction.SPEAK, "First line.")),
+        (
+            "</response> First line.\nSecond line.",
+            VlmDecisionResult("r", VlmAction.SPEAK, "First line."),
+        ),
         (
             "</response>\n  Starts on the next line",
-            VlmDecision(VlmAction.SPEAK, "Starts on the next line"),
+            VlmDecisionResult("r", VlmAction.SPEAK, "Starts on the next line"),
         ),
         (
             "</response> Let me check. </delegation> What is the weather in Paris?",
-            VlmDecision(VlmAction.DELEGATE, "Let me check.", "What is the weather in Paris?"),
+            VlmDecisionResult(
+                "r", VlmAction.DELEGATE, "Let me check.", "What is the weather in Paris?"
+            ),
         ),
         (
             "</response></delegation> look it up",
-            VlmDecision(VlmAction.DELEGATE, "", "look it up"),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "", "look it up"),
         ),
         (
             "</response> One moment </delegation>",
-            VlmDecision(VlmAction.DELEGATE, "One moment", None),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "One moment", ""),
         ),
-        ("No marker here.\nignored", VlmDecision(VlmAction.SPEAK, "No marker here.")),
-        ("</response> Hi<|im_end|>", VlmDecision(VlmAction.SPEAK, "Hi")),
-        ("<b>bold</b>", VlmDecision(VlmAction.SPEAK, "<b>bold</b>")),
+        ("No marker here.\nignored", VlmDecisionResult("r", VlmAction.SPEAK, "No marker here.")),
+        ("</response> Hi<|im_end|>", VlmDecisionResult("r", VlmAction.SPEAK, "Hi")),
+        ("<b>bold</b>", VlmDecisionResult("r", VlmAction.SPEAK, "<b>bold</b>")),
         # the delegation spelling without the slash (one reference prompt teaches it)
         (
             "</response> Let me check. <delegation> What is the weather in Paris?",
-            VlmDecision(VlmAction.DELEGATE, "Let me check.", "What is the weather in Paris?"),
+            VlmDecisionResult(
+                "r", VlmAction.DELEGATE, "Let me check.", "What is the weather in Paris?"
+            ),
         ),
         # the question wrapped the way the prompt shows it: `<the question>`
         (
             "</response> One moment. </delegation> <What brand is this laptop?>",
-            VlmDecision(VlmAction.DELEGATE, "One moment.", "What brand is this laptop?"),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "One moment.", "What brand is this laptop?"),
         ),
         (
             "</response> One moment. <delegation> <question>Which year?</question>",
-            VlmDecision(VlmAction.DELEGATE, "One moment.", "Which year?"),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "One moment.", "Which year?"),
         ),
         (
             "</response> Asking. </delegation> Which year?\nmore reasoning",
-            VlmDecision(VlmAction.DELEGATE, "Asking.", "Which year?"),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "Asking.", "Which year?"),
         ),
         # a delegation without any response marker: the first line is the response
         (
             "Let me look. </delegation> how tall is it",
-            VlmDecision(VlmAction.DELEGATE, "Let me look.", "how tall is it"),
+            VlmDecisionResult("r", VlmAction.DELEGATE, "Let me look.", "how tall is it"),
         ),
         # the first marker anywhere in the first line decides; text before it is dropped
-        ("I see a cup.</silence>", VlmDecision(VlmAction.LISTEN)),
-        ("Well, </silence> and </response> no", VlmDecision(VlmAction.LISTEN)),
-        ("Hmm. </response> A red cup.", VlmDecision(VlmAction.SPEAK, "A red cup.")),
-        ("Hmm </response> Yes. </silence>", VlmDecision(VlmAction.SPEAK, "Yes.")),
+        ("I see a cup.</silence>", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("Well, </silence> and </response> no", VlmDecisionResult("r", VlmAction.LISTEN)),
+        ("Hmm. </response> A red cup.", VlmDecisionResult("r", VlmAction.SPEAK, "A red cup.")),
+        ("Hmm </response> Yes. </silence>", VlmDecisionResult("r", VlmAction.SPEAK, "Yes.")),
         # a marker on a later line does not decide: the first line is a response
-        ("A cup.\n</silence>", VlmDecision(VlmAction.SPEAK, "A cup.")),
+        ("A cup.\n</silence>", VlmDecisionResult("r", VlmAction.SPEAK, "A cup.")),
         # reasoning prefixes are dropped
-        ("<think>is it new?</think></silence>", VlmDecision(VlmAction.LISTEN)),
+        ("<think>is it new?</think></silence>", VlmDecisionResult("r", VlmAction.LISTEN)),
         (
             "<think>\nthe user asked\nabout it\n</think>\n</response> It is red.",
-            VlmDecision(VlmAction.SPEAK, "It is red."),
+            VlmDecisionResult("r", VlmAction.SPEAK, "It is red."),
         ),
-        ("reasoning</think> </response> Yes.", VlmDecision(VlmAction.SPEAK, "Yes.")),
-        ("<think>never closed </response> Yes.", VlmDecision(VlmAction.LISTEN)),
+        ("reasoning</think> </response> Yes.", VlmDecisionResult("r", VlmAction.SPEAK, "Yes.")),
+        ("<think>never closed </response> Yes.", VlmDecisionResult("r", VlmAction.LISTEN)),
         # no markup is ever spoken: tags end the spoken text
-        ("</response> Yes.</think> more", VlmDecision(VlmAction.SPEAK, "Yes.")),
-        ("</response> Yes. <question>q</question>", VlmDecision(VlmAction.SPEAK, "Yes.")),
-        ("</response> Cut off </resp", VlmDecision(VlmAction.SPEAK, "Cut off")),
-        ("</response> Cut <", VlmDecision(VlmAction.SPEAK, "Cut")),
+        ("</response> Yes.</think> more", VlmDecisionResult("r", VlmAction.SPEAK, "Yes.")),
+        (
+            "</response> Yes. <question>q</question>",
+            VlmDecisionResult("r", VlmAction.SPEAK, "Yes."),
+        ),
+        ("</response> Cut off </resp", VlmDecisionResult("r", VlmAction.SPEAK, "Cut off")),
+        ("</response> Cut <", VlmDecisionResult("r", VlmAction.SPEAK, "Cut")),
     ],
 )
-def test_parse_action(raw: str, expected: VlmDecision) -> None:
-    assert parse_action(raw) == expected
+def test_parse_action(raw: str, expected: VlmDecisionResult) -> None:
+    assert parse_action(raw, "r") == expected
 
 
-def _stream(pieces: list[str]) -> tuple[list[str], VlmDecision]:
-    parser = ActionStreamParser()
+def _stream(pieces: list[str]) -> tuple[list[str], VlmDecisionResult]:
+    parser = ActionStreamParser("r")
     deltas = [d for d in (parser.feed(p) for p in pieces) if d]
     tail, decision = parser.finish()
     if tail:
@@ -99,7 +109,7 @@ def _stream(pieces: list[str]) -> tuple[list[str], VlmDecision]:
 
 
 def test_stream_emits_nothing_before_marker_is_known() -> None:
-    parser = ActionStreamParser()
+    parser = ActionStreamParser("r")
     assert parser.feed("</resp") == ""
     assert parser.feed("onse> Hel") == "Hel"
     assert parser.feed("lo ") == "lo"  # trailing space held until a word follows
@@ -117,7 +127,9 @@ def test_stream_delegate_speaks_only_note() -> None:
         ["</response> Let me ", "check. </dele", "gation> Weather in ", "Paris?"]
     )
     assert "".join(deltas) == "Let me check."
-    assert decision == VlmDecision(VlmAction.DELEGATE, "Let me check.", "Weather in Paris?")
+    assert decision == VlmDecisionResult(
+        "r", VlmAction.DELEGATE, "Let me check.", "Weather in Paris?"
+    )
 
 
 def test_stream_holds_back_partial_marker_then_releases_it() -> None:
@@ -126,7 +138,7 @@ def test_stream_holds_back_partial_marker_then_releases_it() -> None:
 
 
 def test_feed_after_finish_is_an_error() -> None:
-    parser = ActionStreamParser()
+    parser = ActionStreamParser("r")
     parser.finish()
     with pytest.raises(RuntimeError):
         parser.feed("x")
@@ -163,7 +175,7 @@ def test_stream_deltas_always_add_up_to_the_decision(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     deltas, decision = _stream(pieces)
-    assert decision == parse_action(text)
+    assert decision == parse_action(text, "r")
     spoken = decision.text if decision.action is not VlmAction.LISTEN else ""
     assert "".join(deltas) == spoken
 
@@ -219,13 +231,13 @@ def test_a_delegated_question_never_reaches_tts(
 def test_stream_speaks_nothing_before_a_marker_later_in_the_first_line(
     pieces: list[str],
 ) -> None:
-    parser = ActionStreamParser()
+    parser = ActionStreamParser("r")
     assert [parser.feed(p) for p in pieces[:-1]] == [""] * (len(pieces) - 1)
 
 
 def test_stream_releases_unmarked_text_when_its_line_ends() -> None:
-    parser = ActionStreamParser()
+    parser = ActionStreamParser("r")
     assert parser.feed("A red cup") == ""
     assert parser.feed(".\nmore") == "A red cup."
     tail, decision = parser.finish()
-    assert (tail, decision) == ("", VlmDecision(VlmAction.SPEAK, "A red cup."))
+    assert (tail, decision) == ("", VlmDecisionResult("r", VlmAction.SPEAK, "A red cup."))

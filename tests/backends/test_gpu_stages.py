@@ -20,9 +20,9 @@ from backends.base import (
     SubmissionFailed,
     TtsRequest,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.gpu.asr import AsrStage, build_asr_prompt, clean_asr_text, ensure_audio_only
 from backends.gpu.engine_api import EnginePrompt, Sampling
@@ -83,7 +83,7 @@ def _vlm(engine: FakeEngine, **changes: Any) -> VlmStage:
     return VlmStage(engine, placement, sampling=Sampling(max_tokens=64))
 
 
-async def _collect(stage: VlmStage, request: VlmRequest) -> list[VlmTextDelta | VlmDecision]:
+async def _collect(stage: VlmStage, request: VlmRequest) -> list[VlmDelta | VlmDecisionResult]:
     return [item async for item in stage.generate(request)]
 
 
@@ -93,8 +93,8 @@ CTX = PromptContext(system="Watch.", transcript="What is it?")
 def test_vlm_streams_deltas_then_one_decision() -> None:
     engine = FakeEngine(["</resp", "onse> It is ", "a red ", "ball.\nextra"])
     items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", CTX))
-    assert items[-1] == VlmDecision(VlmAction.SPEAK, "It is a red ball.")
-    assert "".join(i.text for i in items[:-1] if isinstance(i, VlmTextDelta)) == "It is a red ball."
+    assert items[-1] == VlmDecisionResult("r1", VlmAction.SPEAK, "It is a red ball.")
+    assert "".join(i.text for i in items[:-1] if isinstance(i, VlmDelta)) == "It is a red ball."
     request_id, prompt, sampling = engine.submitted[0]
     assert (
         request_id == "r1"
@@ -106,7 +106,7 @@ def test_vlm_streams_deltas_then_one_decision() -> None:
 
 def test_vlm_silence_has_no_deltas() -> None:
     items = anyio.run(_collect, _vlm(FakeEngine(["</silence>"])), VlmRequest("r1", CTX))
-    assert items == [VlmDecision(VlmAction.LISTEN)]
+    assert items == [VlmDecisionResult("r1", VlmAction.LISTEN)]
 
 
 def test_vlm_request_max_tokens_caps_sampling() -> None:
@@ -130,7 +130,7 @@ def test_vlm_abandoned_stream_is_aborted_on_the_engine() -> None:
 
     async def main() -> None:
         stream = _vlm(engine).generate(VlmRequest("r1", CTX))
-        assert isinstance(await stream.__anext__(), VlmTextDelta)
+        assert isinstance(await stream.__anext__(), VlmDelta)
         await stream.aclose()  # the response was cancelled
 
     anyio.run(main)
@@ -197,6 +197,11 @@ def test_asr_language_is_detected_unless_the_request_sets_it() -> None:
     assert engine.submitted[0][1].text.endswith("<|im_start|>assistant\n")
     anyio.run(stage.transcribe, AsrRequest("a2", pcm, language="de"))
     assert engine.submitted[1][1].text.endswith("assistant\nlanguage German<asr_text>")
+
+
+def test_qwen3_asr_detects_any_language() -> None:
+    """Multilingual: no language list, so `session.update` refuses no pin."""
+    assert AsrStage(FakeEngine([]), default_placement().asr).languages is None
 
 
 def test_asr_transcribes_audio_only() -> None:

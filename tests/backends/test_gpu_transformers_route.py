@@ -27,9 +27,9 @@ from backends.base import (
     HistoryTurn,
     InvalidPromptContext,
     PromptContext,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.gpu.asr import AsrStage
 from backends.gpu.engine_api import Sampling
@@ -91,8 +91,8 @@ def test_vlm_with_frames_history_and_budget(tiny: dict[str, str]) -> None:
     items, built, again = anyio.run(main)
     assert built.dropped_turns > 0 and built.prompt_tokens <= 1024 - 12  # oldest history dropped
     decision = items[-1]
-    assert isinstance(decision, VlmDecision)
-    deltas = "".join(i.text for i in items[:-1] if isinstance(i, VlmTextDelta))
+    assert isinstance(decision, VlmDecisionResult)
+    deltas = "".join(i.text for i in items[:-1] if isinstance(i, VlmDelta))
     assert deltas == (decision.text if decision.action.value != "listen" else "")
     assert again[-1] == decision  # greedy: the same prompt gives the same decision
 

@@ -17,9 +17,9 @@ from backends.base import (
     HistoryTurn,
     PromptContext,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.joyai.policy import previous_answer, silent_before_first_question, without_repeat
 from backends.remote.config import StageConfig
@@ -49,7 +49,7 @@ ANSWERED = PromptContext(
 def test_b30_a_camera_tick_before_any_question_is_silent_without_running_the_model() -> None:
     engine = FakeEngine(["</response> I see a room."])
     items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", CAMERA))
-    assert items == [VlmDecision(VlmAction.LISTEN)]
+    assert items == [VlmDecisionResult("r1", VlmAction.LISTEN)]
     assert engine.submitted == []  # the model was never asked
 
 
@@ -71,7 +71,7 @@ def test_b30_a_question_an_earlier_one_or_the_sessions_instructions_lift_the_sil
 def test_b30_an_exact_repeat_of_the_last_answer_is_a_listen_and_never_spoken() -> None:
     engine = FakeEngine(["</response> No, it", " is   shut.", "\n"])
     items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", ANSWERED))
-    assert items == [VlmDecision(VlmAction.LISTEN)]  # no delta reached the session
+    assert items == [VlmDecisionResult("r1", VlmAction.LISTEN)]  # no delta reached the session
     assert len(engine.submitted) == 1
 
 
@@ -79,8 +79,8 @@ def test_b30_an_answer_that_only_starts_like_the_last_one_streams_in_full() -> N
     engine = FakeEngine(["</response> No, it", " is shut.", " Someone", " opened it."])
     items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", ANSWERED))
     text = "No, it is shut. Someone opened it."
-    assert items[-1] == VlmDecision(VlmAction.SPEAK, text)
-    assert "".join(i.text for i in items[:-1] if isinstance(i, VlmTextDelta)) == text
+    assert items[-1] == VlmDecisionResult("r1", VlmAction.SPEAK, text)
+    assert "".join(i.text for i in items[:-1] if isinstance(i, VlmDelta)) == text
 
 
 def test_b30_a_repeated_question_is_answered_again() -> None:
@@ -90,7 +90,7 @@ def test_b30_a_repeated_question_is_answered_again() -> None:
     assert previous_answer(asked) is None
     engine = FakeEngine(["</response> No, it is shut."])
     items = anyio.run(_collect, _vlm(engine), VlmRequest("r1", asked))
-    assert items[-1] == VlmDecision(VlmAction.SPEAK, "No, it is shut.")
+    assert items[-1] == VlmDecisionResult("r1", VlmAction.SPEAK, "No, it is shut.")
 
 
 def test_b30_the_previous_answer_is_the_last_one_spoken_past_silent_ticks() -> None:
@@ -101,7 +101,7 @@ def test_b30_the_previous_answer_is_the_last_one_spoken_past_silent_ticks() -> N
     assert previous_answer(later) == "No, it is shut."
 
 
-async def _outputs(*items: VlmTextDelta | VlmDecision) -> AsyncGenerator[Any, None]:
+async def _outputs(*items: VlmDelta | VlmDecisionResult) -> AsyncGenerator[Any, None]:
     for item in items:
         yield item
 
@@ -109,14 +109,16 @@ async def _outputs(*items: VlmTextDelta | VlmDecision) -> AsyncGenerator[Any, No
 def test_b30_a_different_answer_releases_held_deltas_in_order() -> None:
     async def main() -> list[Any]:
         source = _outputs(
-            VlmTextDelta("No, "), VlmTextDelta("it is open."), VlmDecision(VlmAction.SPEAK, "x")
+            VlmDelta("r1", "No, "),
+            VlmDelta("r1", "it is open."),
+            VlmDecisionResult("r1", VlmAction.SPEAK, "x"),
         )
         return [o async for o in without_repeat(source, "No, it is shut.")]
 
     assert anyio.run(main) == [
-        VlmTextDelta("No, "),
-        VlmTextDelta("it is open."),
-        VlmDecision(VlmAction.SPEAK, "x"),
+        VlmDelta("r1", "No, "),
+        VlmDelta("r1", "it is open."),
+        VlmDecisionResult("r1", VlmAction.SPEAK, "x"),
     ]
 
 
@@ -145,7 +147,7 @@ def test_b30_the_remote_stage_applies_both_rules() -> None:
         async with _remote(handler) as stage:
             return [o async for o in stage.generate(VlmRequest("r1", context))]
 
-    assert anyio.run(main, CAMERA) == [VlmDecision(VlmAction.LISTEN)]
+    assert anyio.run(main, CAMERA) == [VlmDecisionResult("r1", VlmAction.LISTEN)]
     assert not any(path.endswith("/chat/completions") for path in calls)
-    assert anyio.run(main, ANSWERED) == [VlmDecision(VlmAction.LISTEN)]
+    assert anyio.run(main, ANSWERED) == [VlmDecisionResult("r1", VlmAction.LISTEN)]
     assert any(path.endswith("/chat/completions") for path in calls)

@@ -22,9 +22,9 @@ from backends.base import (
     BackendUnavailable,
     InvalidPromptContext,
     StageFailed,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.remote.audio import PcmStream, wav_bytes
 from backends.remote.backend import create_backend
@@ -119,6 +119,20 @@ def test_config_requires_asr_only_for_speech() -> None:
     assert parse_remote_config(raw, profile="camera").asr is None
     with pytest.raises(RemoteConfigError, match=r"needs a \[remote\] table"):
         parse_remote_config(None)
+
+
+@pytest.mark.parametrize(
+    ("language", "languages"), [(None, None), ("en", ("en",)), ("de-DE", ("de",))]
+)
+def test_remote_asr_knows_only_the_language_it_is_configured_to_force(
+    language: str | None, languages: tuple[str, ...] | None
+) -> None:
+    """A configured `language` wins over the session's on every request, so it is the
+    one the ASR knows; without one Qwen3-ASR detects the language."""
+    asr = {"urls": [A], "model": "asr"} | ({"language": language} if language else {})
+    backend = create_backend(remote={**table(), "asr": asr}, profile="speech")
+    assert backend.asr is not None
+    assert backend.asr.languages == languages
 
 
 def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -342,7 +356,10 @@ def test_5xx_before_the_first_byte_is_retried_on_the_other_replica() -> None:
 
     out, backend = _generate(handler)
     assert hosts == ["a", "b"]
-    assert out == [VlmTextDelta("Hi."), VlmDecision(action=out[-1].action, text="Hi.")]
+    assert out == [
+        VlmDelta("r1", "Hi."),
+        VlmDecisionResult("r1", action=out[-1].action, text="Hi."),
+    ]
     assert [r.healthy for r in backend.vlm.pool.replicas] == [False, True]  # type: ignore[attr-defined]
 
 

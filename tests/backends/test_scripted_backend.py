@@ -21,12 +21,12 @@ from backends.base import (
     Stage,
     StageFailed,
     SubmissionFailed,
-    TtsChunk,
+    TtsAudio,
     TtsRequest,
     VlmAction,
-    VlmDecision,
+    VlmDecisionResult,
+    VlmDelta,
     VlmRequest,
-    VlmTextDelta,
 )
 from backends.registry import load_backend
 from backends.scripted.backend import DESCRIPTION, create_backend, script_of
@@ -79,11 +79,11 @@ def _turn(transcript: str | None = None, request_id: str = "resp_1:vlm:1") -> Vl
     return VlmRequest(request_id, PromptContext(system="be brief", transcript=transcript))
 
 
-async def _reply(backend: Backend, request: VlmRequest) -> list[VlmTextDelta | VlmDecision]:
+async def _reply(backend: Backend, request: VlmRequest) -> list[VlmDelta | VlmDecisionResult]:
     return [item async for item in _vlm(backend).generate(request)]
 
 
-async def _speech(backend: Backend, request: TtsRequest) -> list[TtsChunk]:
+async def _speech(backend: Backend, request: TtsRequest) -> list[TtsAudio]:
     return [chunk async for chunk in _tts(backend).synthesize(request)]
 
 
@@ -101,6 +101,13 @@ def test_registry_builds_scripted_backend_with_all_stages() -> None:
 
 def test_camera_profile_has_no_asr_stage() -> None:
     assert create_backend(profile="camera").asr is None
+
+
+def test_scripted_asr_knows_the_languages_the_script_names() -> None:
+    backend = create_backend()
+    assert _asr(backend).languages is None  # by default it detects any
+    script_of(backend).asr_languages = ("en",)
+    assert _asr(backend).languages == ("en",)
 
 
 def test_unknown_profile_is_refused() -> None:
@@ -137,30 +144,36 @@ async def test_reply_streams_word_deltas_then_one_decision_with_the_whole_text(
 ) -> None:
     script_of(backend).reply("It is a red cup.")
     items = await _reply(backend, _turn("what is it?"))
-    deltas = [item.text for item in items if isinstance(item, VlmTextDelta)]
+    deltas = [item.text for item in items if isinstance(item, VlmDelta)]
     assert deltas == ["It", " is", " a", " red", " cup."]
-    assert items[-1] == VlmDecision(VlmAction.SPEAK, "It is a red cup.")
+    assert items[-1] == VlmDecisionResult("resp_1:vlm:1", VlmAction.SPEAK, "It is a red cup.")
 
 
 @pytest.mark.anyio
 async def test_empty_reply_queue_echoes_the_transcript(backend: Backend) -> None:
     with_transcript = await _reply(backend, _turn("turn on the light."))
     without = await _reply(backend, _turn(None))
-    assert with_transcript[-1] == VlmDecision(VlmAction.SPEAK, "I hear you: turn on the light.")
-    assert without[-1] == VlmDecision(VlmAction.SPEAK, "I hear you.")
+    assert with_transcript[-1] == VlmDecisionResult(
+        "resp_1:vlm:1", VlmAction.SPEAK, "I hear you: turn on the light."
+    )
+    assert without[-1] == VlmDecisionResult("resp_1:vlm:1", VlmAction.SPEAK, "I hear you.")
 
 
 @pytest.mark.anyio
 async def test_silence_decision_streams_no_text(backend: Backend) -> None:
     script_of(backend).stay_silent()
-    assert await _reply(backend, _turn("hmm")) == [VlmDecision(VlmAction.LISTEN, "")]
+    assert await _reply(backend, _turn("hmm")) == [
+        VlmDecisionResult("resp_1:vlm:1", VlmAction.LISTEN, "")
+    ]
 
 
 @pytest.mark.anyio
 async def test_delegate_reply_carries_its_question(backend: Backend) -> None:
     script_of(backend).reply("Let me check.", action=VlmAction.DELEGATE, question="weather?")
     items = await _reply(backend, _turn("weather"))
-    assert items[-1] == VlmDecision(VlmAction.DELEGATE, "Let me check.", "weather?")
+    assert items[-1] == VlmDecisionResult(
+        "resp_1:vlm:1", VlmAction.DELEGATE, "Let me check.", "weather?"
+    )
 
 
 @pytest.mark.anyio
@@ -240,7 +253,7 @@ async def test_releasing_one_request_keeps_the_stage_parked(backend: Backend) ->
 async def test_release_from_another_thread_wakes_a_parked_request(backend: Backend) -> None:
     script = script_of(backend)
     script.park("vlm")
-    items: list[VlmTextDelta | VlmDecision] = []
+    items: list[VlmDelta | VlmDecisionResult] = []
 
     async def generate() -> None:
         items.extend(await _reply(backend, _turn("hi")))
@@ -251,7 +264,7 @@ async def test_release_from_another_thread_wakes_a_parked_request(backend: Backe
         thread = threading.Thread(target=script.release, args=("vlm",))
         thread.start()
         await anyio.to_thread.run_sync(thread.join)
-    assert items[-1] == VlmDecision(VlmAction.SPEAK, "I hear you: hi.")
+    assert items[-1] == VlmDecisionResult("resp_1:vlm:1", VlmAction.SPEAK, "I hear you: hi.")
 
 
 @pytest.mark.anyio
@@ -279,17 +292,17 @@ async def test_failure_at_submission_raises_the_chosen_error_once(
 async def test_vlm_failure_after_two_items_follows_two_deltas(backend: Backend) -> None:
     script = script_of(backend)
     script.reply("one two three").fail("vlm", StageFailed, after_items=2)
-    received: list[VlmTextDelta | VlmDecision] = []
+    received: list[VlmDelta | VlmDecisionResult] = []
     with pytest.raises(StageFailed):
         async for item in _vlm(backend).generate(_turn("go")):
             received.append(item)
-    assert received == [VlmTextDelta("one"), VlmTextDelta(" two")]
+    assert received == [VlmDelta("resp_1:vlm:1", "one"), VlmDelta("resp_1:vlm:1", " two")]
 
 
 @pytest.mark.anyio
 async def test_tts_failure_after_three_chunks_follows_three_chunks(backend: Backend) -> None:
     script_of(backend).fail("tts", SubmissionFailed, after_items=3)
-    received: list[TtsChunk] = []
+    received: list[TtsAudio] = []
     with pytest.raises(SubmissionFailed):
         async for chunk in _tts(backend).synthesize(TtsRequest("r:tts:1", "x" * 20)):
             received.append(chunk)
@@ -323,7 +336,7 @@ async def test_dead_engine_fails_every_request_until_revived(backend: Backend) -
 @pytest.mark.anyio
 async def test_engine_dying_mid_stream_fails_the_stream(backend: Backend) -> None:
     script = script_of(backend)
-    received: list[TtsChunk] = []
+    received: list[TtsAudio] = []
     with pytest.raises(EngineDead):
         async for chunk in _tts(backend).synthesize(TtsRequest("r:tts:1", "x" * 20)):
             received.append(chunk)
@@ -341,7 +354,7 @@ async def test_an_injected_vlm_fault_raises_at_its_step(
     """One reply of four word pieces and a decision: five items, the middle one third."""
     script = script_of(backend)
     script.reply("one two three four").inject("vlm", step, "raise")
-    items: list[VlmTextDelta | VlmDecision] = []
+    items: list[VlmDelta | VlmDecisionResult] = []
     with pytest.raises(StageFailed, match=f"at {step}"):
         async for item in _vlm(backend).generate(_turn("go")):
             items.append(item)
@@ -352,7 +365,7 @@ async def test_an_injected_vlm_fault_raises_at_its_step(
 @pytest.mark.anyio
 async def test_an_injected_tts_fault_at_finish_follows_every_chunk(backend: Backend) -> None:
     script_of(backend).inject("tts", "finish", "dead")
-    chunks: list[TtsChunk] = []
+    chunks: list[TtsAudio] = []
     with pytest.raises(EngineDead):
         async for chunk in _tts(backend).synthesize(TtsRequest("r:tts:1", "x" * 20)):
             chunks.append(chunk)
@@ -403,7 +416,7 @@ async def test_max_records_keeps_only_the_latest_records() -> None:
 async def test_abort_is_recorded_and_ends_a_parked_stream_quietly(backend: Backend) -> None:
     script = script_of(backend)
     script.park("tts")
-    chunks: list[TtsChunk] = []
+    chunks: list[TtsAudio] = []
 
     async def speak() -> None:
         chunks.extend(await _speech(backend, TtsRequest("resp_1:tts:1", "Hello.")))
@@ -418,7 +431,7 @@ async def test_abort_is_recorded_and_ends_a_parked_stream_quietly(backend: Backe
 
 @pytest.mark.anyio
 async def test_abort_mid_stream_stops_before_the_next_chunk(backend: Backend) -> None:
-    received: list[TtsChunk] = []
+    received: list[TtsAudio] = []
     async for chunk in _tts(backend).synthesize(TtsRequest("resp_1:tts:1", "x" * 30)):
         received.append(chunk)
         await _tts(backend).abort("resp_1:tts:1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.errors import InvalidSessionConfig
+from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.session_config import SessionConfig, validate_session
 
 
@@ -46,3 +46,48 @@ def test_a_bad_language_is_refused_with_its_path(language: object) -> None:
     with pytest.raises(InvalidSessionConfig) as info:
         validate_session({"audio": {"input": {"transcription": {"language": language}}}}, base)
     assert info.value.param == "session.audio.input.transcription.language"
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        (
+            {"audio": {"input": {"transcription": {"language": "de"}}}},
+            "session.audio.input.transcription.language",
+        ),
+        (
+            {"input_audio_transcription": {"language": "de-DE"}},
+            "session.input_audio_transcription.language",
+        ),
+    ],
+)
+def test_english_only_asr_refuses_a_german_pin(patch: dict[str, object], param: str) -> None:
+    base = SessionConfig(transcription_language="en")
+    with pytest.raises(InvalidSessionConfig) as info:
+        validate_session(patch, base, languages=("en",))
+    assert info.value.code is ErrorCode.UNSUPPORTED_LANGUAGE
+    assert info.value.param == param
+    assert "this server's speech recognition knows: en" in str(info.value)
+    assert base.transcription_language == "en"  # unchanged
+
+
+@pytest.mark.parametrize("language", ["en", "EN", "en-GB", "en_US", None])
+def test_a_pin_matches_a_known_language_by_its_primary_subtag(language: str | None) -> None:
+    patch = {"audio": {"input": {"transcription": {"language": language}}}}
+    assert validate_session(patch, languages=("en",)).transcription_language == language
+
+
+def test_without_a_language_list_any_pin_is_accepted() -> None:
+    patch = {"audio": {"input": {"transcription": {"language": "yue"}}}}
+    assert validate_session(patch).transcription_language == "yue"
+    assert validate_session(patch, languages=()).transcription_language == "yue"
+
+
+def test_a_language_kept_from_before_is_not_checked_again() -> None:
+    """D36: an operator's default the ASR does not know fails no later update that leaves
+    the language alone."""
+    base = SessionConfig(transcription_language="de")
+    kept = validate_session(
+        {"audio": {"input": {"transcription": {"model": "x"}}}}, base, languages=("en",)
+    )
+    assert kept.transcription_language == "de"

@@ -112,6 +112,7 @@ def project(o: Any) -> tuple[Any, ...]:
         "delta",
         "text",
         "played_ms",
+        "capabilities",  # session.created: what the backend can do (section 1)
     ):
         if hasattr(o, name):
             fields.append((name, getattr(o, name)))

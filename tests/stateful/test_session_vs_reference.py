@@ -147,3 +147,32 @@ def test_audio_of_a_later_tts_request_arriving_first_is_spaced_alike() -> None:
         deltas.append([o for o in out if o[0] == "response.output_audio_transcript.delta"])
     assert deltas[0] == deltas[1]
     assert [dict(o[2:])["delta"] for o in deltas[0]] == ["Hi", " Hi"]
+
+
+@pytest.mark.parametrize("languages", [("en",), ("en", "de"), None, ()])
+def test_the_asr_languages_and_a_refused_pin_agree_with_the_reference_model(
+    languages: tuple[str, ...] | None,
+) -> None:
+    """The exploration runs with an ASR that detects any language; the languages a
+    backend names reach `session.created`, and refuse a pin, alike in core and model."""
+    from spec.errors import RemoteProtocolError
+    from spec.events import SessionPatch, SessionUpdate
+    from spec.reference_model import ReferenceSession
+    from tests.stateful.machine import LIMITS
+    from tests.stateful.observer import project
+
+    runs = []
+    for make in (ReferenceSession, session.SessionProtocol):
+        s = make(session_id="s1", limits=LIMITS, now_ms=0, input_languages=languages)
+        out = [project(o) for o in s.next_outputs()]
+        for n, language in enumerate(["fr", "EN-us", None], 1):
+            patch = SessionPatch(input_audio_transcription={"language": language})
+            try:
+                s.receive(SessionUpdate(event_id=f"evt_{n}", session=patch), n)
+            except RemoteProtocolError as exc:
+                out.append(project(s.error_event(exc)))
+            out += [project(o) for o in s.next_outputs()]
+        runs.append((out, s.config.transcription_language))
+    assert runs[0] == runs[1]
+    refused = [o for o in runs[0][0] if o[0] == "error"]
+    assert len(refused) == (1 if languages else 0)

@@ -445,3 +445,29 @@ def test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_ad
         asyncio.run(asyncio.wait_for(run(), 60))
     finally:
         stop()
+
+
+def test_session_created_names_the_asr_languages_and_a_pin_of_another_is_an_error(
+    live_server: LiveServer,
+) -> None:
+    """The wire form of `capabilities` (a duplex extension of `session.created`) and of
+    the refusal of a language the ASR does not know."""
+    live_server.script.asr_languages = ("en",)
+
+    async def run() -> tuple[dict[str, object], dict[str, object]]:
+        async with websockets.connect(live_server.ws_url) as ws:
+            created = json.loads(await ws.recv())
+            pin = {"audio": {"input": {"transcription": {"language": "de"}}}}
+            await ws.send(json.dumps({"type": "session.update", "event_id": "e1", "session": pin}))
+            return created, json.loads(await ws.recv())
+
+    created, answer = asyncio.run(asyncio.wait_for(run(), 30))
+    assert created["type"] == "session.created"
+    assert created["capabilities"] == {"input_languages": ["en"]}
+    assert answer["type"] == "error"
+    assert {k: answer["error"][k] for k in ("type", "code", "param", "event_id")} == {
+        "type": "invalid_request_error",
+        "code": "unsupported_language",
+        "param": "session.audio.input.transcription.language",
+        "event_id": "e1",
+    }

@@ -13,8 +13,13 @@
 // rest is marked as not heard, from the played position the playback worklet reports
 // and the audio length of each transcript piece; a final transcript that is shorter or
 // empty (a server that only knew part of what was heard) never erases the streamed text.
+//
+// Labels: the indicators show plain words (js/labels.js); each keeps the machine's state
+// name in its `data-state`. The note on spoken languages is what `session.created` says
+// the server's speech recognition knows.
 
 import { ClientProtocol } from "./client_protocol.js";
+import { labelOf, languageNote, micLabel, replyLabel, stateLabels } from "./labels.js";
 import { loadSpec } from "./spec_loader.js";
 
 const $ = (id) => document.getElementById(id);
@@ -35,6 +40,7 @@ const ui = {
   cameraState: $("camera-state"),
   transcript: $("transcript"),
   notices: $("notices"),
+  languages: $("languages"),
 };
 
 const params = new URLSearchParams(location.search);
@@ -58,6 +64,7 @@ const metrics = {
 };
 
 const spec = await loadSpec();
+const labels = stateLabels(spec.constants);
 let call = null; // the active call, or null
 let muted = false;
 let cameraOn = false;
@@ -97,6 +104,13 @@ const REFUSED_MESSAGE =
 function offeredProtocols() {
   const key = new URLSearchParams(location.hash.slice(1)).get("key");
   return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
+}
+
+/** Say which languages the server's speech recognition knows (`session.created`). */
+function showLanguages(capabilities) {
+  const note = languageNote(capabilities);
+  ui.languages.dataset.languages = note.languages;
+  ui.languages.textContent = note.text;
 }
 
 function notice(level, code, message) {
@@ -281,13 +295,15 @@ class Call {
 
   onServerText(text) {
     const at = now();
-    let type = null;
+    let event = null;
     try {
-      type = JSON.parse(text).type;
+      event = JSON.parse(text);
     } catch {
-      type = null;
+      event = null;
     }
+    const type = event?.type ?? null;
     metrics.received.push({ type, at });
+    if (type === "session.created") showLanguages(event.capabilities);
     this.lastServerType = type;
     this.run(this.protocol.server_text(text, at), at);
     this.lastServerType = null;
@@ -454,10 +470,12 @@ class Call {
   }
 }
 
+const TALK_LABEL = ui.talk.textContent;
+
 function render(snapshot) {
   const state = snapshot ? snapshot.connection : "closed";
   ui.connection.dataset.state = state;
-  ui.connection.textContent = state === "closed" ? "disconnected" : state;
+  ui.connection.textContent = labelOf(labels, "client_connection", state);
   ui.connect.textContent = snapshot && state !== "closed" ? "Disconnect" : "Connect";
   ui.mode.disabled = Boolean(snapshot);
   ui.turn.disabled = Boolean(snapshot) || ui.mode.value !== "vad";
@@ -468,14 +486,29 @@ function render(snapshot) {
   const live = snapshot?.holds.find((h) => liveHold.includes(h.state));
   ui.talk.classList.toggle("held", Boolean(live));
   ui.talk.dataset.hold = live ? live.state : "";
-  ui.watchdog.dataset.state = snapshot?.watchdog ?? "disarmed";
-  ui.watchdog.textContent = snapshot?.watchdog === "armed" ? "awaiting reply" : "idle";
-  ui.speaking.dataset.state = snapshot?.user_speaking || live?.state === "recording" ? "on" : "off";
-  ui.speaking.textContent = muted ? "mic muted" : "mic";
+  ui.talk.textContent = live ? labelOf(labels, "client_hold", live.state) : TALK_LABEL;
+  const watchdog = snapshot?.watchdog ?? "disarmed";
+  ui.watchdog.dataset.state = watchdog;
+  ui.watchdog.textContent = replyLabel(labels, snapshot);
+  const speaking = Boolean(snapshot?.user_speaking || live?.state === "recording");
+  ui.speaking.dataset.state = speaking ? "on" : "off";
+  ui.speaking.textContent = micLabel({
+    connected: ready,
+    muted,
+    speaking,
+    handsFree: snapshot?.mode === "vad",
+  });
   ui.mute.setAttribute("aria-pressed", String(muted));
   ui.camera.setAttribute("aria-pressed", String(cameraOn));
   ui.camera.textContent = cameraOn ? "Camera off" : "Camera on";
-  ui.cameraState.textContent = `camera ${snapshot?.camera ?? (cameraOn ? "on" : "off")}`;
+  // before a call the camera machine does not exist yet: say what the button chose
+  const camera = snapshot?.camera;
+  ui.cameraState.dataset.state = camera ?? "off";
+  ui.cameraState.textContent = camera
+    ? labelOf(labels, "client_camera", camera)
+    : cameraOn
+      ? "camera on once you connect"
+      : labelOf(labels, "client_camera", "off");
   document.body.dataset.connection = state;
 }
 

@@ -1,0 +1,48 @@
+"""What the page says, in headless Chromium against the real CPU server: the note on
+spoken languages is what `session.created` says the server's ASR knows (Whisper tiny.en:
+English), and the indicators show plain words while keeping the machines' state names in
+`data-state`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_the_page_names_the_languages_the_server_recognises(
+    browser_page: Any, cpu_server: str
+) -> None:
+    page = browser_page
+    page.goto(f"{cpu_server}/?mode=ptt")
+    page.wait_for_selector("body[data-loaded=true]")
+    note = page.locator("#languages")
+    assert "any language" not in note.inner_text()  # nothing is claimed before connecting
+    assert page.locator("#connection").inner_text() == "disconnected"
+    page.click("#camera")
+    assert page.locator("#camera-state").inner_text() == "camera on once you connect"
+    page.click("#connect")
+    page.wait_for_selector("body[data-connection=ready]", timeout=30_000)
+    page.wait_for_selector("#languages[data-languages=en]", timeout=30_000)
+    assert note.inner_text().startswith("Speech recognition: English only")
+    created = page.evaluate(
+        "window.joyduplex.metrics.received.filter(e => e.type === 'session.created').length"
+    )
+    assert created == 1
+    connection = page.locator("#connection")
+    assert (connection.get_attribute("data-state"), connection.inner_text()) == (
+        "ready",
+        "connected",
+    )
+    # push-to-talk, not holding: the camera's frames go alone (B22)
+    page.wait_for_selector("#camera-state[data-state=standalone]", timeout=30_000)
+    assert page.locator("#camera-state").inner_text() == (
+        "camera on — sending a frame every second"
+    )
+    assert page.locator("#speaking").inner_text() == "hold to talk"
+    page.click("#connect")  # hang up
+    page.wait_for_selector("body[data-connection=closed]", timeout=30_000)
+    assert page.locator("#connection").inner_text() == "disconnected"
+    assert page.errors == []
