@@ -73,7 +73,7 @@ pytest: install-test
 test: system-deps lint typecheck pytest
 
 # The quick loop while developing: lint, types and every test not marked slow or browser,
-# without coverage (`make test` keeps the full scope; both times are in the README).
+# without coverage (`make test` keeps the full scope; both times are in docs/performance.md).
 check: system-deps lint typecheck
 	$(BIN)/python -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
 

@@ -480,7 +480,7 @@ def test_b32_a_real_speakers_pauses_inside_his_sentence_split_only_server_vad_tu
     0.5 s after "can do for you,". server_vad ends a turn in both; semantic_vad at medium
     in neither, and ends the turn after the sentence. (His 1.15 s pause after "my fellow
     Americans," is not asserted: Smart Turn calls it finished, 0.91, and Whisper hears
-    "And so my fellow Americans." there; the README's semantic turn detection section
+    "And so my fellow Americans." there; docs/performance.md section 3
     reports it.)"""
     voice = human_speech()
     lead_s = 0.5
