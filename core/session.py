@@ -187,14 +187,15 @@ class SessionProtocol:
             turns=self._turns,
             turn_taking=self._turn_taking,
             limits=self.limits,
-            config=self._current_config,
+            config=self.config,
         )
         self._last_activity_ms = now_ms
         self._closed = False
         turns = self._turns
         self._handlers: dict[type, Callable[[Any, int], None]] = {
             ev.SessionUpdate: self._on_session_update,
-            ev.InputAudioBufferAppend: self._on_append,
+            # the hot path: straight to the input side, no wrapper call
+            ev.InputAudioBufferAppend: self._input.on_append,
             ev.InputAudioBufferCommit: self._on_commit,
             ev.InputCommitAlias: self._on_commit,
             ev.InputAudioBufferClear: self._on_clear,
@@ -283,7 +284,8 @@ class SessionProtocol:
         self._log.clock_ms = now_ms  # when a turn taken now was observed
         try:
             handler(event, now_ms)
-            self._settle(now_ms)
+            if self._turn_taking.settled:
+                self._settle(now_ms)
         except InvalidTransition as exc:
             raise InvalidState(str(exc), event_id=event.event_id) from None
         except RemoteProtocolError as exc:
@@ -306,7 +308,8 @@ class SessionProtocol:
         self._log.clock_ms = now_ms
         try:
             self._results[type(result)](result, now_ms)
-            self._settle(now_ms)
+            if self._turn_taking.settled:
+                self._settle(now_ms)
         except InvalidTransition as exc:
             raise LocalProtocolError(str(exc)) from None
         self._truncate()
@@ -405,6 +408,7 @@ class SessionProtocol:
         vad_changed = config.turn_detection != self.config.turn_detection
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config
+        self._input.config = config  # the append path reads it as a value, not a call
         if vad_changed:
             self._turn_taking.reset(restart=switched_on)
         self._out.emit(ev.SessionUpdated(session=self._public()))
@@ -511,9 +515,6 @@ class SessionProtocol:
     def _on_playback_ack(self, event: ev.PlaybackAck, now_ms: int) -> None:
         response = self._turns.by_id.playing(event.response_id, event.item_id, event.event_id)
         response.playback.ack(event.played_ms)
-
-    def _on_append(self, event: ev.InputAudioBufferAppend, now_ms: int) -> None:
-        self._input.on_append(event)
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
         self._input.on_clear()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.append_checks import check_append
+from core.audio import BYTES_PER_MS_16K
 from core.statemachines.commit import Commit
 from spec import events as ev
 from spec.effects import ScoreVad
@@ -23,8 +24,6 @@ from spec.error_events import error_event
 from spec.errors import ErrorCode, RemoteProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from core.audio import AudioClock
     from core.conversation import Conversation
     from core.outbox import Outbox
@@ -42,12 +41,12 @@ class SessionInput:
     __slots__ = (
         "_buffer",
         "_clock",
-        "_config",
         "_items",
         "_out",
         "_pending",
         "_turn_taking",
         "_turns",
+        "config",
         "limits",
     )
 
@@ -62,7 +61,7 @@ class SessionInput:
         turns: Responses,
         turn_taking: TurnTaking,
         limits: Limits,
-        config: Callable[[], SessionConfig],
+        config: SessionConfig,
     ) -> None:
         self._out = out
         self._buffer = buffer
@@ -72,13 +71,15 @@ class SessionInput:
         self._turns = turns
         self._turn_taking = turn_taking
         self.limits = limits
-        self._config = config
+        #: the session's configuration, kept current by `SessionProtocol`
+        self.config = config
 
-    def on_append(self, event: ev.InputAudioBufferAppend) -> None:
+    def on_append(self, event: ev.InputAudioBufferAppend, now_ms: int = 0) -> None:
         buffer = self._buffer
-        vad = self._config().turn_detection is not None
+        config = self.config
+        vad = config.turn_detection is not None
         plan = check_append(
-            event, self._config().input_format, self.limits, verdict=not (vad or buffer.capturing)
+            event, config.input_format, self.limits, verdict=not (vad or buffer.capturing)
         )
         pcm16, frames = plan.pcm16, plan.frames
         capture = buffer.capturing or plan.speech
@@ -98,9 +99,10 @@ class SessionInput:
             added += sum(len(f) for f in frames)
             freed += buffer.add_frames(frames, self.limits.max_context_images)
         self._pending.add(added - freed)
+        clock = self._clock
         if vad and pcm16:
-            self._out.effect(ScoreVad(pcm16, self._clock.ms))
-        self._clock.advance(len(pcm16))
+            self._out.effect(ScoreVad(pcm16, clock.bytes // BYTES_PER_MS_16K))
+        clock.bytes += len(pcm16)  # the audio clock advances (inline: once per append)
 
     def on_clear(self) -> None:
         self._pending.free(self._buffer.clear())
@@ -124,7 +126,7 @@ class SessionInput:
         self._turn_taking.end_utterance()
         self.commit(
             client_event_id=event.event_id,
-            wants_response=event.wants_response(self._config().auto_response),
+            wants_response=event.wants_response(self.config.auto_response),
             item_id=item_id,
         )
 
