@@ -1,5 +1,6 @@
-"""The `joyduplex` command line: `serve` (the realtime server) and `client` (one spoken
-turn from a WAV file, the reply written to a WAV and its transcript printed)."""
+"""The `joyduplex` command line: `serve` (the realtime server), `client` (one spoken
+turn from a WAV file, the reply written to a WAV and its transcript printed) and `bench`
+(the load generator, `transport.loadgen`)."""
 
 from __future__ import annotations
 
@@ -86,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`joyduplex bench` (transport/bench.py): offer many sessions, report what was held."""
-    from transport.bench import add_bench_arguments
+    """`joyduplex bench` (transport/loadgen): offer many sessions, report what was held."""
+    from transport.loadgen.arguments import add_bench_arguments
 
     add_bench_arguments(sub.add_parser("bench", help="load-test a realtime server"))
 
@@ -180,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return anyio.run(run_client_from_args, args)
     if args.command == "bench":
-        from transport.bench import main_from_args
+        from transport.loadgen.command import main_from_args
 
         return main_from_args(args, argv)
     parser.print_help()

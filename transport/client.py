@@ -1,4 +1,4 @@
-"""`DuplexClient`: an asyncio client of the realtime websocket protocol (tests, the CLI).
+"""`DuplexClient`: an anyio client of the realtime websocket protocol (tests, the CLI).
 
     async with DuplexClient.connect("ws://127.0.0.1:8000/v1/realtime", token=...) as client:
         await client.update_session(turn_detection=None)
@@ -6,13 +6,19 @@
         await client.commit(create_response=True)
         result = await client.collect_response(timeout=30)
 
-One reader task reads the socket and decodes every frame with `transport.codec` into a
-typed server event; frames it cannot decode (an event type this client does not know,
-malformed JSON) are logged and skipped, never fatal. The reader belongs to an anyio task
-group that the client's async context manager (`connect`, or `async with client`) opens
-and closes: it cannot outlive the block, and a bug in it surfaces there instead of being
-lost. Decoded events wait in one queue, consumed by `events()`, `wait_for` and
-`collect_response` (use one consumer at a time); `history` keeps every event received.
+One reader task reads the socket and decodes every frame once, with `transport.codec`,
+into a typed server event; frames it cannot decode (an event type this client does not
+know, malformed JSON) are logged and skipped, never fatal. The reader belongs to an anyio
+task group that the client's async context manager (`connect`, or `async with client`)
+opens and closes: it cannot outlive the block, and a bug in it surfaces there instead of
+being lost. Decoded events wait in one memory object stream, consumed by `events()`,
+`wait_for` and `collect_response` (use one consumer at a time); `history` keeps every
+event received. Its own waiting is anyio's (streams, events, cancel scopes); the socket
+is websockets' asyncio implementation, so it runs on asyncio (uvloop included).
+
+With `mode=` the client also runs the shared client state machines
+(`transport.client_machines.HeadlessHost`): each event the reader decoded goes to them
+as it is, before it is queued for the caller, so both see the same events.
 
 Resume (docs/session-semantics.md D27): on a resumable session (`/v1/duplex`, or
 `/v1/realtime?resumable=1`) the client tracks `resume_state` (session id, current resume
@@ -21,24 +27,25 @@ a resume-only connection (`?resume=1`), sends `session.resume` and returns once
 `session.resumed` arrived; the replayed events then arrive like any others. `drop()`
 abandons the socket without a close frame (tests); `ack_events()` trims the journal.
 
-Errors: an `error` event answering a helper's request raises `ServerError` (carrying the
-`ErrorDetail`); a closed socket raises `ConnectionLost`; a timeout raises `TimeoutError`.
-A handshake the server answers with HTTP instead of the upgrade (401 `unauthorized`, 403
-`origin_not_allowed`, ...) raises `HandshakeRefused`, a `ConnectionLost` naming the code.
-Client event ids are `evt_<n>`, n from 1 per connection, from one allocator
-(`core.statemachines.client_outbox.EventIds`) shared with the client state machines in
-lifecycle mode, so no two events of a connection share an id; senders return the id
-they used.
+The typed senders (`commit`, `append_audio`, ...) are `transport.client_senders`'.
+
+Errors (`transport.client_errors`): an `error` event answering a helper's request raises
+`ServerError` (carrying the `ErrorDetail`); a closed socket raises `ConnectionLost`; a
+timeout raises `TimeoutError`. A handshake the server answers with HTTP instead of the
+upgrade (401 `unauthorized`, 403 `origin_not_allowed`, ...) raises `HandshakeRefused`, a
+`ConnectionLost` naming the code. Client event ids are `evt_<n>`, n from 1 per
+connection, from one allocator (`core.statemachines.client_outbox.EventIds`) shared with
+the client state machines in lifecycle mode, so no two events of a connection share an
+id; senders return the id they used.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import logging
+import math
 import time
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -49,25 +56,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from core.client import ClientProtocol
 from core.statemachines.client_outbox import EventIds
 from spec.events import (
-    ClientEventT,
     Error,
-    ErrorDetail,
-    InputAudioBufferAppend,
-    InputAudioBufferCommit,
-    InputAudioTranscriptionCompleted,
-    PlaybackAck,
-    ResponseCancel,
-    ResponseCreate,
-    ResponseCreated,
-    ResponseCreateParams,
-    ResponseDone,
-    ResponseListen,
-    ResponseOutputAudioDelta,
-    ResponseOutputAudioTranscriptDelta,
-    ResponseOutputAudioTranscriptDone,
-    ResponseOutputTextDelta,
     ServerEventT,
-    SessionClose,
     SessionCreated,
     SessionEventAck,
     SessionObject,
@@ -77,15 +67,25 @@ from spec.events import (
     SessionUpdate,
     SessionUpdated,
 )
-from spec.tables.client_constants import PLAYBACK_RATE_HZ
-from transport.codec import decode_server_event, encode_client_event
+from transport.client_errors import (
+    ConnectionLost,
+    DuplexClientError,
+    HandshakeRefused,
+    ServerError,
+    connection_lost,
+)
+from transport.client_machines import HeadlessHost
+from transport.client_responses import ResponseAssembler, ResponseResult
+from transport.client_senders import ClientEventSender
+from transport.codec import decode_server_event
 from transport.log_redaction import redact
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping
     from types import TracebackType
 
     from anyio.abc import TaskGroup, TaskStatus
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from websockets.asyncio.client import ClientConnection
 
 __all__ = [
@@ -103,86 +103,8 @@ log = logging.getLogger("joyduplex.client")
 #: largest server frame accepted (reply audio deltas are small; be generous)
 MAX_FRAME_BYTES = 32 * 1024 * 1024
 
-
-class DuplexClientError(Exception):
-    """Anything the client raises on purpose (besides `TimeoutError`)."""
-
-
-class ServerError(DuplexClientError):
-    """The server answered with an `error` event."""
-
-    def __init__(self, detail: ErrorDetail) -> None:
-        super().__init__(f"{detail.code}: {detail.message}")
-        self.detail = detail
-        self.code = detail.code
-        self.message = detail.message
-        self.param = detail.param
-        self.event_id = detail.event_id
-
-
-class ConnectionLost(DuplexClientError):
-    """The socket closed (or failed) while the client was sending or waiting."""
-
-    def __init__(self, message: str, *, code: int | None = None, reason: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-
-
-class HandshakeRefused(ConnectionLost):
-    """The server answered the websocket handshake with an HTTP status instead of the
-    upgrade. `status` is that status; `error_code` the wire code of its JSON body
-    (`unauthorized` for 401, `origin_not_allowed` for 403) when it has one; `detail` the
-    whole `error` object."""
-
-    def __init__(self, url: str, status: int, body: bytes) -> None:
-        detail = _error_body(body)
-        self.status = status
-        self.detail = detail
-        self.error_code = detail.code if detail is not None else None
-        why = f"{detail.code}: {detail.message}" if detail is not None else "no reason given"
-        super().__init__(
-            f"the server at {redact(url)} refused the connection (HTTP {status}, {why})"
-        )
-
-
-def _error_body(body: bytes) -> ErrorDetail | None:
-    """The `error` object of a refusal's JSON body, if it carries one."""
-    try:
-        return msgspec.json.decode(body, type=_RefusalBody).error
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
-class _RefusalBody(msgspec.Struct):
-    error: ErrorDetail
-
-
-@dataclass(slots=True)
-class ResponseResult:
-    """One response as `collect_response` saw it.
-
-    `status` is `completed` / `cancelled` / `failed` from `response.done`, or `listen` for a
-    quiet commit answered by `response.listen` without a response. `audio` is the reply
-    pcm16 at the session's output rate; `errors` holds `error` events seen after the
-    response started (a stage failure); `time_to_first_audio_s` counts from the last
-    `commit` / `create_response` this client sent (else from the call).
-    """
-
-    response_id: str | None
-    status: str
-    status_reason: str | None = None
-    transcript: str = ""
-    audio: bytes = b""
-    user_transcripts: list[str] = field(default_factory=list)
-    events: list[ServerEventT] = field(default_factory=list)
-    errors: list[ErrorDetail] = field(default_factory=list)
-    item_id: str | None = None
-    time_to_first_audio_s: float | None = None
-
-    def audio_ms(self, sample_rate_hz: int = 24_000) -> float:
-        """Duration of `audio` (pcm16 mono) at `sample_rate_hz`."""
-        return len(self.audio) / 2 / sample_rate_hz * 1000
+#: a received event and its arrival (`time.monotonic()`)
+_Received = tuple[ServerEventT, float]
 
 
 @dataclass(slots=True)
@@ -195,10 +117,7 @@ class ResumeState:
     last_server_event_seq: int = 0
 
 
-_CLOSED = object()  # queue sentinel: the reader ended
-
-
-class DuplexClient:
+class DuplexClient(ClientEventSender):
     """A connected session. Build it with `DuplexClient.connect(...)`; a client made
     from an open websocket reads nothing until it is entered (`async with client`)."""
 
@@ -208,11 +127,17 @@ class DuplexClient:
         self._ws = websocket
         #: the client state machines (PTT holds, playback, watchdog) when opted in
         self.lifecycle = lifecycle
+        self._host = (
+            HeadlessHost(lifecycle, self.send_raw, websocket.close)
+            if lifecycle is not None
+            else None
+        )
         #: the connection's one event-id allocator (the state machines' own in lifecycle
         #: mode, so the ids this client mints never collide with theirs)
         self.event_ids = lifecycle.event_ids if lifecycle is not None else EventIds()
-        self._played_ms: dict[str, float] = {}
-        self._queue: asyncio.Queue[tuple[ServerEventT, float] | object] = asyncio.Queue()
+        # made on entering: a stream left unclosed warns when it is collected
+        self._inbox_writer: MemoryObjectSendStream[_Received] | None = None
+        self._inbox: MemoryObjectReceiveStream[_Received] | None = None
         self._closed: ConnectionLost | None = None
         self._turn_started: float | None = None
         self.history: list[ServerEventT] = []
@@ -229,6 +154,9 @@ class DuplexClient:
         if self._reader_done is not None:
             raise RuntimeError("a DuplexClient is entered once")
         self._reader_done = anyio.Event()
+        # unbounded: the reader never waits for the caller (events are small and the
+        # caller consumes them, or the block ends)
+        self._inbox_writer, self._inbox = anyio.create_memory_object_stream[_Received](math.inf)
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
@@ -236,7 +164,11 @@ class DuplexClient:
             await task_group.start(self._reader_task)
         except BaseException as exc:
             self._task_group = None
-            await _leave(task_group, exc)
+            try:
+                await _leave(task_group, exc)
+            finally:
+                self._inbox_writer.close()  # the reader closes it, when it ran at all
+                self._inbox.close()
             raise
         return self
 
@@ -250,13 +182,17 @@ class DuplexClient:
         task_group, self._task_group = self._task_group, None
         assert task_group is not None, "__aexit__ without __aenter__"
         try:
-            await self.aclose()
-        except BaseException as error:  # cancelled while closing: still end the reader
-            if self._reader_scope is not None:
-                self._reader_scope.cancel()
-            await _leave(task_group, error)
-            raise
-        return await _leave(task_group, exc)
+            try:
+                await self.aclose()
+            except BaseException as error:  # cancelled while closing: still end the reader
+                if self._reader_scope is not None:
+                    self._reader_scope.cancel()
+                await _leave(task_group, error)
+                raise
+            return await _leave(task_group, exc)
+        finally:
+            assert self._inbox is not None
+            self._inbox.close()  # nobody consumes after the block: waits raise ConnectionLost
 
     @classmethod
     @asynccontextmanager
@@ -315,8 +251,8 @@ class DuplexClient:
             async with client:
                 if resume is not None:
                     await client._resume(resume)
-                if client.lifecycle is not None:
-                    await client._run(client.lifecycle.connected(_now_ms()))
+                if client._host is not None:
+                    await client._host.connected()
                 yield client
         finally:
             await websocket.close()  # idempotent; covers a client that failed to enter
@@ -361,18 +297,6 @@ class DuplexClient:
 
     # --- sending ------------------------------------------------------------------------
 
-    def next_event_id(self) -> str:
-        """The connection's next client event id (`evt_<n>`)."""
-        return self.event_ids.next()
-
-    async def send(self, event: ClientEventT) -> None:
-        """Send one typed client event as it is.
-
-        Raises:
-            ConnectionLost: the socket is closed.
-        """
-        await self.send_raw(encode_client_event(event).decode())
-
     async def send_raw(self, data: str | bytes) -> None:
         """Send one text frame as it is (to test how the server answers bad input).
 
@@ -383,7 +307,7 @@ class DuplexClient:
         try:
             await self._ws.send(text)
         except ConnectionClosed as exc:
-            raise _lost(exc) from exc
+            raise connection_lost(exc) from exc
 
     async def update_session(self, **session_fields: Any) -> SessionObject:
         """Send `session.update` with these `session` fields; wait for `session.updated`.
@@ -401,111 +325,13 @@ class DuplexClient:
         assert isinstance(event, SessionUpdated)
         return event.session
 
-    async def append_audio(
-        self,
-        pcm16: bytes,
-        *,
-        frames: Iterable[bytes] = (),
-        is_speech: bool | None = None,
-        sample_rate_hz: int | None = None,
-        event_id: str | None = None,
-    ) -> str:
-        """Append microphone audio (pcm16 at the session's input rate unless
-        `sample_rate_hz` says otherwise) and/or camera frames (JPEG/PNG bytes)."""
-        event_id = event_id or self.next_event_id()
-        await self.send(
-            InputAudioBufferAppend(
-                event_id=event_id,
-                audio=pcm16,
-                video_frames=list(frames),
-                is_speech=is_speech,
-                sample_rate_hz=sample_rate_hz,
-            )
-        )
-        return event_id
-
-    async def stream_audio(
-        self,
-        pcm16: bytes,
-        *,
-        chunk_ms: int = 20,
-        realtime: bool = False,
-        frames: Iterable[bytes] = (),
-        is_speech: bool | None = None,
-        sample_rate_hz: int = 16_000,
-    ) -> list[str]:
-        """Append `pcm16` (mono at `sample_rate_hz`) in `chunk_ms` chunks; `frames` go
-        with the first chunk. With `realtime`, chunk k is sent at k * chunk_ms after the
-        first (absolute deadlines: no drift). Returns the event ids."""
-        step = max(2, sample_rate_hz * chunk_ms // 1000 * 2)
-        chunks = [pcm16[i : i + step] for i in range(0, len(pcm16), step)] or [b""]
-        first_frames = list(frames)
-        start = time.monotonic()
-        ids: list[str] = []
-        for index, chunk in enumerate(chunks):
-            if realtime:
-                delay = start + index * chunk_ms / 1000 - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-            ids.append(
-                await self.append_audio(
-                    chunk,
-                    frames=first_frames if index == 0 else (),
-                    is_speech=is_speech,
-                    sample_rate_hz=sample_rate_hz,
-                )
-            )
-        return ids
-
-    async def commit(
-        self, *, create_response: bool | None = None, event_id: str | None = None
-    ) -> str:
-        """Commit the buffered input as one user turn."""
-        event_id = event_id or self.next_event_id()
-        self._turn_started = time.monotonic()
-        await self.send(InputAudioBufferCommit(event_id=event_id, create_response=create_response))
-        return event_id
-
-    async def create_response(self, *, event_id: str | None = None, **params: Any) -> str:
-        """Start a response (`params`: `response.create`'s `response` fields)."""
-        event_id = event_id or self.next_event_id()
-        response = msgspec.convert(params, ResponseCreateParams) if params else None
-        self._turn_started = time.monotonic()
-        await self.send(ResponseCreate(event_id=event_id, response=response))
-        return event_id
-
-    async def cancel_response(
-        self, response_id: str | None = None, *, event_id: str | None = None
-    ) -> str:
-        event_id = event_id or self.next_event_id()
-        await self.send(ResponseCancel(event_id=event_id, response_id=response_id))
-        return event_id
-
-    async def ack_playback(
-        self, response_id: str, item_id: str, played_ms: float, *, event_id: str | None = None
-    ) -> str:
-        """Report how much of a response's audio was played."""
-        event_id = event_id or self.next_event_id()
-        await self.send(
-            PlaybackAck(
-                event_id=event_id, response_id=response_id, item_id=item_id, played_ms=played_ms
-            )
-        )
-        return event_id
-
-    async def close_session(self, reason: str = "client_close") -> str:
-        """Ask the server to end the session (`session.closed` follows)."""
-        event_id = self.next_event_id()
-        await self.send(SessionClose(event_id=event_id, reason=reason))
-        return event_id
-
     # --- receiving ----------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[ServerEventT]:
         """Every server event not yet consumed, until the socket closes."""
         while True:
             try:
-                event, _ = await self._next(None)
+                event, _ = await self._next()
             except ConnectionLost:
                 return
             yield event
@@ -537,45 +363,13 @@ class DuplexClient:
             TimeoutError: it did not finish within `timeout` seconds.
             ConnectionLost: the socket closed first.
         """
-        loop = asyncio.get_running_loop()
         started = self._turn_started if self._turn_started is not None else time.monotonic()
-        deadline = loop.time() + timeout
-        result = ResponseResult(response_id=response_id, status="in_progress")
-        text_parts: list[str] = []
-        audio_parts: list[bytes] = []
-        created = response_id is not None
-        while True:
-            event, at = await self._next(deadline, "response.done")
-            result.events.append(event)
-            if isinstance(event, Error):
-                if not created:
-                    raise ServerError(event.error)
-                result.errors.append(event.error)
-            elif isinstance(event, InputAudioTranscriptionCompleted):
-                result.user_transcripts.append(event.transcript)
-            elif isinstance(event, ResponseListen) and event.response_id is None and not created:
-                result.status, result.status_reason = "listen", event.reason
-                return result
-            elif isinstance(event, ResponseCreated) and not created:
-                result.response_id, created = event.response.id, True
-            elif not created or _response_id_of(event) != result.response_id:
-                continue
-            elif isinstance(event, ResponseDone):
-                details = event.response.status_details
-                result.status = event.response.status
-                result.status_reason = details.reason if details is not None else None
-                result.transcript = "".join(text_parts)
-                result.audio = b"".join(audio_parts)
-                return result
-            elif isinstance(event, ResponseOutputAudioDelta):
-                result.item_id = event.item_id
-                if result.time_to_first_audio_s is None:
-                    result.time_to_first_audio_s = at - started
-                audio_parts.append(event.delta)
-            elif isinstance(event, ResponseOutputAudioTranscriptDelta | ResponseOutputTextDelta):
-                text_parts.append(event.delta)
-            elif isinstance(event, ResponseOutputAudioTranscriptDone) and event.transcript:
-                text_parts[:] = [event.transcript]
+        assembler = ResponseAssembler(response_id, started)
+        with _deadline(timeout, "response.done"):
+            while True:
+                event, at = await self._next()
+                if assembler.add(event, at):
+                    return assembler.result
 
     # --- internals ----------------------------------------------------------------------
 
@@ -587,35 +381,28 @@ class DuplexClient:
         event_id: str | None,
         errors_raise: bool = True,
     ) -> ServerEventT:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            event, _ = await self._next(deadline, description)
-            if matches(event):
-                return event
-            if errors_raise and isinstance(event, Error) and _answers(event, event_id):
-                raise ServerError(event.error)
+        with _deadline(timeout, description):
+            while True:
+                event, _ = await self._next()
+                if matches(event):
+                    return event
+                if errors_raise and isinstance(event, Error) and _answers(event, event_id):
+                    raise ServerError(event.error)
 
-    async def _next(
-        self, deadline: float | None, description: str = "an event"
-    ) -> tuple[ServerEventT, float]:
-        """The next queued event and its arrival (`time.monotonic()`); `deadline` is on
-        the running loop's clock."""
-        if self._closed is not None and self._queue.empty():
-            raise self._closed
+    async def _next(self) -> _Received:
+        """The next received event and its arrival (`time.monotonic()`).
+
+        Raises:
+            ConnectionLost: the reader ended and every event before the end was consumed
+                (or the block ended).
+        """
+        inbox = self._inbox
+        if inbox is None:
+            raise RuntimeError("enter the client (`async with`) before waiting for events")
         try:
-            if deadline is None:
-                item = await self._queue.get()
-            else:
-                async with asyncio.timeout_at(deadline):
-                    item = await self._queue.get()
-        except TimeoutError:
-            raise TimeoutError(f"timed out waiting for {description}") from None
-        if item is _CLOSED:
-            assert self._closed is not None
-            self._queue.put_nowait(_CLOSED)  # every later wait sees the close too
-            raise self._closed
-        assert isinstance(item, tuple)
-        return item[0], item[1]
+            return await inbox.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise self._closed or ConnectionLost("the client closed the connection") from None
 
     async def _reader_task(self, *, task_status: TaskStatus[None]) -> None:
         """The reader, in its own cancel scope so `aclose` stops it and nothing else."""
@@ -629,32 +416,34 @@ class DuplexClient:
             self._reader_done.set()
 
     async def _read(self) -> None:
+        writer = self._inbox_writer
+        assert writer is not None
         try:
             async for message in self._ws:
                 at = time.monotonic()
-                if self.lifecycle is not None:
-                    await self._run(self.lifecycle.server_text(message, _now_ms()))
                 event = self._decode(message)
                 if event is None:
                     continue
+                if self._host is not None:  # the machines first, as a browser would
+                    await self._host.server_event(event)
                 if isinstance(event, SessionCreated | SessionUpdated):
                     self.session = event.session
                 self._track_resume(event)
                 self.history.append(event)
-                self._queue.put_nowait((event, at))
+                writer.send_nowait((event, at))
             self._closed = ConnectionLost(
                 f"the connection closed (code {self._ws.close_code})",
                 code=self._ws.close_code,
                 reason=self._ws.close_reason or "",
             )
         except ConnectionClosed as exc:
-            self._closed = _lost(exc)
+            self._closed = connection_lost(exc)
         except ConnectionLost as exc:  # the state machines' answer found the socket closed
             self._closed = exc
         finally:
             if self._closed is None:
                 self._closed = ConnectionLost("the client closed the connection")
-            self._queue.put_nowait(_CLOSED)
+            writer.close()  # what was sent stays readable; then every wait sees the close
 
     def _track_resume(self, event: ServerEventT) -> None:
         if isinstance(event, SessionCreated) and event.resume_token is not None:
@@ -674,50 +463,9 @@ class DuplexClient:
         A muted or empty hold sends no commit (B20); otherwise the release commits with the
         hold's own event id and the watchdog is armed until its reply ends (B23).
         """
-        lifecycle = self._require_lifecycle()
-        await self._run(lifecycle.set_muted(muted, _now_ms()))
-        await self._run(lifecycle.press(_now_ms()))
-        step = chunk_ms * 32  # 16 kHz pcm16
-        for start in range(0, len(pcm16) - len(pcm16) % 2, step):
-            chunk = pcm16[start : start + step]
-            encoded = base64.b64encode(chunk).decode()
-            await self._run(lifecycle.mic_chunk(encoded, len(chunk) // 2, _now_ms()))
-        await self._run(lifecycle.release(_now_ms()))
-
-    def _require_lifecycle(self) -> ClientProtocol:
-        if self.lifecycle is None:
+        if self._host is None:
             raise RuntimeError("connect with mode='ptt' or mode='vad' to use the client machines")
-        return self.lifecycle
-
-    async def _run(self, outputs: list[dict[str, Any]]) -> None:
-        """Carry out what the client machines ask for, in order (a headless host)."""
-        lifecycle = self.lifecycle
-        assert lifecycle is not None
-        pending = list(outputs)
-        while pending:
-            output = pending.pop(0)
-            kind = output["kind"]
-            if kind == "send":
-                await self.send_raw(msgspec.json.encode(output["event"]).decode())
-            elif kind == "play":
-                rid = output["response_id"]
-                first = rid not in self._played_ms
-                audio_ms = len(base64.b64decode(output["audio"])) / 2 / PLAYBACK_RATE_HZ * 1000
-                self._played_ms[rid] = self._played_ms.get(rid, 0.0) + audio_ms
-                if first:
-                    pending += lifecycle.playback_started(rid, _now_ms())
-            elif kind == "drain":
-                rid = output["response_id"]
-                played = self._played_ms.pop(rid, 0.0)
-                pending += lifecycle.playback_drained(rid, played, _now_ms())
-            elif kind == "clear":
-                for rid in (
-                    [output["response_id"]] if output.get("response_id") else list(self._played_ms)
-                ):
-                    played = self._played_ms.pop(rid, 0.0)
-                    pending += lifecycle.playback_stopped(rid, played, _now_ms())
-            elif kind == "close":
-                await self._ws.close()
+        await self._host.hold_to_talk(pcm16, chunk_ms=chunk_ms, muted=muted)
 
     def _decode(self, message: str | bytes) -> ServerEventT | None:
         try:
@@ -744,8 +492,15 @@ async def _leave(task_group: TaskGroup, exc: BaseException | None) -> bool | Non
     return None
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
+@contextmanager
+def _deadline(timeout: float, description: str) -> Iterator[None]:
+    """Raise `TimeoutError` naming `description` when the block outlasts `timeout`
+    seconds (the event being received then stays queued)."""
+    try:
+        with anyio.fail_after(timeout):
+            yield
+    except TimeoutError:
+        raise TimeoutError(f"timed out waiting for {description}") from None
 
 
 def _type_of(event: ServerEventT) -> str:
@@ -756,18 +511,3 @@ def _type_of(event: ServerEventT) -> str:
 def _answers(error: Error, event_id: str | None) -> bool:
     """Whether an `error` event may answer the client event `event_id` (None: any)."""
     return event_id is None or error.error.event_id in (None, event_id)
-
-
-def _response_id_of(event: ServerEventT) -> str | None:
-    """The response an event belongs to, if any."""
-    if isinstance(event, ResponseCreated | ResponseDone):
-        return event.response.id
-    response_id = getattr(event, "response_id", None)
-    return response_id if isinstance(response_id, str) else None
-
-
-def _lost(exc: ConnectionClosed) -> ConnectionLost:
-    frame = exc.rcvd or exc.sent
-    code = frame.code if frame is not None else None
-    reason = frame.reason if frame is not None else ""
-    return ConnectionLost(f"connection closed: {exc}", code=code, reason=reason)

@@ -32,6 +32,7 @@ def create_backend(
     vad_model: str | None = None,
     turn_model: str | None = None,
     profile: str = "speech",
+    tts_deterministic: bool = False,
 ) -> Backend:
     """The embedded CPU backend, not yet loaded.
 
@@ -44,6 +45,8 @@ def create_backend(
             a warning says how to install it, and `semantic_vad` ends pauses as server
             VAD would (D33). A configured file that is missing fails loading.
         profile: `speech` (ASR on) or `camera` (no ASR stage).
+        tts_deterministic: Piper without its generator and duration noise, so a text is
+            always the same samples (tools that replay one clip across processes).
 
     Raises:
         BackendUnavailable: an unknown profile.
@@ -80,7 +83,7 @@ def create_backend(
         vad=SileroVad(vad_model),
         asr=asr,
         vlm=FrameDescriber(),
-        tts=PiperTts(tts_voice),
+        tts=PiperTts(tts_voice, deterministic=tts_deterministic),
         description=description,
         turn_end=turn_end,
     )

@@ -1,4 +1,4 @@
-"""`joyduplex bench` (transport/bench.py): the load tool, in-process against a real
+"""`joyduplex bench` (transport/loadgen): the load tool, in-process against a real
 `joyduplex serve --backend scripted` subprocess on loopback.
 
 Only structural facts are asserted (what was counted, which fields are filled in), never
@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 
 from tests.served_process import serve
-from transport.bench import (
+from transport.cli import main
+from transport.loadgen import (
     RATE_HZ,
     BenchOptions,
     BenchReport,
     BenchUsageError,
-    _speech_payloads,
     parse_cpu_seconds,
     run_bench,
 )
-from transport.cli import main
+from transport.loadgen.payloads import speech_payloads
 
 REPORT_KEYS = {
     "tool",
@@ -168,14 +168,14 @@ def test_cpu_counter_sums_every_series_and_ignores_look_alikes() -> None:
 def test_speech_is_cut_into_whole_appends_and_its_voice_is_located(tmp_path: Path) -> None:
     with wave.open(str(_tone_wav(tmp_path / "tone.wav"))) as w:
         pcm = w.readframes(w.getnframes())
-    speech = _speech_payloads(pcm, 100, "tone")
+    speech = speech_payloads(pcm, 100, "tone")
     assert len(speech.chunks) == 18  # 1.8 s in 100 ms appends
     assert (speech.voiced_first, speech.voiced_last) == (3, 14)  # 0.3 s .. 1.5 s
     first = json.loads(speech.chunks[0])
     assert first["type"] == "input_audio_buffer.append"
     assert len(first["audio"]) == len(json.loads(speech.chunks[-1])["audio"])
     with pytest.raises(BenchUsageError):
-        _speech_payloads(b"", 100, "empty")
+        speech_payloads(b"", 100, "empty")
 
 
 # --- against a served scripted backend ---------------------------------------------------
