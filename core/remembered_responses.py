@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.prompt_input import played_prefix
+from spec import events as ev
 from spec.errors import ErrorCode, RemoteProtocolError
 from spec.tables import ItemState, PlaybackState
 
 if TYPE_CHECKING:
+    from core.outbox import Outbox
     from core.statemachines.item import Item
     from core.statemachines.response import Response
 
@@ -24,6 +26,33 @@ __all__ = ["RememberedResponses"]
 
 
 class RememberedResponses(dict[str, "Response"]):
+    def known(self, response_id: str | None, event_id: str | None) -> None:
+        """Refuse a request that names a response this session does not remember."""
+        if response_id is not None and response_id not in self:
+            raise RemoteProtocolError(
+                f"no response `{response_id}`",
+                code=ErrorCode.RESPONSE_NOT_ACTIVE,
+                param="response_id",
+                event_id=event_id,
+            )
+
+    def may_be_playing(self, response_id: str | None) -> bool:
+        """Whether some response (`response_id`, or any) may still be playing."""
+        return any(r.playback.may_be_playing and response_id in (None, r.id) for r in self.values())
+
+    def clear_playing(
+        self, out: Outbox, *, force: Response | None = None, only: str | None = None
+    ) -> None:
+        """Tell the client to drop the queued audio of every response that may be playing
+        (or only of response `only`); `force` is told so even if nothing of it plays."""
+        for response in self.values():
+            if only is not None and response.id != only:
+                continue
+            if response.playback.may_be_playing:
+                response.playback.clear()
+            elif response is force:
+                out.emit(ev.OutputAudioBufferCleared(response_id=response.id))
+
     def truncate(self, item: Item, audio_end_ms: int, event_id: str | None) -> None:
         """`conversation.item.truncate`: an assistant audio item keeps what was played."""
         response = self.get(item.response_id or "")

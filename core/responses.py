@@ -473,25 +473,10 @@ class Responses:
 
     # --- interrupts (B11) ---------------------------------------------------------------
 
-    def _clear_playing(self, *, force: Response | None = None, only: str | None = None) -> bool:
-        """Tell the client to drop queued audio of every response that may be playing
-        (or only of response `only`)."""
-        cleared = False
-        for response in self.by_id.values():
-            if only is not None and response.id != only:
-                continue
-            if response.playback.may_be_playing:
-                response.playback.clear()
-                cleared = True
-            elif response is force:
-                self._out.emit(ev.OutputAudioBufferCleared(response_id=response.id))
-                cleared = True
-        return cleared
-
     def _cancel(self, response: Response, reason: str, *, force_cleared: bool = False) -> None:
         self._out.epoch += 1
         self._abort_open(response)
-        self._clear_playing(force=response if force_cleared else None)
+        self.by_id.clear_playing(self._out, force=response if force_cleared else None)
         self._fail_waiting_segments(response, ErrorCode.COMMIT_ABORTED, f"response {reason}")
         self._close_output(response)
         response.cancel(reason)
@@ -506,17 +491,16 @@ class Responses:
         if active is not None and response_id in (None, active.id):
             self._cancel(active, reason, force_cleared=clear)
             return True
-        playing = [r for r in self.by_id.values() if r.playback.may_be_playing]
-        if playing and (response_id is None or any(r.id == response_id for r in playing)):
+        if self.by_id.may_be_playing(response_id):
             if active is None:  # the epoch fences requests: the active response's go on
                 self._out.epoch += 1
-            self._clear_playing(only=response_id)
+            self.by_id.clear_playing(self._out, only=response_id)
             return True
         return False
 
     def cancel(self, response_id: str | None, event_id: str | None) -> None:
         """`response.cancel`: the named (or active) response, else what may be playing."""
-        self._check_response_id(response_id, event_id)
+        self.by_id.known(response_id, event_id)
         delegating = bool(self.delegations)  # dropping a delegation is a cancel too (D32)
         interrupted = self.interrupt("client_cancelled", response_id)
         if not interrupted and not delegating and response_id is None:
@@ -526,16 +510,7 @@ class Responses:
 
     def clear_output(self, response_id: str | None, event_id: str | None) -> None:
         """`output_audio_buffer.clear`: always answered with `output_audio_buffer.cleared`."""
-        self._check_response_id(response_id, event_id)
+        self.by_id.known(response_id, event_id)
         interrupted = self.interrupt("output_audio_buffer_clear", response_id, clear=True)
         if not interrupted and response_id is None:
             self._out.emit(ev.OutputAudioBufferCleared())
-
-    def _check_response_id(self, response_id: str | None, event_id: str | None) -> None:
-        if response_id is not None and response_id not in self.by_id:
-            raise RemoteProtocolError(
-                f"no response `{response_id}`",
-                code=ErrorCode.RESPONSE_NOT_ACTIVE,
-                param="response_id",
-                event_id=event_id,
-            )

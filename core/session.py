@@ -13,8 +13,10 @@ Theory of operation (docs/session-semantics.md is the contract):
             wait of a semantic_vad pause (B32)
 
 Who owns what:
-- here: dispatch and error relabelling, the session's configuration and clocks, item
-  events and playback acks (B19);
+- here: dispatch and error relabelling, the session's configuration and clocks, and
+  playback acks (B19);
+- `core.item_requests.ItemRequests`: item create, delete, retrieve and truncate, and the
+  bound on history (B5, D9);
 - `core.session_input.SessionInput`: appends, the input buffer (idle retention vs
   capture, B12), the audio clock, and commits (B6-B8, B13, B15);
 - `core.turn_taking.TurnTaking`: server VAD, semantic VAD and live transcripts (B10,
@@ -40,12 +42,11 @@ from typing import TYPE_CHECKING, Any
 from core.audio import AudioClock
 from core.conversation import Conversation
 from core.errors import InvalidState, InvalidTransition
-from core.item_checks import check_item_create
+from core.item_requests import ItemRequests
 from core.outbox import Outbox
 from core.pending_input import PendingInput
 from core.responses import Responses
 from core.session_input import SessionInput
-from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.turn_log import TurnLog
 from core.turn_taking import TurnTaking
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 
     from core.live_transcript import LiveTranscript
     from core.resume import Resumption
-    from core.statemachines.item import Item
     from core.statemachines.response import Response
     from spec.effects import Effect
     from spec.errors import ProtocolError
@@ -189,6 +189,9 @@ class SessionProtocol:
             limits=self.limits,
             config=self.config,
         )
+        self._item_requests = items = ItemRequests(
+            self._out, self._items, self._pending, self._turns, self.limits
+        )
         self._last_activity_ms = now_ms
         self._closed = False
         turns = self._turns
@@ -199,10 +202,10 @@ class SessionProtocol:
             ev.InputAudioBufferCommit: self._on_commit,
             ev.InputCommitAlias: self._on_commit,
             ev.InputAudioBufferClear: self._on_clear,
-            ev.ConversationItemCreate: self._on_item_create,
-            ev.ConversationItemDelete: self._on_item_delete,
-            ev.ConversationItemRetrieve: self._on_item_retrieve,
-            ev.ConversationItemTruncate: self._on_item_truncate,
+            ev.ConversationItemCreate: items.on_create,
+            ev.ConversationItemDelete: items.on_delete,
+            ev.ConversationItemRetrieve: items.on_retrieve,
+            ev.ConversationItemTruncate: items.on_truncate,
             ev.ResponseCreate: self._on_response_create,
             ev.ResponseCancel: self._on_response_cancel,
             ev.OutputAudioBufferClear: self._on_output_clear,
@@ -293,7 +296,7 @@ class SessionProtocol:
                 exc.event_id = event.event_id
             raise
         self._last_activity_ms = now_ms
-        self._truncate()
+        self._item_requests.bound()
 
     def backend_event(self, result: StageResult, now_ms: int) -> None:
         """Apply one stage result; results of a response that is no longer active (or of
@@ -312,7 +315,7 @@ class SessionProtocol:
                 self._settle(now_ms)
         except InvalidTransition as exc:
             raise LocalProtocolError(str(exc)) from None
-        self._truncate()
+        self._item_requests.bound()
 
     def next_outputs(self) -> list[ev.ServerEvent | Effect]:
         out = self._out.drain()
@@ -432,63 +435,6 @@ class SessionProtocol:
         self._closed = True
 
     # --- input --------------------------------------------------------------------------
-
-    # --- items --------------------------------------------------------------------------
-
-    def _on_item_create(self, event: ev.ConversationItemCreate, now_ms: int) -> None:
-        plan = check_item_create(event, self._items, max_parts=self.limits.max_content_parts)
-        if plan.role == "user":
-            self._pending.ensure_room(
-                self._pending.bytes + plan.reserved,
-                "answer or delete items first",
-                event.event_id,
-            )
-        created = self._items.add(plan.item_id, plan.role, plan.content)
-        self._out.emit(
-            ev.ConversationItemAdded(item=created.wire(), previous_item_id=created.previous_item_id)
-        )
-        if plan.role != "user":
-            created.complete()
-            return
-        commit = Commit(
-            self._out,
-            created,
-            pcm16=plan.audio,
-            frames=plan.frames,
-            has_speech=bool(plan.audio),
-            reserved=plan.reserved,
-            texts=plan.texts,
-            content_index=plan.audio_index,
-        )
-        self._pending.add(plan.reserved)
-        commit.adopt()
-        self._turns.enqueue(commit)
-
-    def _on_item_delete(self, event: ev.ConversationItemDelete, now_ms: int) -> None:
-        self._delete(self._items.find(event.item_id, event.event_id))
-
-    def _delete(self, item: Item) -> None:
-        """The item leaves history and queues, its waiting commits with it (D9)."""
-        self._items.delete(item)
-        self._turns.withdraw(item)
-
-    def _truncate(self) -> None:
-        """Bounded state (section 10): beyond `max_items` live items, the oldest completed
-        ones (beyond `max_history_bytes` of their texts, too) are deleted as a client's
-        delete would (`conversation.item.deleted`); beyond
-        `max_responses`, the oldest finished responses are forgotten."""
-        limits = self.limits
-        for item in self._items.oldest_over(limits.max_items, limits.max_history_bytes):
-            self._delete(item)
-        self._turns.by_id.forget_oldest(self.limits.max_responses, self._turns.active)
-
-    def _on_item_retrieve(self, event: ev.ConversationItemRetrieve, now_ms: int) -> None:
-        item = self._items.find(event.item_id, event.event_id)
-        self._out.emit(ev.ConversationItemRetrieved(item=item.wire()))
-
-    def _on_item_truncate(self, event: ev.ConversationItemTruncate, now_ms: int) -> None:
-        item = self._items.find(event.item_id, event.event_id)
-        self._turns.by_id.truncate(item, event.audio_end_ms, event.event_id)
 
     # --- responses ----------------------------------------------------------------------
 
