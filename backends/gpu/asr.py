@@ -1,4 +1,4 @@
-"""The speech stage: Qwen3-ASR-1.7B, committed utterance PCM -> transcript.
+"""The speech stage: Qwen3-ASR-1.7B, utterance PCM (committed, or a live partial) -> transcript.
 
 The ASR engine sees audio and nothing else (B2): `ensure_audio_only()` refuses, before
 any submission, a prompt that carries images, video or vision placeholders, so no
@@ -80,9 +80,10 @@ class AsrStage(EngineStage):
     """Qwen3-ASR behind a `GenerationEngine` (vLLM in production)."""
 
     name = "asr"
-    #: one request per committed utterance (no live partials yet); its text is not read
-    #: as a sentence-end cue
-    live_transcripts = False
+    #: live partials at pauses and every few seconds of speech (B33): a commit of the audio
+    #: a pause's partial heard takes its words, so the turn's end waits for no ASR; its
+    #: punctuation is not read as a sentence-end cue (not measured for Qwen3-ASR yet)
+    live_transcripts = True
     punctuates = False
     #: Qwen3-ASR is multilingual: it detects the language of an utterance unless the
     #: session pins one (`LANGUAGE_NAMES` only spells the pin the way it was trained)

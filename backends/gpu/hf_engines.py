@@ -4,8 +4,11 @@
 implement `GenerationEngine`: the model's own forward prefills the prompt (vision,
 audio, M-RoPE), then `StaticDecoder` decodes token by token on a static KV cache, the
 step captured as a CUDA Graph on a CUDA device unless the placement says
-`enforce_eager` (`static_decode.py`). Text streams through `TextIteratorStreamer` from a
-worker thread; `abort()` stops a generation at the next token. `device` is "cpu"
+`enforce_eager` (`static_decode.py`). Text leaves the worker thread through a
+`PieceQueue`, taken in batches: one thread hop per batch, not per token (the first piece
+at once, later ones gathered for up to 20 ms). Preprocessing (tokenizing, image and audio
+features) runs in a worker thread too, off the event loop. `abort()` stops a generation
+at the next token. `device` is "cpu"
 (tests) or "cuda:N". They take the very `EnginePrompt` the vLLM engines take, so the
 prompt building, compensation, streaming and action parsing above them are the code
 that runs in production. One request at a time per engine (no batching): the route
@@ -42,34 +45,91 @@ if TYPE_CHECKING:
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
 
-__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine"]
+__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine", "PieceQueue"]
 
 IMAGE_PAD = "<|image_pad|>"
+
+
+class PieceQueue:
+    """Text pieces from a generation thread to the event loop, taken in batches.
+
+    The consumer's `take` runs in a worker thread (one hop per call) and returns every
+    piece that arrived, joined: the first at once, since it starts the reply, later ones
+    after waiting up to `window_s` for `batch` pieces, so a decode of a token per 10-20 ms
+    reaches the loop a few tokens per hop instead of one. None once closed and drained.
+    """
+
+    def __init__(self, *, window_s: float = 0.02, batch: int = 8) -> None:
+        self._ready = threading.Condition()
+        self._pieces: list[str] = []
+        self._closed = False
+        self._first = True
+        self.window_s = window_s
+        self.batch = batch
+
+    def put(self, text: str) -> None:
+        with self._ready:
+            self._pieces.append(text)
+            self._ready.notify()
+
+    def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def take(self) -> str | None:
+        with self._ready:
+            while not self._pieces and not self._closed:
+                self._ready.wait()
+            if not self._first:
+                deadline = time.monotonic() + self.window_s
+                while len(self._pieces) < self.batch and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._ready.wait(remaining)
+            self._first = False
+            if not self._pieces:
+                return None
+            text = "".join(self._pieces)
+            self._pieces.clear()
+            return text
 
 
 class _ThreadStream:
     """Deltas of one `generate()` running in a worker thread."""
 
     def __init__(
-        self, streamer: Any, thread: threading.Thread, errors: list[BaseException]
+        self, pieces: PieceQueue, thread: threading.Thread, errors: list[BaseException]
     ) -> None:
-        self._streamer = streamer
+        self._pieces = pieces
         self._thread = thread
         self._errors = errors
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        end = object()
         while True:
-            piece = await anyio.to_thread.run_sync(
-                next, self._streamer, end, abandon_on_cancel=True
-            )
-            if piece is end:
+            text = await anyio.to_thread.run_sync(self._pieces.take, abandon_on_cancel=True)
+            if text is None:
                 break
-            if isinstance(piece, str) and piece:
-                yield piece
+            yield text
         await anyio.to_thread.run_sync(self._thread.join)
         if self._errors:
             raise self._errors[0]
+
+
+def _queue_streamer(tokenizer: Any, pieces: PieceQueue, *, skip_special_tokens: bool) -> Any:
+    """transformers' incremental decoding (`TextStreamer`: whole words, multi-byte
+    characters) writing its text into `pieces` instead of a per-token queue."""
+    from transformers import TextStreamer
+
+    class QueueStreamer(TextStreamer):  # type: ignore[misc]
+        def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+            if text:
+                pieces.put(text)
+            if stream_end:
+                pieces.close()
+
+    return QueueStreamer(tokenizer, skip_prompt=False, skip_special_tokens=skip_special_tokens)
 
 
 @dataclass(slots=True)
@@ -276,15 +336,15 @@ class _HfEngine:
     async def submit(
         self, request_id: str, prompt: EnginePrompt, sampling: Sampling
     ) -> _ThreadStream:
-        from transformers import TextIteratorStreamer
-
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
-        inputs = self._on_device(self._inputs(prompt))
+        # tokenizing and image/audio features are CPU work: off the event loop
+        inputs = await anyio.to_thread.run_sync(self._prepared, prompt)
         stop = threading.Event()
         self._stops[request_id] = stop
-        streamer = TextIteratorStreamer(
-            self.tokenizer, skip_prompt=False, skip_special_tokens=sampling.skip_special_tokens
+        pieces = PieceQueue()
+        streamer = _queue_streamer(
+            self.tokenizer, pieces, skip_special_tokens=sampling.skip_special_tokens
         )
         errors: list[BaseException] = []
 
@@ -294,12 +354,18 @@ class _HfEngine:
             except BaseException as exc:  # surfaced by the stream
                 errors.append(exc)
             finally:
-                streamer.end()
-                self._stops.pop(request_id, None)
+                try:
+                    streamer.end()
+                finally:
+                    pieces.close()
+                    self._stops.pop(request_id, None)
 
         thread = threading.Thread(target=run, name=f"hf-{self.name}-{request_id}", daemon=True)
         thread.start()
-        return _ThreadStream(streamer, thread, errors)
+        return _ThreadStream(pieces, thread, errors)
+
+    def _prepared(self, prompt: EnginePrompt) -> dict[str, Any]:
+        return self._on_device(self._inputs(prompt))
 
     async def abort(self, request_id: str) -> None:
         stop = self._stops.get(request_id)
