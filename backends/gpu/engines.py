@@ -83,6 +83,10 @@ def engine_kwargs(
         kwargs["max_num_batched_tokens"] = placement.max_num_batched_tokens
     if placement.stage == "vlm":
         kwargs["limit_mm_per_prompt"] = {"image": placement.max_images, "video": 0}
+        # explicit, not vLLM's default: V1 turns it on for most models only, and the
+        # JoyAI prompt is laid out for it (`backends/joyai/prompt.py` drops history in
+        # blocks, so each tick's prompt begins with the previous one, images included:
+        # vLLM keys an image's cached blocks by a hash of its content)
         kwargs["enable_prefix_caching"] = True
     elif placement.stage == "asr":
         kwargs["limit_mm_per_prompt"] = {"audio": 1}

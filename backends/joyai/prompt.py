@@ -16,9 +16,30 @@ vLLM-Omni's `asr_to_joyai` stage processor lays out the single-tick case the sam
    separators, as the Qwen3-VL chat template renders a list of content parts;
 3. every answer is an assistant message in the model's own grammar: `</response> text`,
    or `</silence>` for a tick it stayed silent on (a history turn with no text);
-4. the oldest history turns are dropped until the prompt, measured with the stage's
-   tokenizer (a callable) plus the cost of the images, fits the budget; frames beyond
-   `max_images` are dropped oldest first (the current tick's frames are kept first).
+4. the current tick's frames are kept first (its newest `max_images`); history frames
+   and history turns leave in blocks, so that between two drops every prompt begins
+   with the previous one exactly (text and images) and vLLM's prefix cache reuses it
+   (JoyAI's reference server likewise resets its context a whole chunk at a time):
+   - frames: the history's ticks (user turns) are grouped in blocks of
+     `frame_block_ticks(max_images)` (half of `max_images`), counted from the oldest
+     turn of the history; the frames of the newest whole blocks that fit the images
+     left after the current tick are shown. When a new frame would overflow, the oldest
+     block's frames leave together, so about half the allowance of recent frames stays
+     in view (at the camera's cadence of a frame a tick); only when the newest block
+     alone holds more frames than the allowance (ticks of many frames) are the newest
+     frames shown one by one, as they fit;
+   - turns: the history's text is cut into blocks of a quarter of the budget
+     (`HISTORY_BLOCKS`), counted from its oldest turn; the window starts at the oldest
+     block start from which the prompt fits, measured with the stage's tokenizer (a
+     callable) with every history frame the allowance permits paid for, so a block of
+     turns leaves at once when the prompt outgrows the budget and frames leaving never
+     let an older block back in;
+   - the blocks are counted on what the context holds, so they stay put while the
+     history grows at its end and while the core drops frames of old ticks, as long as
+     the core's `max_context_images` exceeds the allowance (the defaults, 8 and 8, do
+     whenever the tick has a frame);
+     once the core deletes the oldest items (past `max_items` or `max_history_bytes`)
+     every deletion moves the blocks, and prompts stop extending each other.
 
 Frames stay raw bytes until here (B2); decoding them is the engine adapter's job.
 """
@@ -39,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_IMAGE_TOKENS",
+    "HISTORY_BLOCKS",
     "IMAGE_PLACEHOLDER",
     "JOYAI_SYSTEM_PROMPT",
     "SUMMARY_HEADER",
@@ -47,6 +69,7 @@ __all__ = [
     "ChatMessage",
     "build_messages",
     "build_prompt",
+    "frame_block_ticks",
     "render_chatml",
     "render_message",
     "session_instructions",
@@ -90,6 +113,17 @@ SILENCE_ANSWER: Final = "</silence>"
 RESPONSE_PREFIX: Final = "</response>"
 #: a 448x448 frame is 28x28 patches of 16 px merged 2x2: 196 tokens; round up for margins
 DEFAULT_IMAGE_TOKENS: Final = 256
+#: history text leaves in blocks of `budget_tokens // HISTORY_BLOCKS` tokens: big enough
+#: that a drop leaves room for many ticks before the next one, small enough that a block
+#: stays within what history may use once the system prompt, the tick and the frames are
+#: paid for (half the budget would often be all of it, and a drop would empty history)
+HISTORY_BLOCKS: Final = 4
+
+
+def frame_block_ticks(max_images: int) -> int:
+    """Ticks per block of history frames: half of `max_images` (rounded up), so that
+    after a block leaves about half the allowance of recent frames is still shown."""
+    return max(1, (max_images + 1) // 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +154,8 @@ class BuiltPrompt:
     text: str  # ChatML, ending with the assistant header (generation prompt)
     images: tuple[bytes, ...]  # raw frames, one per placeholder, in order
     prompt_tokens: int  # measured text tokens + image cost
-    dropped_turns: int  # history turns left out to fit the budget
-    dropped_frames: int  # frames beyond `max_images` left out (oldest first)
+    dropped_turns: int  # leading history turns left out to fit the budget (whole blocks)
+    dropped_frames: int  # frames of the context not shown (beyond `max_images`, by blocks)
 
 
 def render_message(message: ChatMessage) -> str:
@@ -173,32 +207,70 @@ class _Turn:
     role: str
     body: str  # without the instructions prefix
     frames: tuple[bytes, ...]
+    #: the body without image placeholders: what the history's text blocks are counted
+    #: on, the same whichever of its frames are shown
+    bare: str
 
 
-def _history_turns(context: PromptContext, image_allowance: int) -> tuple[list[_Turn], int]:
-    """History as messages, with the newest `image_allowance` frames kept; and how many
-    frames were left out."""
+def _frames_shown(
+    context: PromptContext, image_allowance: int, block: int
+) -> list[tuple[bytes, ...]]:
+    """Per history turn, the frames shown: those of the newest whole blocks of `block`
+    ticks that fit `image_allowance` (the module docstring's block rule); none of a turn
+    that is not a user tick."""
+    frames = context.history_frames
+    per_turn = [
+        frames[i] if i < len(frames) and turn.role == "user" else ()
+        for i, turn in enumerate(context.history)
+    ]
+    # a block is `block` consecutive user turns, counted from the oldest one held
+    block_of: list[int] = []
+    ticks = 0
+    for turn in context.history:
+        block_of.append(ticks // block if turn.role == "user" else -1)
+        ticks += turn.role == "user"
+    in_block = [0] * -(-ticks // block)
+    for i, b in enumerate(block_of):
+        if b >= 0:
+            in_block[b] += len(per_turn[i])
+    first, shown = len(in_block), 0
+    for b in range(len(in_block) - 1, -1, -1):
+        if shown + in_block[b] > image_allowance:
+            break
+        shown += in_block[b]
+        first = b
+    if first < len(in_block) or not in_block:
+        return [per_turn[i] if block_of[i] >= first else () for i in range(len(per_turn))]
+    # not even the newest block fits (ticks of many frames): the newest frames that do,
+    # one by one, rather than none
+    left = image_allowance
+    kept: list[tuple[bytes, ...]] = [()] * len(per_turn)
+    for i in range(len(per_turn) - 1, -1, -1):
+        kept[i] = per_turn[i][len(per_turn[i]) - min(left, len(per_turn[i])) :]
+        left -= len(kept[i])
+    return kept
+
+
+def _history_turns(
+    context: PromptContext, image_allowance: int, max_images: int
+) -> tuple[list[_Turn], int]:
+    """History as messages, with the frames the block rule shows; and how many frames
+    were left out."""
     times = context.history_times_s
     frames = context.history_frames
-    kept_frames: list[tuple[bytes, ...]] = [() for _ in context.history]
-    dropped = 0
-    allowance = max(image_allowance, 0)
-    for i in range(len(context.history) - 1, -1, -1):
-        turn_frames = frames[i] if i < len(frames) else ()
-        keep = turn_frames[len(turn_frames) - min(allowance, len(turn_frames)) :]
-        kept_frames[i] = keep
-        dropped += len(turn_frames) - len(keep)
-        allowance -= len(keep)
+    shown = _frames_shown(context, max(image_allowance, 0), frame_block_ticks(max_images))
+    dropped = sum(len(f) for f in frames) - sum(len(f) for f in shown)
     turns: list[_Turn] = []
     for i, turn in enumerate(context.history):
         if turn.role == "user":
             time_s = times[i] if i < len(times) else None
-            body = _tick(turn.text, time_s, len(kept_frames[i]))
-            turns.append(_Turn("user", body, kept_frames[i]))
+            body = _tick(turn.text, time_s, len(shown[i]))
+            turns.append(_Turn("user", body, shown[i], _tick(turn.text, time_s, 0)))
         elif turn.role == "assistant":
-            turns.append(_Turn("assistant", _answer(turn.text), ()))
+            answer = _answer(turn.text)
+            turns.append(_Turn("assistant", answer, (), answer))
         else:
-            turns.append(_Turn(turn.role, turn.text, ()))
+            turns.append(_Turn(turn.role, turn.text, (), turn.text))
     return turns, dropped
 
 
@@ -216,9 +288,12 @@ def build_messages(
 def _assemble(context: PromptContext, *, max_images: int) -> tuple[list[_Turn], _Turn, int, int]:
     current_frames = context.frames[-max_images:] if max_images > 0 else ()
     dropped = len(context.frames) - len(current_frames)
-    history, dropped_history = _history_turns(context, max_images - len(current_frames))
+    history, dropped_history = _history_turns(context, max_images - len(current_frames), max_images)
     current = _Turn(
-        "user", _tick(context.transcript, context.time_s, len(current_frames)), current_frames
+        "user",
+        _tick(context.transcript, context.time_s, len(current_frames)),
+        current_frames,
+        _tick(context.transcript, context.time_s, 0),
     )
     return history, current, dropped + dropped_history, len(current_frames)
 
@@ -270,8 +345,8 @@ def build_prompt(
         count_tokens: the stage tokenizer's length of a text (special tokens included).
         budget_tokens: what the prompt may use (the model length minus the reply cap).
         image_tokens: tokens one frame costs, or a callable measuring a frame.
-        max_images: frames beyond this are dropped, oldest first (the last frame is
-            the current moment).
+        max_images: images per prompt: the current tick's newest first (the last
+            frame is the current moment), then history frames by the block rule.
         summary: a summary of the turns that left the window in earlier requests
             (`memory.py`), shown after the session's instructions; a fixed cost. None:
             the prompt is exactly as without a memory.
@@ -280,39 +355,52 @@ def build_prompt(
         InvalidPromptContext: the system prompt and the current turn alone exceed the
             budget (no history left to drop).
     """
-    history, current, dropped_frames, _ = _assemble(context, max_images=max_images)
+    history, current, dropped_frames, current_count = _assemble(context, max_images=max_images)
     instructions = _prefix(session_instructions(context), summary)
     cost = image_tokens if callable(image_tokens) else (lambda _frame: image_tokens)
-
-    def turn_cost(turn: _Turn) -> int:
-        text = render_message(ChatMessage(turn.role, turn.body))
-        return count_tokens(text) + sum(cost(frame) for frame in turn.frames)
 
     # ChatML messages are delimited by special tokens, so their token counts add up;
     # each message is measured once and the whole prompt once more at the end.
     fixed = (
         count_tokens(render_message(ChatMessage("system", JOYAI_SYSTEM_PROMPT)))
-        + turn_cost(current)
+        + count_tokens(render_message(ChatMessage(current.role, current.body)))
+        + sum(cost(frame) for frame in current.frames)
         + count_tokens("<|im_start|>assistant\n")
         + (count_tokens(f"{instructions}\n\n") if instructions else 0)
     )
-    sizes = [turn_cost(turn) for turn in history]
-    total = fixed + sum(sizes)
-    start = 0
-    while True:
-        while total > budget_tokens and start < len(history):
-            total -= sizes[start]
-            start += 1
+    # Where the window starts is decided on the turns' text without image placeholders,
+    # with the newest history frames the allowance permits paid for whether shown or not:
+    # then the decision only grows as the session goes on (a block of frames leaving
+    # lets no older block of turns back in) and the blocks' starts never move.
+    bare = [count_tokens(render_message(ChatMessage(t.role, t.bare))) for t in history]
+    suffix = [0] * (len(history) + 1)
+    for i in range(len(history) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + bare[i]
+    reserve = _frame_reserve(
+        context, max(max_images - current_count, 0), cost, count_tokens(IMAGE_PLACEHOLDER)
+    )
+    block = max(1, budget_tokens // HISTORY_BLOCKS)
+    starts = [0]  # block starts: the first turn not a reply at or past each `block` tokens
+    mark = block
+    for i, turn in enumerate(history):
+        counted = suffix[0] - suffix[i]
+        if counted >= mark and turn.role != "assistant":
+            starts.append(i)
+            mark = (counted // block + 1) * block
+    # the oldest block start whose window fits; past the newest start (a block as large
+    # as the room history has), the oldest turns go one at a time as a last resort
+    candidates = [*starts, *range(starts[-1] + 1, len(history) + 1)]
+    for start in candidates:
         # a reply whose question was dropped opens nothing: drop it with its question
         while start < len(history) and history[start].role == "assistant":
-            total -= sizes[start]
             start += 1
+        if start < len(history) and fixed + suffix[start] + reserve[start] > budget_tokens:
+            continue
         messages, frames = _window(history, current, start, instructions)
         text = render_chatml(messages)
         measured = count_tokens(text) + sum(cost(frame) for frame in frames)
         if measured <= budget_tokens or start >= len(history):
-            break
-        total = measured  # the sum was optimistic: keep dropping
+            break  # a fit, or no history left to drop
     if measured > budget_tokens:
         raise InvalidPromptContext(
             f"prompt needs {measured} tokens without any history, over the VLM budget of"
@@ -328,3 +416,20 @@ def build_prompt(
         dropped_turns=start,
         dropped_frames=dropped_frames,
     )
+
+
+def _frame_reserve(
+    context: PromptContext, allowance: int, cost: Callable[[bytes], int], placeholder: int
+) -> list[int]:
+    """Per history turn index, the cost (image and placeholder) of the newest `allowance`
+    frames of the user ticks from that turn on: what the window from there may show."""
+    frames = context.history_frames
+    reserve = [0] * (len(context.history) + 1)
+    left, paid = allowance, 0
+    for i in range(len(context.history) - 1, -1, -1):
+        if context.history[i].role == "user" and i < len(frames) and left > 0:
+            newest = frames[i][len(frames[i]) - min(left, len(frames[i])) :]
+            paid += sum(cost(frame) + placeholder for frame in newest)
+            left -= len(newest)
+        reserve[i] = paid
+    return reserve

@@ -157,7 +157,9 @@ def test_b29_the_summary_with_the_window_stays_within_the_budget() -> None:
     plain = build_prompt(context, count_tokens=words, budget_tokens=448)
     summarised = build_prompt(context, count_tokens=words, budget_tokens=448, summary=SUMMARY)
     assert summarised.prompt_tokens <= 448
-    assert summarised.dropped_turns > plain.dropped_turns  # the summary is a fixed cost
+    # the summary is a fixed cost; turns leave a whole block at a time (prompt.py), so it
+    # may fit in the block's room
+    assert summarised.dropped_turns >= plain.dropped_turns
     assert build_prompt(context, count_tokens=words, budget_tokens=448, summary=None) == plain
 
 
@@ -176,8 +178,9 @@ def test_b29_a_failed_or_timed_out_summary_leaves_the_reply_alone_and_keeps_the_
             assert await _said(stage, "sess_a/resp_2", _history(48)) == SPOKEN
             await stage.memory.settled()
             assert state.failures == 1 and state.summary == SUMMARY
-            # the failure is retried with the next batch only; that job fails outright
-            assert await _said(stage, "sess_a/resp_3", _history(49)) == SPOKEN
+            # the failure is retried with the next batch only (no turn left the window
+            # since: turns leave by whole blocks, prompt.py); that job fails outright
+            assert await _said(stage, "sess_a/resp_3", _history(48)) == SPOKEN
             assert len(engine.summary_jobs()) == 2
             assert await _said(stage, "sess_a/resp_4", _history(58)) == SPOKEN
             await stage.memory.settled()
@@ -319,7 +322,7 @@ def test_b29_the_remote_stage_summarises_through_the_same_servers() -> None:
             assert len(jobs) == 1
             # a job shows the newest MAX_LINES dropped turns at most (a bounded prompt)
             lines = jobs[0]["messages"][1]["content"].splitlines()
-            assert len(lines) == 1 + MAX_LINES and lines[-1].startswith("A: Answer number 34")
+            assert len(lines) == 1 + MAX_LINES and lines[-1].startswith("A: Answer number 35")
             assert await _said(stage, "sess_a/resp_2", _history(41)) == SPOKEN
             first_user = next(m for m in bodies[-1]["messages"] if m["role"] == "user")
             assert first_user["content"].startswith(f"{SUMMARY_HEADER}\n{SUMMARY}\n\n")
