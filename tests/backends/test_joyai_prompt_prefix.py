@@ -1,4 +1,4 @@
-"""JoyAI prompts that extend each other (issue 27): in a steady camera session, history
+"""JoyAI prompts that extend each other: in a steady camera session, history
 frames and history turns leave the prompt in blocks (`backends/joyai/prompt.py`), so
 that between two drops each tick's prompt begins with the previous prompt exactly, its
 rendered text and its images, and vLLM's prefix cache (on for the in-process engine)
