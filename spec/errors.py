@@ -100,6 +100,9 @@ class ErrorCode(enum.StrEnum):
     # limits
     RESOURCE_EXHAUSTED = "resource_exhausted"
     INPUT_BACKPRESSURE = "input_backpressure"
+    #: a connection sent more events or bytes a second than its budget (`[limits]`
+    #: `max_events_per_s`, `max_bytes_per_s`): the frame was not decoded (D38)
+    RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
 
 
 _SERVER = {
@@ -110,7 +113,11 @@ _SERVER = {
     ErrorCode.SERVER_VAD_UNAVAILABLE,
     ErrorCode.DELEGATION_FAILED,
 }
-_RATE_LIMIT = {ErrorCode.RESOURCE_EXHAUSTED, ErrorCode.INPUT_BACKPRESSURE}
+_RATE_LIMIT = {
+    ErrorCode.RESOURCE_EXHAUSTED,
+    ErrorCode.INPUT_BACKPRESSURE,
+    ErrorCode.RATE_LIMIT_EXCEEDED,
+}
 
 #: the one error type each code is reported under
 ERROR_TYPE: dict[ErrorCode, ErrorType] = {
@@ -132,7 +139,8 @@ class CloseCode(enum.IntEnum):
     NORMAL = 1000
     #: server shutdown
     GOING_AWAY = 1001
-    #: policy violation: a slow consumer (a refused key or origin is answered with HTTP
+    #: policy violation: a slow consumer, a connection that kept sending over its rate
+    #: limits ("rate limit", D38) (a refused key or origin is answered with HTTP
     #: 401 / 403 before the upgrade, or this close before the accept where the server
     #: cannot answer with HTTP: it then sends 403)
     POLICY_VIOLATION = 1008

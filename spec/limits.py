@@ -5,7 +5,8 @@ section 10).
 Every limit that a client can hit is reported with a documented error code:
 `input_backpressure` for pending bytes and commits, `event_too_large` for frames and for
 the audio of one append,
-`invalid_video_frames` for frames per append, `resource_exhausted` for sessions.
+`invalid_video_frames` for frames per append, `resource_exhausted` for sessions,
+`rate_limit_exceeded` for a connection's events and bytes a second.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]
 _Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=3_600_000)]
 _Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
+_Rate = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -108,6 +111,28 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: whose outbound queue stays full this long, is closed with 1008 "slow consumer" and
     #: its session slot freed; 0 disables it
     slow_consumer_s: _Seconds = 10.0
+    # One connection's budget (core/connection_budget.py, D38): token buckets charged for
+    # every client frame as it arrives, malformed ones included; a frame over budget is not
+    # decoded but answered `rate_limit_exceeded`. The defaults are more than 4x a normal
+    # client's peak: 20 ms appends (50 a second) plus, in the duplex dialect, a
+    # `session.event_ack` per server event (a reply streams ~50 audio deltas a second; with
+    # transcript deltas and turn events ~75 in all), a playback ack per delta played (50)
+    # and heartbeats: ~180 events a second; 24 kHz pcm16 in base64 (64 KB a second) with
+    # camera frames riding (a 300 KB JPEG is 400 KB in base64; two in one append): ~0.9 MB
+    # a second (docs/architecture.md section 6).
+    #: client frames one connection may send a second, sustained; 0 disables the budget
+    max_events_per_s: _Rate = 1_000.0
+    #: ... and at once: a client that stalled and catches up, or acks the replay of a
+    #: resumed session (30 s of a reply's events)
+    event_burst: _Positive = 4_000
+    #: bytes of client frames one connection may send a second, sustained; 0 disables it
+    max_bytes_per_s: _Rate = 8.0 * MIB
+    #: ... and at once (above `max_event_bytes`: two of the largest frames pass at once)
+    byte_burst: _Positive = 32 * MIB
+    #: a connection refused this many times within `rate_refusal_window_s` is closed with
+    #: 1008 "rate limit"; 0 never closes one (its frames over budget are still refused)
+    max_rate_refusals: _Count = 100
+    rate_refusal_window_s: _Seconds = 10.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Limits:

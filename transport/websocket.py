@@ -21,6 +21,17 @@ Autostart (D37): `?autostart=0` makes the server wait for the client's first eve
 before it creates a session, as upstream: a `session.resume` resumes (as on `?resume=1`),
 anything else creates the session, whose `session.created` comes first, and is then
 handled in it. Without it the session starts at the upgrade, as before.
+
+Rate limits and fairness (D38): every frame is charged to its connection's budget
+(`core/connection_budget.py`, `[limits]` `max_events_per_s`, `max_bytes_per_s`) as it
+arrives, before it is decoded; a frame over budget is never decoded but returned as a
+`rate_limit_exceeded` refusal carrying its `event_id` (read by a bounded search, not a
+decode), which the session answers with an `error` event. A connection refused
+`max_rate_refusals` times within `rate_refusal_window_s` is closed 1008 "rate limit",
+and its session ends or, if resumable, is detached, as for any connection that went away.
+The channel yields to the event loop before each frame: uvicorn queues every frame of a
+socket read and hands them over without suspending, so without it one connection's frames
+would be decoded and handled back to back while every other session waited.
 """
 
 from __future__ import annotations
@@ -28,12 +39,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from core.connection_budget import ConnectionBudget
 from runtime.channel import ChannelClosed
 from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, ResumeRefused
 from spec.events import SessionResume
@@ -47,20 +61,50 @@ if TYPE_CHECKING:
     from spec.limits import Limits
     from transport.settings import ServerSettings
 
-__all__ = ["WebSocketChannel", "realtime_endpoint"]
+__all__ = ["RATE_LIMIT_CLOSE", "WebSocketChannel", "realtime_endpoint", "refused_event_id"]
 
 log = logging.getLogger("joyduplex.transport")
 
 #: the ASGI extension that lets an application answer a websocket request with HTTP
 _DENIAL_RESPONSE = "websocket.http.response"
+#: the close reason of a connection that kept sending over its budget (with 1008)
+RATE_LIMIT_CLOSE = "rate limit"
+
+
+#: how much of each end of a refused frame is searched for its `event_id` (a refusal
+#: must cost less than the decode it saves: the search is bounded, whatever the frame)
+_EVENT_ID_WINDOW = 4096
+_EVENT_ID_TEXT = re.compile(r'"event_id"\s*:\s*"([^"\\]{1,512})"')
+_EVENT_ID_BYTES = re.compile(rb'"event_id"\s*:\s*"([^"\\]{1,512})"')
+
+
+def refused_event_id(data: str | bytes) -> str | None:
+    """The `event_id` of a frame that is not decoded, when one of its two ends holds it
+    (clients put it first or last); None otherwise, or when it holds an escape."""
+    head = data[:_EVENT_ID_WINDOW]
+    tail = data[-_EVENT_ID_WINDOW:] if len(data) > _EVENT_ID_WINDOW else data[:0]
+    for end in (head, tail):
+        if isinstance(end, str):
+            found = _EVENT_ID_TEXT.search(end)
+            if found:
+                return found.group(1)
+        else:
+            matched = _EVENT_ID_BYTES.search(end)
+            if matched:
+                return matched.group(1).decode(errors="replace")
+    return None
 
 
 class WebSocketChannel:
-    """A Starlette websocket as a typed runtime channel."""
+    """A Starlette websocket as a typed runtime channel, each frame charged to `budget`
+    (None: no rate limits) before it is decoded."""
 
-    def __init__(self, websocket: WebSocket, max_bytes: int) -> None:
+    def __init__(
+        self, websocket: WebSocket, max_bytes: int, budget: ConnectionBudget | None = None
+    ) -> None:
         self.ws = websocket
         self.max_bytes = max_bytes
+        self.budget = budget if budget is not None and budget.enabled else None
         self.peer_close_code: int | None = None
         self._unread: ClientEvent | ProtocolError | None = None
 
@@ -73,6 +117,13 @@ class WebSocketChannel:
         if self._unread is not None:
             event, self._unread = self._unread, None
             return event
+        # fairness: a frame uvicorn already queued is handed over without suspending, so
+        # a flooding connection would otherwise run frame after frame while others wait
+        await anyio.lowlevel.checkpoint()
+        budget = self.budget
+        if budget is not None and budget.abusive:
+            await self._close_abusive(budget)
+            return None
         try:
             message = await self.ws.receive()
         except WebSocketDisconnect as exc:
@@ -88,10 +139,28 @@ class WebSocketChannel:
         data = message.get("text")
         if data is None:
             data = message.get("bytes") or b""
+        if budget is not None:
+            # AMBIGUITY (docs/session-semantics.md, decision D38): a frame over its
+            # connection's budget is refused before it is decoded, malformed or not
+            refusal = budget.refusal(len(data), anyio.current_time())
+            if refusal is not None:
+                refusal.event_id = refused_event_id(data)
+                return refusal
         try:
             return decode_client_event(data, max_bytes=self.max_bytes)
         except InvalidEvent as exc:
             return exc
+
+    async def _close_abusive(self, budget: ConnectionBudget) -> None:
+        """Close a connection that kept sending over its budget (once: it then ends)."""
+        client = self.ws.client
+        log.warning(
+            "closing %s with 1008 rate limit: %d frames refused within %g s",
+            f"{client.host}:{client.port}" if client else "?",
+            budget.max_refusals,
+            budget.refusal_window_s,
+        )
+        await self.close(int(CloseCode.POLICY_VIOLATION), RATE_LIMIT_CLOSE)
 
     async def send(self, event: ServerEvent) -> None:
         text = encode_server_event(event).decode()  # type: ignore[arg-type]  # a failure: a bug
@@ -105,6 +174,12 @@ class WebSocketChannel:
             # a peer that is gone already (a dropped resumable session's connection)
             with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
                 await self.ws.close(code, reason[:120])
+
+
+def _channel(websocket: WebSocket, limits: Limits) -> WebSocketChannel:
+    """The channel of an accepted connection, with its budget full."""
+    budget = ConnectionBudget.from_limits(limits, anyio.current_time())
+    return WebSocketChannel(websocket, limits.max_event_bytes, budget)
 
 
 async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
@@ -179,7 +254,7 @@ async def _first_event(
 async def _serve_resume(websocket: WebSocket, host: SessionHost, limits: Limits) -> None:
     """A resume-only connection: its first event must be `session.resume`; then it
     carries that session until the session leaves it."""
-    channel = WebSocketChannel(websocket, limits.max_event_bytes)
+    channel = _channel(websocket, limits)
     first = await _first_event(channel, limits.first_event_timeout_s)
     if first is None:
         return
@@ -224,7 +299,7 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
     if _resume_only(websocket):
         await _serve_resume(websocket, host, limits)
         return
-    channel = WebSocketChannel(websocket, limits.max_event_bytes)
+    channel = _channel(websocket, limits)
     if not _autostart(websocket):
         # AMBIGUITY (docs/session-semantics.md, decision D37): with autostart=0 no session
         # exists before the client's first event, which may be a resume

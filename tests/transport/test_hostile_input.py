@@ -2,7 +2,9 @@
 
 `joyduplex serve --backend scripted` runs as a subprocess on 127.0.0.1 (shedding off, as
 for every test server; `max_event_bytes` lowered to 1 MiB so that over-limit frames cost
-a megabyte, not fifteen). Clients in this process:
+a megabyte, not fifteen; the per-connection rate limits off, D38: this fuzz floods as fast
+as it can to test how frames are handled, not how many a second are let through, which
+tests/transport/test_rate_limits.py and tools/flood_fairness.py do). Clients in this process:
 
 - the wire fuzz: 8 connections send 100,000 seeded hostile frames (tests/wire_mutations.py)
   without waiting for each answer, a heartbeat after every 100 frames
@@ -62,6 +64,8 @@ GUARD_S = 120.0
 #: RSS the server may gain over the flood: the flood itself holds no state once its
 #: sessions closed; this only catches a leak of the frames (80 MB were sent)
 RSS_GROWTH_LIMIT = 128 * 1024 * 1024
+#: the `[limits]` lines that switch the per-connection budgets off (D38)
+RATE_LIMITS_OFF = "max_events_per_s = 0\nmax_bytes_per_s = 0\n"
 CRASH_LINES = re.compile(r"crashed|Traceback")
 #: uvicorn logs its refusal of a non-UTF-8 text frame (close 1007) at ERROR with the
 #: traceback of its own decode: not a session crash
@@ -88,7 +92,8 @@ def fuzz_server(tmp_path: Path) -> Any:
     config = tmp_path / "fuzz.toml"
     # max_records: the scripted backend's records of requests would count as server memory
     config.write_text(
-        f"[limits]\nmax_event_bytes = {MAX_EVENT_BYTES}\n\n[backend]\nmax_records = 100\n"
+        f"[limits]\nmax_event_bytes = {MAX_EVENT_BYTES}\n{RATE_LIMITS_OFF}\n"
+        "[backend]\nmax_records = 100\n"
     )
     log = tmp_path / "server.log"
     with serve(["--backend", "scripted", "--config", str(config)], log) as served:
