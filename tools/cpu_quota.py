@@ -1,5 +1,6 @@
 """Run a process under a CPU quota: a child cgroup whose CFS bandwidth limit is a fraction
-of one core, so a measurement can show what a slower machine does.
+of one core, so a measurement can show what a slower machine does; and count the CPU a
+process tree used (`tree_cpu_s`, for the measurements that report a server's cost).
 
 Both cgroup interfaces are handled: v2 (`cpu.max` in a group of the unified hierarchy, when
 its `cpu` controller is available) and v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us` in the
@@ -163,3 +164,25 @@ def _remove(path: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by `pid` and every live process under it."""
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += used.get(current, 0.0)
+        todo += [child for child, parent in parents.items() if parent == current]
+    return total

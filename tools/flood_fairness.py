@@ -71,6 +71,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.wire_mutations import JPEG, Frame, WireMutator  # noqa: E402
+from tools.cpu_quota import tree_cpu_s  # noqa: E402
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Event as MpEvent
@@ -147,28 +148,6 @@ def served(repo: Path, config: Path, workers: int, log: Path) -> Any:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by `pid` and every live process under it."""
-    parents: dict[int, int] = {}
-    used: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        total += used.get(current, 0.0)
-        todo += [child for child, parent in parents.items() if parent == current]
-    return total
 
 
 # --- the clean sessions ----------------------------------------------------------------

@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools.cpu_quota import CpuQuota, QuotaUnavailable  # noqa: E402
+from tools.cpu_quota import CpuQuota, QuotaUnavailable, tree_cpu_s  # noqa: E402
 
 RATE_HZ = 16_000
 CHUNK_MS = 20
@@ -261,28 +261,6 @@ def start_server(repo: Path, port: int, quota: CpuQuota | None = None) -> subpro
             server.wait()
             raise
     return server
-
-
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by `pid` and every live process under it."""
-    parents: dict[int, int] = {}
-    used: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        total += used.get(current, 0.0)
-        todo += [child for child, parent in parents.items() if parent == current]
-    return total
 
 
 def wait_ready(port: int, timeout_s: float = 300.0) -> None:
