@@ -141,7 +141,7 @@ class SessionProtocol:
         self.voices = voices
         # an empty tuple would claim no language at all: it is read as "detects any"
         self.input_languages = input_languages or None
-        self.config = config or SessionConfig()
+        initial_config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
         self._out = Outbox()
@@ -187,7 +187,7 @@ class SessionProtocol:
             turns=self._turns,
             turn_taking=self._turn_taking,
             limits=self.limits,
-            config=self.config,
+            config=initial_config,
         )
         self._item_requests = items = ItemRequests(
             self._out, self._items, self._pending, self._turns, self.limits
@@ -238,6 +238,16 @@ class SessionProtocol:
         )
 
     # --- public API ---------------------------------------------------------------------
+
+    @property
+    def config(self) -> SessionConfig:
+        """The session's configuration. It lives on the input side, which reads it once
+        per append as a plain attribute (the hot path); this is its one place."""
+        return self._input.config
+
+    @config.setter
+    def config(self, value: SessionConfig) -> None:
+        self._input.config = value
 
     @property
     def closed(self) -> bool:
@@ -411,7 +421,6 @@ class SessionProtocol:
         vad_changed = config.turn_detection != self.config.turn_detection
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config
-        self._input.config = config  # the append path reads it as a value, not a call
         if vad_changed:
             self._turn_taking.reset(restart=switched_on)
         self._out.emit(ev.SessionUpdated(session=self._public()))
