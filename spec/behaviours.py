@@ -635,7 +635,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         title="Limits are enforced with their error codes",
         summary=(
             "Frame count, size and kind, input formats and rates, the idle timeout and "
-            "max_sessions are checked before anything changes and answered with their own codes."
+            "max_sessions are checked before anything changes and answered with their own codes; "
+            "a connection over its event or byte budget has its frames refused undecoded "
+            "(`rate_limit_exceeded`, with their ids) and, if it goes on, is closed 1008, "
+            "while its neighbours are served as before."
         ),
         sections=(_LIMITS, _APPEND, _SESSION),
         rows=(),
@@ -661,6 +664,13 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b24_b25_isolation_and_limits.py::test_b25_a_response_whose_audio_may_still_play_is_remembered",
             "tests/runtime/test_timers.py::test_b25_a_hosted_session_uses_the_process_timers_for_its_idle_timeout",
             "tests/transport/test_end_to_end.py::test_b25_an_overloaded_server_sheds_new_sessions_with_1013_and_serves_the_admitted",
+            "tests/transport/test_rate_limits.py::test_b25_frames_over_the_budget_are_refused_with_their_ids_then_closed_1008",
+            "tests/transport/test_rate_limits.py::test_b25_a_frame_over_the_byte_budget_is_refused_and_smaller_frames_still_pass",
+            "tests/transport/test_rate_limits.py::test_b25_a_neighbouring_session_keeps_working_while_one_is_refused_and_closed",
+            "tests/transport/test_rate_limits.py::test_b25_a_normal_duplex_client_at_its_real_rate_never_meets_the_default_limits",
+            "tests/transport/test_rate_limits.py::test_b25_the_channel_yields_to_the_loop_before_every_frame",
+            "tests/transport/test_rate_limits.py::test_b25_a_refused_frame_names_its_event_id_from_a_bounded_search",
+            "tests/transport/test_rate_limits.py::test_b25_a_flood_beside_clean_sessions_is_refused_and_closed_and_they_see_no_error",
         ),
     ),
     Behaviour(
@@ -705,7 +715,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         id="B27",
         title="A dropped connection resumes with nothing lost",
         summary=(
-            "A resumable session (`/v1/duplex`, or `/v1/realtime?resumable=1`) whose "
+            "A resumable session (the duplex dialect: `/v1/duplex`, `?duplex=1` or a duplex "
+            "deployment; or `/v1/realtime?resumable=1`) whose "
             "connection fails is detached, not ended: its reply goes on into a bounded "
             "journal of numbered events, and `session.resume` with the current token on a "
             "new connection gets `session.resumed`, every event after the client's cursor "
@@ -737,6 +748,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_resume.py::test_b27_without_a_resume_the_grace_expires_and_the_slot_is_freed",
             "tests/transport/test_resume.py::test_b27_a_ga_client_that_did_not_opt_in_sees_no_resume_fields",
             "tests/transport/test_resume.py::test_b27_a_normal_close_ends_a_resumable_session_at_once",
+            "tests/transport/test_duplex_dialect.py::test_b27_duplex_query_makes_a_realtime_session_resumable",
+            "tests/transport/test_duplex_dialect.py::test_b27_a_duplex_deployment_makes_every_session_resumable",
+            "tests/transport/test_duplex_dialect.py::test_b27_a_resume_on_the_autostart_0_url_resumes_the_session",
+            "tests/transport/test_duplex_dialect.py::test_b27_vllm_omni_duplex_client_unchanged_resumes_a_reply_cut_by_a_dropped_socket",
         ),
     ),
     Behaviour(

@@ -111,7 +111,7 @@ def test_d37_a_malformed_first_event_is_refused_inside_the_new_session(
     _run(test)
 
 
-def test_d37_a_resume_on_the_autostart_0_url_resumes_the_session(server: LiveServer) -> None:
+def test_b27_a_resume_on_the_autostart_0_url_resumes_the_session(server: LiveServer) -> None:
     async def test() -> None:
         url = server.ws_url + "?duplex=1&autostart=0"
         async with websockets.connect(url) as ws:

@@ -85,7 +85,7 @@ def _rate_errors(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def test_d38_frames_over_the_budget_are_refused_with_their_ids_then_closed_1008(
+def test_b25_frames_over_the_budget_are_refused_with_their_ids_then_closed_1008(
     strict_server: LiveServer,
 ) -> None:
     async def test() -> None:
@@ -117,7 +117,7 @@ def test_d38_frames_over_the_budget_are_refused_with_their_ids_then_closed_1008(
     _run(test)
 
 
-def test_d38_a_frame_over_the_byte_budget_is_refused_and_smaller_frames_still_pass() -> None:
+def test_b25_a_frame_over_the_byte_budget_is_refused_and_smaller_frames_still_pass() -> None:
     live, stop = _server(Limits(max_bytes_per_s=1.0, byte_burst=10_000, max_rate_refusals=0))
     try:
 
@@ -142,7 +142,7 @@ def test_d38_a_frame_over_the_byte_budget_is_refused_and_smaller_frames_still_pa
         stop()
 
 
-def test_d38_a_neighbouring_session_keeps_working_while_one_is_refused_and_closed(
+def test_b25_a_neighbouring_session_keeps_working_while_one_is_refused_and_closed(
     strict_server: LiveServer,
 ) -> None:
     async def flood() -> tuple[int | None, int]:
@@ -168,7 +168,7 @@ def test_d38_a_neighbouring_session_keeps_working_while_one_is_refused_and_close
     _run(test)
 
 
-def test_d38_a_normal_duplex_client_at_its_real_rate_never_meets_the_default_limits() -> None:
+def test_b25_a_normal_duplex_client_at_its_real_rate_never_meets_the_default_limits() -> None:
     """A second of 20 ms appends at 24 kHz with two 300 KB camera frames riding the first,
     every server event acked (the duplex dialect) and a playback ack per audio delta, then
     a spoken turn answered: no error at all."""
@@ -252,7 +252,7 @@ class _FloodingSocket:
         return {"type": "websocket.receive", "text": _heartbeat(f"evt_{self.frames}")}
 
 
-def test_d38_the_channel_yields_to_the_loop_before_every_frame() -> None:
+def test_b25_the_channel_yields_to_the_loop_before_every_frame() -> None:
     """Another task runs between any two frames of a connection whose frames are all
     queued already (uvicorn hands them over without suspending)."""
 
@@ -290,7 +290,7 @@ def test_d38_the_channel_yields_to_the_loop_before_every_frame() -> None:
         ("not json", None),
     ],
 )
-def test_d38_a_refused_frame_names_its_event_id_from_a_bounded_search(
+def test_b25_a_refused_frame_names_its_event_id_from_a_bounded_search(
     frame: str | bytes, event_id: str | None
 ) -> None:
     assert refused_event_id(frame) == event_id
@@ -300,7 +300,7 @@ def test_d38_a_refused_frame_names_its_event_id_from_a_bounded_search(
 
 
 @pytest.mark.slow  # about 20 s: `make test` runs it, `make check` does not
-def test_d38_a_flood_beside_clean_sessions_is_refused_and_closed_and_they_see_no_error(
+def test_b25_a_flood_beside_clean_sessions_is_refused_and_closed_and_they_see_no_error(
     tmp_path: Path,
 ) -> None:
     """tools/flood_fairness.py, smaller: 50,000 hostile events over 6 connections beside 4
