@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import re
 from typing import TYPE_CHECKING
 
 import anyio
@@ -53,7 +52,12 @@ from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, 
 from spec.events import SessionResume
 from spec.session_config import validate_session
 from transport.access_policy import Refusal, handshake_refusal
-from transport.codec import decode_client_event, encode_server_event, error_event
+from transport.codec import (
+    decode_client_event,
+    encode_server_event,
+    error_event,
+    refused_event_id,
+)
 
 if TYPE_CHECKING:
     from runtime.host import SessionHost
@@ -61,7 +65,7 @@ if TYPE_CHECKING:
     from spec.limits import Limits
     from transport.settings import ServerSettings
 
-__all__ = ["RATE_LIMIT_CLOSE", "WebSocketChannel", "realtime_endpoint", "refused_event_id"]
+__all__ = ["RATE_LIMIT_CLOSE", "WebSocketChannel", "realtime_endpoint"]
 
 log = logging.getLogger("joyduplex.transport")
 
@@ -69,30 +73,6 @@ log = logging.getLogger("joyduplex.transport")
 _DENIAL_RESPONSE = "websocket.http.response"
 #: the close reason of a connection that kept sending over its budget (with 1008)
 RATE_LIMIT_CLOSE = "rate limit"
-
-
-#: how much of each end of a refused frame is searched for its `event_id` (a refusal
-#: must cost less than the decode it saves: the search is bounded, whatever the frame)
-_EVENT_ID_WINDOW = 4096
-_EVENT_ID_TEXT = re.compile(r'"event_id"\s*:\s*"([^"\\]{1,512})"')
-_EVENT_ID_BYTES = re.compile(rb'"event_id"\s*:\s*"([^"\\]{1,512})"')
-
-
-def refused_event_id(data: str | bytes) -> str | None:
-    """The `event_id` of a frame that is not decoded, when one of its two ends holds it
-    (clients put it first or last); None otherwise, or when it holds an escape."""
-    head = data[:_EVENT_ID_WINDOW]
-    tail = data[-_EVENT_ID_WINDOW:] if len(data) > _EVENT_ID_WINDOW else data[:0]
-    for end in (head, tail):
-        if isinstance(end, str):
-            found = _EVENT_ID_TEXT.search(end)
-            if found:
-                return found.group(1)
-        else:
-            matched = _EVENT_ID_BYTES.search(end)
-            if matched:
-                return matched.group(1).decode(errors="replace")
-    return None
 
 
 class WebSocketChannel:

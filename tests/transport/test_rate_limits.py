@@ -29,8 +29,9 @@ from spec.limits import Limits
 from tests.transport.conftest import LiveServer, start_server
 from tests.wire_mutations import JPEG
 from transport.client import DuplexClient
+from transport.codec import refused_event_id
 from transport.settings import ServerSettings
-from transport.websocket import RATE_LIMIT_CLOSE, WebSocketChannel, refused_event_id
+from transport.websocket import RATE_LIMIT_CLOSE, WebSocketChannel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: a hang guard only (a loaded 2-core machine), never a speed bound
