@@ -10,7 +10,6 @@ __all__ = [
     "SAMPLE_WIDTH",
     "AudioClock",
     "is_loud",
-    "pcm16_ms",
     "rms",
     "to_pcm16_16k",
 ]
@@ -39,9 +38,6 @@ class AudioClock:
     @property
     def ms(self) -> int:
         return self.bytes // BYTES_PER_MS_16K
-
-    def advance(self, pcm16_bytes: int) -> None:
-        self.bytes += pcm16_bytes
 
     @staticmethod
     def samples_of_bytes(n: int) -> int:
@@ -122,11 +118,6 @@ def _pcm16_24k_to_16k(audio: bytes) -> bytes:
         out[2 * whole] = x[3 * whole]
     # a half rounds to even, as the general path's np.rint does; nothing can overflow
     return np.rint(out).astype("<i2").tobytes()
-
-
-def pcm16_ms(n_bytes: int) -> int:
-    """Duration in whole milliseconds of 16 kHz pcm16."""
-    return n_bytes // BYTES_PER_MS_16K
 
 
 def is_loud(pcm16: bytes, floor: float) -> bool:

@@ -2,8 +2,8 @@
 `ClientPlayback` per response with audio (B19, B21).
 
 Owned here: the playbacks by response id (finished ones kept as fences, up to
-`FENCE_MEMORY`, so their late audio is dropped by id), when each reply's turn ended and
-whether its first-audio latency was reported. `ClientProtocol` routes server events and
+`FENCE_MEMORY`, so their late audio is dropped by id), and when each reply's turn ended,
+until its first-audio latency is reported. `ClientProtocol` routes server events and
 the playback worklet's reports here; the playbacks' own transitions are the
 `client_playback` table's.
 
@@ -41,8 +41,7 @@ class ClientReplies:
     def __init__(self, outbox: ClientOutbox) -> None:
         self._out = outbox
         self.playbacks: dict[str, ClientPlayback] = {}
-        self._turn_end: dict[str, float] = {}
-        self._latency_reported: set[str] = set()
+        self._turn_end: dict[str, float] = {}  # taken when its latency is reported
 
     def get(self, response_id: str | None) -> ClientPlayback | None:
         return self.playbacks.get(response_id) if response_id is not None else None
@@ -86,9 +85,8 @@ class ClientReplies:
         if playback is None:
             return
         playback.fire("started")
-        end = self._turn_end.get(response_id)
-        if end is not None and response_id not in self._latency_reported:
-            self._latency_reported.add(response_id)
+        end = self._turn_end.pop(response_id, None)
+        if end is not None:
             self._out.emit(
                 {"kind": "latency", "response_id": response_id, "first_audio_ms": now_ms - end}
             )
