@@ -34,7 +34,8 @@ from runtime.session_runner import ResumePolicy, SessionRunner
 from runtime.stage_executor import StageTimeouts
 from runtime.timers import Timers
 from runtime.vad_batcher import VadBatcher
-from runtime.workers import WorkerState, WorkerStatus
+from runtime.workers import WorkerState, WorkerStatus, session_owner
+from runtime.workers import session_id as owned_session_id
 from spec.errors import (
     CloseCode,
     ErrorCode,
@@ -135,7 +136,10 @@ class SessionHost:
         self.timers = Timers()
         self._runners: dict[str, SessionRunner] = {}
         self._ids = itertools.count(1)
-        self._prefix = secrets.token_hex(4)
+        #: names this process in every session id it issues (never 0: "no owner")
+        self.owner = secrets.randbelow(2**32 - 1) + 1
+        if board is not None:
+            board.set_owner(worker, self.owner)
         self._all_closed = anyio.Event()
         #: sessions refused in the current shedding episode (None: none under way), and
         #: when the gate last refused
@@ -287,7 +291,28 @@ class SessionHost:
         return self._runners.get(session_id)
 
     def new_session_id(self) -> str:
-        return f"sess_{self._prefix}{next(self._ids):04d}"
+        return owned_session_id(self.owner, next(self._ids))
+
+    def owner_elsewhere(self, session_id: str) -> int | None:
+        """The worker of this server that holds `session_id` when it is another one
+        (live, by the owner id the session id names); None when it is not."""
+        if session_id in self._runners or self.board is None:
+            return None
+        owner = session_owner(session_id)
+        index = None if owner is None else self.board.owner_slot(owner)
+        return index if index is not None and index != self.worker else None
+
+    def _where_not(self, session_id: str) -> str:
+        """Why `session_id` is not here, for `unknown_session`."""
+        owner = session_owner(session_id)
+        if self.board is not None and owner is not None:
+            gone = self.board.former_slot(owner)
+            if gone is not None:
+                return (
+                    f"the worker process that held it (worker {gone}) exited, and its "
+                    "sessions ended with it"
+                )
+        return "it never existed, ended, or expired, or it lives on another server"
 
     def refusal(self) -> ProtocolError | None:
         """Why a new session cannot start now, if it cannot."""
@@ -397,17 +422,9 @@ class SessionHost:
         runner = self._runners.get(event.session_id)
         try:
             if runner is None:
-                where = "this server"
-                if self.workers > 1:
-                    # sessions live in the worker process that opened them; the kernel
-                    # hands a new connection to any worker
-                    where = (
-                        f"worker {self.worker} of {self.workers} (with several workers a "
-                        "session lives only in the worker that opened it; retry the resume)"
-                    )
                 raise UnknownSession(
-                    f"no session `{event.session_id}` on {where}: it never existed, ended, "
-                    "or expired",
+                    f"no session `{event.session_id}` on this server: "
+                    f"{self._where_not(event.session_id)}",
                     param="session_id",
                 )
             attached = runner.attach(channel, event)

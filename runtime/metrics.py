@@ -102,7 +102,8 @@ class Metrics:
         self._resume = counter(
             "joyduplex_session_resume",
             "Resumable sessions by attachment event: detached, resumed, replaced, expired, "
-            "refused (a session.resume that reattached nothing).",
+            "refused (a session.resume that reattached nothing), relayed (a resume this "
+            "worker carried to the worker that holds the session).",
             ("event",),
         )
         self._events_in = counter(
@@ -178,7 +179,7 @@ class Metrics:
         self._sessions_crashed.inc()
 
     def resume_event(self, event: str) -> None:
-        """`detached`, `resumed`, `replaced`, `expired` or `refused` (D27)."""
+        """`detached`, `resumed`, `replaced`, `expired`, `refused` (D27) or `relayed` (D39)."""
         self._resume.labels(event).inc()
 
     def slow_consumer(self) -> None:

@@ -4,21 +4,43 @@ is ready, and how many sessions it holds.
 The supervisor (`transport.workers`) creates the board before it starts the workers and
 hands it to each of them with its slot index; a worker writes only its own slot (the
 supervisor writes a slot when its worker starts or exits), and any worker reads all of
-them to answer /readyz for the whole server. The arrays are plain shared memory without
-a lock: each slot has one writer at a time and every field is one machine word.
+them to answer /readyz for the whole server.
+
+Each worker also names itself on the board with its owner id, the random part of every
+session id it issues (`runtime.host`), so that a worker a resume reaches can find the
+worker that holds the session. When a worker exits, its owner id moves to the slot's
+former owner, so that a resume of one of its sessions is told the owner is gone.
+
+The arrays are plain shared memory without a lock: each slot has one writer at a time
+and every field is one machine word.
 """
 
 from __future__ import annotations
 
 import enum
 import multiprocessing
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
-__all__ = ["WorkerBoard", "WorkerState", "WorkerStatus"]
+__all__ = ["WorkerBoard", "WorkerState", "WorkerStatus", "session_id", "session_owner"]
+
+#: `sess_<owner id, 8 hex digits><serial>`: the owner id names the process that holds it
+_SESSION_ID = re.compile(r"sess_([0-9a-f]{8})[0-9]+")
+
+
+def session_id(owner: int, serial: int) -> str:
+    """The id of a process's `serial`th session, naming the process by its owner id."""
+    return f"sess_{owner:08x}{serial:04d}"
+
+
+def session_owner(session_id: str) -> int | None:
+    """The owner id a session id names (None: not an id this server issues)."""
+    match = _SESSION_ID.fullmatch(session_id)
+    return int(match.group(1), 16) if match else None
 
 
 class WorkerState(enum.IntEnum):
@@ -51,6 +73,8 @@ class WorkerBoard:
         self._pids: Any = ctx.RawArray("q", workers)
         self._states: Any = ctx.RawArray("i", workers)
         self._sessions: Any = ctx.RawArray("i", workers)
+        self._owners: Any = ctx.RawArray("q", workers)  # 0: none yet
+        self._former: Any = ctx.RawArray("q", workers)  # the last exited worker's owner id
 
     @property
     def size(self) -> int:
@@ -69,6 +93,27 @@ class WorkerBoard:
         """The worker in slot `index` ended."""
         self._states[index] = WorkerState.EXITED
         self._sessions[index] = 0
+        if self._owners[index]:
+            self._former[index] = self._owners[index]
+        self._owners[index] = 0
+
+    def set_owner(self, index: int, owner: int) -> None:
+        """The owner id of the worker in slot `index` (written by that worker)."""
+        self._owners[index] = owner
+
+    def owner_slot(self, owner: int) -> int | None:
+        """The slot whose live worker has owner id `owner`, if any."""
+        for index in range(self.size):
+            if self._owners[index] == owner and self._states[index] != WorkerState.EXITED:
+                return index
+        return None
+
+    def former_slot(self, owner: int) -> int | None:
+        """The slot whose worker had owner id `owner` and exited, if that is known."""
+        for index in range(self.size):
+            if self._former[index] == owner:
+                return index
+        return None
 
     def publish(self, index: int, state: WorkerState, sessions: int) -> None:
         """A worker's own state, written by the worker."""

@@ -113,6 +113,7 @@ _LIMITS = "10. Isolation and limits (B24, B25)"
 _RESUME = "7.1 Resume (B27)"
 _D27 = "D27 Which sessions are resumable (7.1)"
 _D28 = "D28 What detaches a session, and what follows a resync (7.1)"
+_D39 = "D39 Which worker process serves a resume (7.1)"
 _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 _DELEGATION = "3.6 Delegation (B31)"
 _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
@@ -721,9 +722,11 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "journal of numbered events, and `session.resume` with the current token on a "
             "new connection gets `session.resumed`, every event after the client's cursor "
             "once and in order, then live events; a wrong or used token, an unknown session "
-            "and an impossible replay are typed answers; the grace period frees the slot."
+            "and an impossible replay are typed answers; the grace period frees the slot. "
+            "With several worker processes, a resume that reaches a worker which does not "
+            "hold the session is relayed to the one that does (D39)."
         ),
-        sections=(_RESUME, _D27, _D28, _SESSION),
+        sections=(_RESUME, _D27, _D28, _D39, _SESSION),
         rows=(
             RowRef("attachment", "detach"),
             RowRef("attachment", "resume"),
@@ -740,7 +743,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_resume_runner.py::test_b27_a_detached_session_finishes_its_reply_into_the_journal",
             "tests/runtime/test_resume_runner.py::test_b27_an_event_ack_trims_the_journal",
             "tests/runtime/test_resume_runner.py::test_b27_shutdown_ends_a_detached_session_and_frees_its_slot",
-            "tests/runtime/test_resume_runner.py::test_b27_a_resume_that_lands_on_another_worker_is_unknown_session_saying_so",
+            "tests/runtime/test_resume_runner.py::test_b27_a_resume_of_a_session_whose_worker_exited_is_unknown_session_saying_so",
+            "tests/runtime/test_resume_runner.py::test_b27_a_session_of_another_live_worker_is_relayed_to_that_worker",
             "tests/transport/test_resume.py::test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_nothing_twice",
             "tests/transport/test_resume.py::test_b27_a_wrong_a_rotated_or_an_unknown_resume_is_refused_with_its_code",
             "tests/transport/test_resume.py::test_b27_a_resume_while_the_old_socket_is_attached_replaces_it",
@@ -752,6 +756,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_duplex_dialect.py::test_b27_a_duplex_deployment_makes_every_session_resumable",
             "tests/transport/test_duplex_dialect.py::test_b27_a_resume_on_the_autostart_0_url_resumes_the_session",
             "tests/transport/test_duplex_dialect.py::test_b27_vllm_omni_duplex_client_unchanged_resumes_a_reply_cut_by_a_dropped_socket",
+            "tests/transport/test_resume_across_workers.py::test_b27_a_hundred_resumes_against_four_workers_all_resume",
+            "tests/transport/test_resume_across_workers.py::test_b27_a_second_resume_through_another_worker_replaces_the_first",
+            "tests/transport/test_resume_across_workers.py::test_b27_a_resume_whose_worker_exited_is_unknown_session_saying_so",
+            "tests/transport/test_resume_across_workers.py::test_b27_vllm_omni_duplex_client_unchanged_resumes_across_four_workers",
         ),
     ),
     Behaviour(

@@ -113,10 +113,12 @@ def create_app(
     enable_echo: bool = False,
     board: WorkerBoard | None = None,
     worker: int = 0,
+    run_dir: str | None = None,
 ) -> Starlette:
     """Build the app; the backend is loaded and warmed up in the lifespan.
 
-    `board` and `worker`: the shared state of a multi-worker server and this worker's slot.
+    `board` and `worker`: the shared state of a multi-worker server and this worker's slot;
+    `run_dir`: where the workers' relay sockets are (`transport.worker_relay`).
     """
     settings = settings or ServerSettings()
     host = SessionHost(
@@ -160,4 +162,5 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.host = host
     app.state.settings = settings
+    app.state.run_dir = run_dir
     return app

@@ -15,7 +15,8 @@ dropped connection for the grace period. The dialect is where upstream selects i
 configured as a duplex deployment (`[server] duplex = true`); a GA client opts in with
 `?resumable=1`. A connection opened with `?resume=1` creates no session: its first event
 must be `session.resume`, and it carries the resumed session (or is refused with the
-typed error and close 1008).
+typed error and close 1008). With several worker processes, a resume whose session lives
+in another worker is relayed to that worker (D39, `transport/worker_relay.py`).
 
 Autostart (D37): `?autostart=0` makes the server wait for the client's first event
 before it creates a session, as upstream: a `session.resume` resumes (as on `?resume=1`),
@@ -58,6 +59,7 @@ from transport.codec import (
     error_event,
     refused_event_id,
 )
+from transport.worker_relay import carry_resume, open_relay, relay_socket_path
 
 if TYPE_CHECKING:
     from runtime.host import SessionHost
@@ -253,7 +255,21 @@ async def _resume(
     websocket: WebSocket, host: SessionHost, channel: WebSocketChannel, first: SessionResume
 ) -> None:
     try:
-        await host.resume(channel, first)
+        # AMBIGUITY (docs/session-semantics.md, decision D39): a resume that reaches a
+        # worker that does not hold the session is relayed to the worker that does
+        owner = host.owner_elsewhere(first.session_id)
+        run_dir = getattr(websocket.app.state, "run_dir", None)
+        if owner is None or run_dir is None:
+            await host.resume(channel, first)  # counts its own refusals
+            return
+        path = relay_socket_path(run_dir, owner)
+        try:
+            owner_ws = await open_relay(websocket, path, owner, first, channel.max_bytes)
+        except ResumeRefused:
+            host.metrics.resume_event("refused")
+            raise
+        host.metrics.resume_event("relayed")
+        await carry_resume(websocket, owner_ws, first)
     except ResumeRefused as exc:
         exc.event_id = exc.event_id or first.event_id
         await _refuse(websocket, exc, CloseCode.POLICY_VIOLATION)

@@ -8,6 +8,10 @@ spawns the workers. Each worker builds its own app and loads its own backend, th
 the workers that wait on it. Each worker admits `ceil(max_sessions / N)` sessions, and
 /readyz answers 200 only when every worker is ready.
 
+Resume (D39): each worker also serves its own Unix socket in a private run directory
+(created here, mode 0700, removed at the end), where the other workers relay the resumes
+of its sessions that the kernel handed to them (`transport.worker_relay`).
+
 Stopping: SIGINT or SIGTERM to the parent sends SIGTERM to every worker, which closes its
 sessions the protocol's way (`session.closed` reason `shutdown`, close 1001) and exits;
 the parent then removes the metrics directory and exits 0. A second signal forces the
@@ -92,10 +96,11 @@ def serve_workers(spec: WorkerSpec, workers: int) -> int:
     settings = spec.settings
     sock = bind_socket(settings.host, settings.port)
     metrics_dir = tempfile.mkdtemp(prefix="joyduplex-metrics-")
+    run_dir = tempfile.mkdtemp(prefix="joyduplex-run-")  # mode 0700: the relay sockets
     previous = os.environ.get(MULTIPROC_ENV)
     os.environ[MULTIPROC_ENV] = metrics_dir  # the spawned workers inherit it
     try:
-        return _Supervisor(spec, sock, workers, metrics_dir).run()
+        return _Supervisor(spec, sock, workers, metrics_dir, run_dir).run()
     finally:
         sock.close()
         if previous is None:
@@ -103,13 +108,17 @@ def serve_workers(spec: WorkerSpec, workers: int) -> int:
         else:
             os.environ[MULTIPROC_ENV] = previous
         shutil.rmtree(metrics_dir, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 class _Supervisor:
-    def __init__(self, spec: WorkerSpec, sock: socket.socket, workers: int, metrics_dir: str):
+    def __init__(
+        self, spec: WorkerSpec, sock: socket.socket, workers: int, metrics_dir: str, run_dir: str
+    ):
         self.spec = spec
         self.sock = sock
         self.metrics_dir = metrics_dir
+        self.run_dir = run_dir
         self.board = WorkerBoard(workers, _SPAWN)
         self.processes: list[BaseProcess | None] = [None] * workers
         self.exit_codes: dict[int, int | None] = {}  # the last status of each slot's worker
@@ -147,7 +156,7 @@ class _Supervisor:
         self.board.starting(index)
         process = _SPAWN.Process(
             target=_worker_main,
-            args=(self.spec, [self.sock], self.board, index),
+            args=(self.spec, self.sock, self.board, index, self.run_dir),
             name=f"joyduplex-worker-{index}",
         )
         process.start()
@@ -225,9 +234,10 @@ class _Supervisor:
 
 
 def _worker_main(
-    spec: WorkerSpec, sockets: list[socket.socket], board: WorkerBoard, index: int
+    spec: WorkerSpec, sock: socket.socket, board: WorkerBoard, index: int, run_dir: str
 ) -> None:
-    """One worker process: its own app and backend, served on the inherited socket."""
+    """One worker process: its own app and backend, served on the inherited socket and on
+    its own relay socket (resumes relayed from the other workers)."""
     # uvicorn shuts down gracefully on either signal, then raises it again with the
     # handler found here: an interrupt that ends the process quietly with status 0.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -238,14 +248,16 @@ def _worker_main(
 
         from transport.app import create_app
         from transport.server import RealtimeServer, configure_logging
+        from transport.worker_relay import bind_relay_socket
 
         configure_logging(spec.log_level, worker=index)
-        app = create_app(spec.settings, board=board, worker=index)
+        relay = bind_relay_socket(run_dir, index)
+        app = create_app(spec.settings, board=board, worker=index, run_dir=run_dir)
         server = RealtimeServer(uvicorn.Config(app, **spec.uvicorn_options))
         threading.Thread(
             target=_stop_with_parent, args=(server,), name="parent-watch", daemon=True
         ).start()
-        server.run(sockets=sockets)  # exits with status 3 when the app fails to start
+        server.run(sockets=[sock, relay])  # exits with status 3 when the app fails to start
     except KeyboardInterrupt:
         pass
 

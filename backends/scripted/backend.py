@@ -28,6 +28,8 @@ def create_backend(
     script: Script | None = None,
     profile: str = "speech",
     max_records: int | None = None,
+    default_transcript: str | None = None,
+    latency_s: dict[str, float] | None = None,
     **_: object,
 ) -> Backend:
     """The scripted backend (not yet entered); other options are accepted and ignored.
@@ -38,6 +40,10 @@ def create_backend(
         profile: `speech` (ASR on) or `camera` (no ASR stage).
         max_records: for a new script, keep only about the latest this many records
             (the `[backend]` table of a served scripted backend: tools/soak.py sets it)
+        default_transcript: for a new script, the ASR's answer (the VLM echoes it), so
+            that a served scripted backend can speak a longer reply
+        latency_s: for a new script, seconds per stage (`vad`, `asr`, `vlm`, `tts`,
+            `turn_end`) instead of the defaults
 
     Raises:
         BackendUnavailable: an unknown profile.
@@ -46,7 +52,17 @@ def create_backend(
         raise BackendUnavailable(
             f"scripted: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
         )
-    script = script if script is not None else Script(max_records=max_records)
+    if script is None:
+        script = Script(max_records=max_records)
+        if default_transcript is not None:
+            script.default_transcript = default_transcript
+        for stage, seconds in (latency_s or {}).items():
+            if stage not in script.latency:
+                raise BackendUnavailable(
+                    f"scripted: unknown stage `{stage}` in latency_s; expected one of "
+                    f"{', '.join(script.latency)}"
+                )
+            script.latency[stage] = float(seconds)  # type: ignore[index]
     return Backend(
         name="scripted",
         vad=ScriptedVad(script),

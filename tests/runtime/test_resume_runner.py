@@ -10,6 +10,7 @@ import pytest
 
 from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
+from runtime.workers import WorkerBoard, session_id, session_owner
 from spec import events as ev
 from spec.errors import ErrorCode, UnknownSession
 from spec.limits import Limits
@@ -107,20 +108,32 @@ async def test_b27_shutdown_ends_a_detached_session_and_frees_its_slot() -> None
         assert isinstance(_resumption(runner).journal.kept()[-1], ev.SessionClosed)
 
 
-class _TwoWorkers:
-    """The part of a `WorkerBoard` a host reads when it is built: the worker count."""
-
-    size = 2
-
-
-async def test_b27_a_resume_that_lands_on_another_worker_is_unknown_session_saying_so() -> None:
-    host = SessionHost(HostSettings(backend="scripted"), board=_TwoWorkers(), worker=1)  # type: ignore[arg-type]
+async def test_b27_a_resume_of_a_session_whose_worker_exited_is_unknown_session_saying_so() -> None:
+    board = WorkerBoard(2)
+    board.set_owner(0, 0xDEAD0001)
+    board.exited(0)  # worker 0 held sessions, then exited; this host is its neighbour
+    host = SessionHost(HostSettings(backend="scripted"), board=board, worker=1)
+    gone = session_id(0xDEAD0001, 7)
+    assert host.owner_elsewhere(gone) is None  # nobody to relay to
     channel, send, receive = memory_channel_pair()
     with pytest.raises(UnknownSession) as info:
-        await host.resume(channel, ev.SessionResume(session_id="sess_elsewhere", resume_token="t"))
+        await host.resume(channel, ev.SessionResume(session_id=gone, resume_token="t"))
+    with pytest.raises(UnknownSession) as elsewhere:
+        await host.resume(channel, ev.SessionResume(session_id="sess_other", resume_token="t"))
     await channel.close(1000)
     await send.aclose()
     await receive.aclose()
     assert info.value.code is ErrorCode.UNKNOWN_SESSION
-    assert "worker 1 of 2" in info.value.message
-    assert host.metrics.value("joyduplex_session_resume_total", event="refused") == 1
+    assert "(worker 0) exited" in info.value.message
+    assert "another server" in elsewhere.value.message
+    assert host.metrics.value("joyduplex_session_resume_total", event="refused") == 2
+
+
+def test_b27_a_session_of_another_live_worker_is_relayed_to_that_worker() -> None:
+    board = WorkerBoard(3)
+    host = SessionHost(HostSettings(backend="scripted"), board=board, worker=1)
+    board.set_owner(2, 0x0000BEEF)
+    assert session_owner(host.new_session_id()) == host.owner
+    assert host.owner_elsewhere(session_id(0x0000BEEF, 12)) == 2
+    assert host.owner_elsewhere(session_id(host.owner, 99)) is None  # its own (ended)
+    assert host.owner_elsewhere("sess_not_ours") is None
