@@ -99,6 +99,10 @@ class Metrics:
             "joyduplex_slow_consumers",
             "Sessions closed (1008) because their client stopped reading.",
         )
+        self._rate_limit_closes = counter(
+            "joyduplex_rate_limit_closes",
+            "Connections closed (1008) because they kept sending over their rate limits.",
+        )
         self._resume = counter(
             "joyduplex_session_resume",
             "Resumable sessions by attachment event: detached, resumed, replaced, expired, "
@@ -184,6 +188,9 @@ class Metrics:
 
     def slow_consumer(self) -> None:
         self._slow_consumers.inc()
+
+    def rate_limit_close(self) -> None:
+        self._rate_limit_closes.inc()
 
     # -- events -----------------------------------------------------------------------
 

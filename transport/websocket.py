@@ -62,6 +62,8 @@ from transport.codec import (
 from transport.worker_relay import carry_resume, open_relay, relay_socket_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from runtime.host import SessionHost
     from spec.events import ClientEvent, ServerEvent
     from spec.limits import Limits
@@ -82,11 +84,16 @@ class WebSocketChannel:
     (None: no rate limits) before it is decoded."""
 
     def __init__(
-        self, websocket: WebSocket, max_bytes: int, budget: ConnectionBudget | None = None
+        self,
+        websocket: WebSocket,
+        max_bytes: int,
+        budget: ConnectionBudget | None = None,
+        on_rate_limit_close: Callable[[], None] | None = None,
     ) -> None:
         self.ws = websocket
         self.max_bytes = max_bytes
         self.budget = budget if budget is not None and budget.enabled else None
+        self._on_rate_limit_close = on_rate_limit_close
         self.peer_close_code: int | None = None
         self._unread: ClientEvent | ProtocolError | None = None
 
@@ -142,6 +149,8 @@ class WebSocketChannel:
             budget.max_refusals,
             budget.refusal_window_s,
         )
+        if self._on_rate_limit_close is not None:
+            self._on_rate_limit_close()
         await self.close(int(CloseCode.POLICY_VIOLATION), RATE_LIMIT_CLOSE)
 
     async def send(self, event: ServerEvent) -> None:
@@ -158,10 +167,12 @@ class WebSocketChannel:
                 await self.ws.close(code, reason[:120])
 
 
-def _channel(websocket: WebSocket, limits: Limits) -> WebSocketChannel:
+def _channel(websocket: WebSocket, host: SessionHost, limits: Limits) -> WebSocketChannel:
     """The channel of an accepted connection, with its budget full."""
     budget = ConnectionBudget.from_limits(limits, anyio.current_time())
-    return WebSocketChannel(websocket, limits.max_event_bytes, budget)
+    return WebSocketChannel(
+        websocket, limits.max_event_bytes, budget, host.metrics.rate_limit_close
+    )
 
 
 async def _deny(websocket: WebSocket, refusal: Refusal) -> None:
@@ -236,7 +247,7 @@ async def _first_event(
 async def _serve_resume(websocket: WebSocket, host: SessionHost, limits: Limits) -> None:
     """A resume-only connection: its first event must be `session.resume`; then it
     carries that session until the session leaves it."""
-    channel = _channel(websocket, limits)
+    channel = _channel(websocket, host, limits)
     first = await _first_event(channel, limits.first_event_timeout_s)
     if first is None:
         return
@@ -295,7 +306,7 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
     if _resume_only(websocket):
         await _serve_resume(websocket, host, limits)
         return
-    channel = _channel(websocket, limits)
+    channel = _channel(websocket, host, limits)
     if not _autostart(websocket):
         # AMBIGUITY (docs/session-semantics.md, decision D37): with autostart=0 no session
         # exists before the client's first event, which may be a resume

@@ -114,6 +114,8 @@ def test_b25_frames_over_the_budget_are_refused_with_their_ids_then_closed_1008(
         assert [e for e in events if e["type"] == "error"] == [
             e for e in events if e["type"] == "error" and e["error"] in refused
         ]
+        metrics = strict_server.app.state.host.metrics
+        assert metrics.value("joyduplex_rate_limit_closes_total") == 1
 
     _run(test)
 
