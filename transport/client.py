@@ -23,9 +23,12 @@ as it is, before it is queued for the caller, so both see the same events.
 Resume (docs/session-semantics.md D27): on a resumable session (`/v1/duplex`, or
 `/v1/realtime?resumable=1`) the client tracks `resume_state` (session id, current resume
 token, last `server_event_seq` received); `DuplexClient.connect(url, resume=state)` opens
-a resume-only connection (`?resume=1`), sends `session.resume` and returns once
-`session.resumed` arrived; the replayed events then arrive like any others. `drop()`
-abandons the socket without a close frame (tests); `ack_events()` trims the journal.
+a resume-only connection (`?resume=1&session_id=<id>`: the server reads only `resume`,
+the id is there for a load balancer to route the resume to the host that holds the
+session, docs/deploy.md "Resume behind a load balancer"), sends `session.resume` and
+returns once `session.resumed` arrived; the replayed events then arrive like any others.
+`drop()` abandons the socket without a close frame (tests); `ack_events()` trims the
+journal.
 
 The typed senders (`commit`, `append_audio`, ...) are `transport.client_senders`'.
 
@@ -47,6 +50,7 @@ import time
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlencode
 
 import anyio
 import msgspec
@@ -214,7 +218,8 @@ class DuplexClient(ClientEventSender):
         `session.update`, tracks push-to-talk holds and pending commits by event id, plays
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
-        With `resume` it opens no session: it resumes that one (`?resume=1`, then
+        With `resume` it opens no session: it resumes that one (`?resume=1` and
+        `session_id=<id>`, URL-encoded, for a balancer to route by; then
         `session.resume`) and returns after `session.resumed`.
 
         The client pings the server every 20 s and drops the connection (close 1011,
@@ -229,7 +234,8 @@ class DuplexClient(ClientEventSender):
                 `invalid_resume_token`, ...).
         """
         if resume is not None:
-            url += ("&" if "?" in url else "?") + "resume=1"
+            query = urlencode({"resume": "1", "session_id": resume.session_id})
+            url += ("&" if "?" in url else "?") + query
         extra = dict(headers or {})
         if token is not None:
             extra["Authorization"] = f"Bearer {token}"
