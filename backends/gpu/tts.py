@@ -16,6 +16,12 @@ transformers-5 build of the official package), on the placement's device:
   chunked; for debugging, and the CPU route the tests run with a tiny random checkpoint
   (`tools/gpu_tiny_models.py`).
 
+Both cut their audio by `chunk_schedule`: a first chunk of `first_chunk_frames` codec
+frames (2 by default: 160 ms of audio, so first audio waits for 2 Talker steps, not 8),
+then chunks doubling what was sent until `chunk_frames`, then `chunk_frames` each. The
+audio is that of fixed chunks of `chunk_frames`, bit for bit once an utterance has that
+many frames (`chunk_schedule`, `_decode_chunks`).
+
 Both load `qwen_tts` through `import_qwen_tts()`, which works around two problems of
 `qwen-tts-hf` 0.1.1.post1 (see README "TTS on CPU"): its package imports the 25 Hz
 tokenizer (torchaudio, sox, onnxruntime) even for 12 Hz checkpoints, and its RoPE
@@ -30,6 +36,8 @@ Speaker defaults to "Vivian", language to "Auto", as upstream's JoyAI -> TTS bri
 from __future__ import annotations
 
 import importlib
+import itertools
+import logging
 import sys
 import threading
 import types
@@ -43,28 +51,131 @@ from backends.base import StageFailed, StageLifecycle, TtsAudio, TtsRequest
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import (
+        AsyncIterator,
+        Callable,
+        Generator,
+        Iterable,
+        Iterator,
+        Sequence,
+    )
 
     from backends.gpu.placement import StagePlacement
 
 __all__ = [
+    "CODEC_FRAME_RATE_HZ",
+    "DEFAULT_CHUNK_FRAMES",
+    "DEFAULT_FIRST_CHUNK_FRAMES",
     "TTS_SAMPLE_RATE_HZ",
     "CudaGraphSynthesizer",
     "EagerSynthesizer",
     "SpeechSynthesizer",
     "TtsStage",
+    "chunk_schedule",
     "import_qwen_tts",
     "make_synthesizer",
     "to_pcm16",
 ]
 
 TTS_SAMPLE_RATE_HZ: Final = 24_000
-#: codec frames per streamed chunk: 12 frames at 12.5 Hz is about 1 s of audio; the first
-#: chunk is what "time to first audio" waits for
+#: the 12 Hz tokenizer's codec frames per second: a frame is 80 ms, 1920 samples at 24 kHz
+CODEC_FRAME_RATE_HZ: Final = 12.5
+#: codec frames per streamed chunk once streaming is under way: 8 frames at 12.5 Hz are
+#: 640 ms of audio, few Code2Wav calls per utterance
 DEFAULT_CHUNK_FRAMES: Final = 8
-_EAGER_CHUNK_S: Final = 0.2
+#: codec frames of the first chunk, the one "time to first audio" waits for: 2 frames
+#: (160 ms of audio) are 2 Talker steps where a full chunk is 8
+DEFAULT_FIRST_CHUNK_FRAMES: Final = 2
+#: faster-qwen3-tts's Code2Wav window: each chunk after the first `max(25, chunk_size)`
+#: frames is decoded with 25 frames before it (its `generate_*_streaming` methods)
+_DECODE_CONTEXT_FRAMES: Final = 25
 
 Float32Array = npt.NDArray[np.float32]
+
+logger = logging.getLogger(__name__)
+
+
+def chunk_schedule(first_frames: int, chunk_frames: int) -> Iterator[int]:
+    """Codec frames per streamed chunk: `first_frames`, then as many as were sent before
+    (doubling the audio out) until `chunk_frames` have gone, then `chunk_frames` each:
+    2, 2, 4, 8, 8, ... for (2, 8); `first_frames >= chunk_frames` is fixed chunking.
+
+    Doubling keeps generation ahead of playback: each chunk is no longer than the audio
+    already sent. Stopping at `chunk_frames` puts every later boundary where fixed chunks
+    of `chunk_frames` put theirs, so every Code2Wav window is the fixed one and the audio
+    is the same; the chunks before it are cut from decodes of the first `chunk_frames`
+    frames (`_decode_chunks`).
+    """
+    if first_frames < 1 or chunk_frames < 1:
+        raise ValueError(f"chunk sizes must be >= 1 frame, got {first_frames}, {chunk_frames}")
+    sent = 0
+    while sent < chunk_frames:
+        size = min(max(first_frames, sent), chunk_frames - sent)
+        yield size
+        sent += size
+    yield from itertools.repeat(chunk_frames)
+
+
+def _regroup(
+    frames: Iterable[Any], sizes: Iterator[int], stop: threading.Event
+) -> Iterator[tuple[list[Any], bool]]:
+    """`frames` in lists of `sizes`, each with whether it is whole (the last may be
+    short); nothing more once `stop` is set."""
+    chunk: list[Any] = []
+    size = next(sizes)
+    for frame in frames:
+        if stop.is_set():
+            return
+        chunk.append(frame)
+        if len(chunk) == size:
+            yield chunk, True
+            chunk, size = [], next(sizes)
+    if chunk and not stop.is_set():
+        yield chunk, False
+
+
+def _decode_chunks(
+    chunks: Iterable[tuple[list[Any], bool]],
+    decode: Callable[[Sequence[Any], int], Float32Array],
+    *,
+    calibrate_frames: int,
+    pad_frames: int,
+    context_frames: int = _DECODE_CONTEXT_FRAMES,
+) -> Iterator[Float32Array]:
+    """The audio of each codec chunk, decoded as faster-qwen3-tts's streaming methods do
+    for fixed chunks of `pad_frames`; `decode(frames, n)` decodes `frames` as the first
+    of `n >= len(frames)` frames and returns the samples of `frames` only.
+
+    Until `calibrate_frames` frames have come, every frame so far is decoded and the new
+    samples are the ones past the previous decode; from then on each chunk is decoded
+    with `context_frames` frames before it, whose samples (at the samples per frame
+    measured at calibration) are cut off. A decode costs at most context + chunk frames.
+
+    Code2Wav is causal (causal convolutions and attention), so frames decoded as the
+    start of a longer run give the same samples. Whole chunks of fewer than `pad_frames`
+    are decoded padded to `pad_frames`, the shape fixed chunks decode first, which keeps
+    even the rounding the same (bit for bit on the CPU, float32 and bfloat16; unpadded,
+    up to 1 bfloat16 step in a few samples of those chunks). A short last chunk is the
+    end of the utterance: decoded as it is, as fixed chunks decode it.
+    """
+    frames: list[Any] = []
+    emitted = 0
+    samples_per_frame: float | None = None
+    for chunk, whole in chunks:
+        frames.extend(chunk)
+        if samples_per_frame is None:
+            audio = decode(frames, max(len(frames), pad_frames if whole else 0))
+            new = audio[emitted:]
+            emitted = audio.size
+            if len(frames) >= calibrate_frames:
+                samples_per_frame = audio.size / len(frames)
+        else:
+            start = max(0, len(frames) - len(chunk) - context_frames)
+            context = len(frames) - len(chunk) - start
+            audio = decode(frames[start:], len(frames) - start)
+            new = audio[round(context * samples_per_frame) :] if context > 0 else audio
+            del frames[: max(0, len(frames) - context_frames)]  # the next window's context
+        yield new
 
 
 class SpeechSynthesizer(Protocol):
@@ -174,16 +285,20 @@ class CudaGraphSynthesizer:
         dtype: str = "bfloat16",
         max_seq_len: int = 4096,
         chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+        first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
         max_new_tokens: int | None = None,
     ) -> None:
+        next(chunk_schedule(first_chunk_frames, chunk_frames))  # refuses sizes < 1 now
         self.model_path = model_path
         self.device = device
         self.dtype = dtype
         self.max_seq_len = max_seq_len
         self.chunk_frames = chunk_frames
+        self.first_chunk_frames = first_chunk_frames
         self.max_new_tokens = max_new_tokens  # codec frames per utterance (12.5 per second)
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
         self._model: Any = None
+        self._per_frame = False
 
     def load(self) -> None:
         import_qwen_tts()
@@ -196,11 +311,93 @@ class CudaGraphSynthesizer:
             max_seq_len=self.max_seq_len,
             local_files_only=True,
         )
+        # `generate_custom_voice_streaming` takes one chunk size for the whole utterance;
+        # the generator under it, asked for 1 frame at a time, lets `chunk_schedule` cut
+        self._per_frame = hasattr(self._model, "_prepare_generation_custom") and hasattr(
+            importlib.import_module("faster_qwen3_tts.streaming"), "fast_generate_streaming"
+        )
+        if not self._per_frame:
+            logger.warning(
+                "faster-qwen3-tts has no per-frame generator here: TTS chunks are all %d"
+                " frames, the first included",
+                self.chunk_frames,
+            )
 
     def warmup(self) -> None:
         self._model.warmup(prefill_len=100)  # captures both graphs
 
     def stream(
+        self, text: str, *, speaker: str, language: str, stop: threading.Event
+    ) -> Iterator[Float32Array]:
+        if not self._per_frame:
+            yield from self._stream_fixed(text, speaker=speaker, language=language, stop=stop)
+            return
+        frames = self._codec_frames(text, speaker=speaker, language=language)
+        try:
+            chunks = _regroup(
+                frames, chunk_schedule(self.first_chunk_frames, self.chunk_frames), stop
+            )
+            yield from _decode_chunks(
+                chunks,
+                self._decode,
+                calibrate_frames=max(_DECODE_CONTEXT_FRAMES, self.chunk_frames),
+                pad_frames=self.chunk_frames,
+            )
+        finally:
+            frames.close()
+
+    def _codec_frames(
+        self, text: str, *, speaker: str, language: str
+    ) -> Generator[Any, None, None]:
+        """The utterance's codec frames (one row of ids per Talker step) from the generator
+        and preparation `generate_custom_voice_streaming` uses, with its sampling defaults."""
+        from faster_qwen3_tts.streaming import fast_generate_streaming
+
+        model = self._model
+        base = model.model  # qwen_tts.Qwen3TTSModel
+        if base.model.tts_model_type != "custom_voice":
+            raise ValueError("the TTS checkpoint is not a CustomVoice model")
+        base._validate_languages([language])
+        base._validate_speakers([speaker])
+        # non_streaming_mode=True: that method's default for CustomVoice (whole text prefilled)
+        _, talker, config, embeds, mask, trailing, pad = model._prepare_generation_custom(
+            text=text, language=language, speaker=speaker, instruct=None, non_streaming_mode=True
+        )
+        extra: dict[str, Any] = {}
+        if self.max_new_tokens is not None:
+            extra["max_new_tokens"] = self.max_new_tokens
+        steps = fast_generate_streaming(
+            talker=talker,
+            talker_input_embeds=embeds,
+            attention_mask=mask,
+            trailing_text_hiddens=trailing,
+            tts_pad_embed=pad,
+            config=config,
+            predictor_graph=model.predictor_graph,
+            talker_graph=model.talker_graph,
+            chunk_size=1,
+            **extra,
+        )
+        try:
+            for codes, _timing in steps:
+                yield from codes
+        finally:
+            steps.close()
+
+    def _decode(self, frames: Sequence[Any], length: int) -> Float32Array:
+        import torch
+
+        with torch.inference_mode():
+            codes = torch.stack(list(frames))
+            if length > codes.shape[0]:
+                # -1 is qwen_tts's batch padding: decoded as code 0, its samples cut off
+                pad = codes.new_full((length - codes.shape[0], codes.shape[1]), -1)
+                codes = torch.cat([codes, pad])
+            wavs, rate = self._model.speech_tokenizer.decode({"audio_codes": codes.unsqueeze(0)})
+        self.sample_rate_hz = int(rate)
+        return np.asarray(wavs[0], dtype=np.float32).reshape(-1)
+
+    def _stream_fixed(
         self, text: str, *, speaker: str, language: str, stop: threading.Event
     ) -> Iterator[Float32Array]:
         extra: dict[str, Any] = {}
@@ -223,7 +420,8 @@ class CudaGraphSynthesizer:
 
 
 class EagerSynthesizer:
-    """qwen_tts eager (no graphs): the whole utterance, then fixed-size chunks.
+    """qwen_tts eager (no graphs): the whole utterance, then cut by `chunk_schedule` as
+    the graphs' stream is, so that the CPU tests see the chunks a GPU sends.
 
     Runs on CUDA (`enforce_eager`, debugging) or on the CPU (`device = "cpu"`, tests).
     """
@@ -234,11 +432,16 @@ class EagerSynthesizer:
         *,
         device: str,
         dtype: str = "bfloat16",
+        chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+        first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
         max_new_tokens: int | None = None,
     ) -> None:
+        next(chunk_schedule(first_chunk_frames, chunk_frames))  # refuses sizes < 1 now
         self.model_path = model_path
         self.device = device
         self.dtype = dtype
+        self.chunk_frames = chunk_frames
+        self.first_chunk_frames = first_chunk_frames
         self.max_new_tokens = max_new_tokens
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
         self._model: Any = None
@@ -267,11 +470,13 @@ class EagerSynthesizer:
         )
         self.sample_rate_hz = int(rate)
         audio = np.asarray(wavs[0], dtype=np.float32).reshape(-1)
-        step = max(1, int(rate * _EAGER_CHUNK_S))
-        for start in range(0, audio.size, step):
-            if stop.is_set():
+        frame = round(rate / CODEC_FRAME_RATE_HZ)
+        start = 0
+        for frames in chunk_schedule(self.first_chunk_frames, self.chunk_frames):
+            if stop.is_set() or start >= audio.size:
                 return
-            yield audio[start : start + step]
+            yield audio[start : start + frames * frame]
+            start += frames * frame
 
     def close(self) -> None:
         self._model = None

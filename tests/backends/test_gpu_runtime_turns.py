@@ -311,3 +311,106 @@ def test_tts_stage_streams_audio(placement: str) -> None:
     # whole codec frames: 1920 samples at 24 kHz per frame = 1280 at 16 kHz, <= 6 frames
     samples = len(audio) // 2
     assert len(audio) % 2 == 0 and samples % 1280 == 0 and 0 < samples <= 6 * 1280
+
+
+FRAME = 1920  # one 12.5 Hz codec frame at 24 kHz, the synthesizers' rate
+TTS_TEXT = "Hello there, the cat is on the table."
+
+
+def _stage_chunks(synth: Any) -> list[bytes]:
+    """pcm16 chunks at 16 kHz through the TTS stage."""
+    from backends.gpu.placement import default_placement
+    from backends.gpu.tts import TtsStage
+
+    async def main() -> list[bytes]:
+        async with TtsStage(synth, default_placement().tts) as stage:
+            request = TtsRequest("t1", TTS_TEXT, 16_000)
+            return [chunk.pcm16 async for chunk in stage.synthesize(request)]
+
+    return anyio.run(main)
+
+
+def _float_chunks(synth: Any) -> list[np.ndarray]:
+    """The synthesizer's own float32 chunks: the tiny decoder's audio is far below one
+    pcm16 step, so only the floats show whether two streams are the same."""
+    import threading
+
+    synth.load()
+    return list(synth.stream(TTS_TEXT, speaker="Vivian", language="Auto", stop=threading.Event()))
+
+
+def test_eager_tts_first_chunk_is_two_frames_then_chunks_grow_with_the_same_audio(
+    tiny: dict[str, str],
+) -> None:
+    """Eager `qwen_tts` on the tiny checkpoint (greedy): chunks of 2, 2, 4, then 8 frames,
+    and the same audio as fixed chunks of 8."""
+    from backends.gpu.tts import EagerSynthesizer
+
+    def synth(**kwargs: int) -> EagerSynthesizer:
+        return EagerSynthesizer(
+            tiny["tts"], device="cpu", dtype="float32", max_new_tokens=40, **kwargs
+        )
+
+    first = _stage_chunks(synth())[0]
+    assert 0 < len(first) // 2 <= 2 * FRAME * 16_000 // 24_000
+    growing, fixed = _float_chunks(synth()), _float_chunks(synth(first_chunk_frames=8))
+    frames = [c.size / FRAME for c in growing]
+    assert frames[:4] == [2, 2, 4, 8] and all(f == 8 for f in frames[3:-1]), frames
+    assert {c.size / FRAME for c in fixed[:-1]} == {8}
+    assert np.array_equal(np.concatenate(growing), np.concatenate(fixed))
+
+
+def test_graph_tts_decodes_growing_chunks_to_the_audio_of_fixed_chunks(
+    tiny: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CudaGraphSynthesizer`'s own Code2Wav streaming, on the tiny checkpoint's real
+    12 Hz decoder: scripted codec frames stand in for faster-qwen3-tts's CUDA-only
+    generator. The first chunk is 2 frames, the audio is the fixed chunks' to the bit."""
+    import types
+
+    import torch
+
+    from backends.gpu import tts
+
+    base = tts.import_qwen_tts().Qwen3TTSModel.from_pretrained(tiny["tts"], dtype=torch.float32)
+    talker = base.model.config.talker_config
+    shape = (45, talker.num_code_groups)
+    codebook = talker.code_predictor_config.vocab_size
+    codes = torch.randint(0, codebook, shape, generator=torch.Generator().manual_seed(0))
+    asked: list[int] = []
+
+    def steps(*, chunk_size: int, **kwargs: Any) -> Any:
+        asked.append(chunk_size)
+        for start in range(0, codes.shape[0], chunk_size):
+            yield codes[start : start + chunk_size], {}
+
+    class FakeFasterQwen:
+        model = base
+        speech_tokenizer = base.model.speech_tokenizer
+        predictor_graph = talker_graph = None
+
+        @classmethod
+        def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+            return cls()
+
+        def _prepare_generation_custom(self, **kwargs: Any) -> tuple[Any, ...]:
+            return (None,) * 7
+
+    package = types.ModuleType("faster_qwen3_tts")
+    package.FasterQwen3TTS = FakeFasterQwen  # type: ignore[attr-defined]
+    streaming = types.ModuleType("faster_qwen3_tts.streaming")
+    streaming.fast_generate_streaming = steps  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "faster_qwen3_tts", package)
+    monkeypatch.setitem(sys.modules, "faster_qwen3_tts.streaming", streaming)
+
+    def synth(**kwargs: int) -> tts.CudaGraphSynthesizer:
+        return tts.CudaGraphSynthesizer(tiny["tts"], device="cuda:0", **kwargs)
+
+    first = _stage_chunks(synth())[0]
+    assert len(first) // 2 == 2 * FRAME * 16_000 // 24_000
+    growing, fixed = _float_chunks(synth()), _float_chunks(synth(first_chunk_frames=8))
+    assert asked == [1, 1, 1]  # one frame per step from the generator, whatever the schedule
+    assert [c.size / FRAME for c in growing] == [2, 2, 4, 8, 8, 8, 8, 5]
+    assert [c.size / FRAME for c in fixed] == [8, 8, 8, 8, 8, 5]
+    assert np.abs(np.concatenate(fixed)).max() > 0
+    assert np.array_equal(np.concatenate(growing), np.concatenate(fixed))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -360,3 +361,201 @@ def test_tts_voices_are_the_checkpoint_speakers() -> None:
     )
     assert speakers_of(table) == {"serena"}
     assert speakers_of(None) is None and speakers_of(object()) is None
+
+
+# --- TTS chunk schedule ----------------------------------------------------------------
+
+FRAME = 1920  # samples of one 12.5 Hz codec frame at 24 kHz
+
+
+def test_tts_chunks_start_at_the_first_size_then_double_up_to_the_chunk_size() -> None:
+    from itertools import islice
+
+    from backends.gpu.tts import chunk_schedule
+
+    def first(n: int, *args: int) -> list[int]:
+        return list(islice(chunk_schedule(*args), n))
+
+    assert first(6, 2, 8) == [2, 2, 4, 8, 8, 8]
+    assert first(6, 1, 8) == [1, 1, 2, 4, 8, 8]
+    assert first(6, 2, 12) == [2, 2, 4, 4, 12, 12]
+    assert first(3, 8, 8) == first(3, 16, 8) == [8, 8, 8]  # a first chunk >= chunk_frames: fixed
+    with pytest.raises(ValueError, match=">= 1 frame"):
+        next(chunk_schedule(0, 8))
+
+
+def _causal_decode(frames: Any, length: int) -> np.ndarray:
+    """A stand-in Code2Wav: causal with unbounded memory (each frame's samples are the sum
+    of its window so far), so cutting a window at another frame changes the audio."""
+    assert length >= len(frames)
+    values = np.cumsum(np.asarray(frames, dtype=np.float64)) / 1000.0
+    return np.repeat(values, FRAME).astype(np.float32)
+
+
+class _FakeFasterQwen:
+    """What `CudaGraphSynthesizer` uses of `FasterQwen3TTS`, over scripted codec frames."""
+
+    def __init__(self, frames: int, *, frame_generator: bool = True) -> None:
+        self.codes = np.arange(1, frames + 1)
+        self.model = SimpleNamespace(
+            model=SimpleNamespace(tts_model_type="custom_voice"),
+            _validate_languages=lambda languages: None,
+            _validate_speakers=lambda speakers: None,
+        )
+        self.predictor_graph = self.talker_graph = object()
+        self.asked: list[int] = []  # chunk_size of each generator call
+        self.pulled = 0  # Talker steps taken
+        self.closed = False
+        if frame_generator:
+            self._prepare_generation_custom = lambda **kw: (None,) * 7
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls.instance
+
+    instance: Any = None
+
+    def steps(self, *, chunk_size: int, **kwargs: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
+        self.asked.append(chunk_size)
+        try:
+            for start in range(0, self.codes.size, chunk_size):
+                self.pulled = min(start + chunk_size, self.codes.size)
+                yield self.codes[start : start + chunk_size], {}
+        finally:
+            self.closed = True
+
+    def generate_custom_voice_streaming(
+        self, *, chunk_size: int, **kwargs: Any
+    ) -> Iterator[tuple[np.ndarray, int, dict[str, Any]]]:
+        for codes, timing in self.steps(chunk_size=chunk_size):
+            yield _causal_decode(codes, codes.size), 24_000, timing
+
+
+def _graph_synth(monkeypatch: pytest.MonkeyPatch, fake: _FakeFasterQwen, **kwargs: Any) -> Any:
+    """A loaded `CudaGraphSynthesizer` over `fake` (no torch, no CUDA)."""
+    import sys
+    import types
+
+    from backends.gpu import tts
+
+    package = types.ModuleType("faster_qwen3_tts")
+    package.FasterQwen3TTS = _FakeFasterQwen  # type: ignore[attr-defined]
+    streaming = types.ModuleType("faster_qwen3_tts.streaming")
+    streaming.fast_generate_streaming = fake.steps  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "faster_qwen3_tts", package)
+    monkeypatch.setitem(sys.modules, "faster_qwen3_tts.streaming", streaming)
+    monkeypatch.setattr(tts, "import_qwen_tts", lambda: None)
+    monkeypatch.setattr(tts, "_torch_dtype", lambda name: name)
+    monkeypatch.setattr(_FakeFasterQwen, "instance", fake)
+    synth = tts.CudaGraphSynthesizer("tiny", device="cuda:0", **kwargs)
+    synth.load()
+    decodes: list[tuple[int, int]] = []
+
+    def decode(frames: Any, length: int) -> np.ndarray:
+        decodes.append((len(frames), length))
+        return _causal_decode(frames, length)
+
+    monkeypatch.setattr(synth, "_decode", decode)
+    synth.decodes = decodes  # type: ignore[attr-defined]
+    return synth
+
+
+def _pcm_chunks(synth: Any, sample_rate_hz: int = 24_000) -> list[bytes]:
+    stage = TtsStage(synth, default_placement().tts)
+
+    async def main() -> list[bytes]:
+        request = TtsRequest("t1", "Hello there.", sample_rate_hz=sample_rate_hz)
+        return [c.pcm16 async for c in stage.synthesize(request)]
+
+    return anyio.run(main)
+
+
+def test_graph_tts_first_chunk_is_two_frames_then_chunks_grow_with_the_same_audio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    growing = _graph_synth(monkeypatch, _FakeFasterQwen(61))
+    chunks = _pcm_chunks(growing)
+    fixed = _graph_synth(monkeypatch, _FakeFasterQwen(61), first_chunk_frames=8)
+    fixed_chunks = _pcm_chunks(fixed)
+
+    assert [len(c) // 2 // FRAME for c in chunks] == [2, 2, 4, 8, 8, 8, 8, 8, 8, 5]
+    assert [len(c) // 2 // FRAME for c in fixed_chunks] == [8, 8, 8, 8, 8, 8, 8, 5]
+    assert b"".join(chunks) == b"".join(fixed_chunks)
+    # the growing stream asks the generator for single frames; from 8 frames on it decodes
+    # the windows fixed chunking decodes (25 frames of left context once 32 are out)
+    assert _FakeFasterQwen.instance.asked == [1]
+    assert growing.decodes[:3] == [(2, 8), (4, 8), (8, 8)]
+    assert (
+        growing.decodes[2:]
+        == fixed.decodes
+        == [(8, 8), (16, 16), (24, 24), (32, 32)] + [(33, 33)] * 3 + [(30, 30)]
+    )
+
+
+def test_graph_tts_first_chunk_resampled_is_at_most_two_frames(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunks = _pcm_chunks(_graph_synth(monkeypatch, _FakeFasterQwen(20)), sample_rate_hz=16_000)
+    fixed = _pcm_chunks(
+        _graph_synth(monkeypatch, _FakeFasterQwen(20), first_chunk_frames=8), sample_rate_hz=16_000
+    )
+    frame_16k = FRAME * 16_000 // 24_000
+    assert len(chunks[0]) // 2 <= 2 * frame_16k
+    assert [len(c) // 2 // frame_16k for c in chunks] == [2, 2, 4, 8, 4]
+    assert b"".join(chunks) == b"".join(fixed)  # whole frames: the same 16 kHz samples
+
+
+def test_graph_tts_abort_after_the_first_chunk_stops_the_talker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _FakeFasterQwen(200)
+    stage = TtsStage(_graph_synth(monkeypatch, fake), default_placement().tts)
+
+    async def main() -> list[Any]:
+        got = []
+        async for chunk in stage.synthesize(TtsRequest("t1", "long text")):
+            got.append(chunk)
+            await stage.abort("t1")
+        return got
+
+    chunks = anyio.run(main)
+    assert len(chunks) == 1 and chunks[0].text == "long text"
+    assert fake.pulled <= 4 and fake.closed  # at most the next chunk's frames, then closed
+
+
+def test_graph_tts_without_the_frame_generator_streams_fixed_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _FakeFasterQwen(20, frame_generator=False)
+    chunks = _pcm_chunks(_graph_synth(monkeypatch, fake))
+    assert fake.asked == [8]  # the library's own streaming, one chunk size throughout
+    assert [len(c) // 2 // FRAME for c in chunks] == [8, 8, 4]
+
+
+class _FakeQwenTts:
+    """`qwen_tts.Qwen3TTSModel.generate_custom_voice`: the whole utterance at once."""
+
+    def __init__(self, frames: int) -> None:
+        rng = np.random.default_rng(0)
+        self.audio = rng.uniform(-0.9, 0.9, frames * FRAME).astype(np.float32)
+
+    def generate_custom_voice(self, **kwargs: Any) -> tuple[list[np.ndarray], int]:
+        return [self.audio], 24_000
+
+
+@pytest.mark.parametrize("rate", [24_000, 16_000])
+def test_eager_tts_streams_the_same_growing_chunks(rate: int) -> None:
+    from backends.gpu.tts import EagerSynthesizer
+
+    def chunks(**kwargs: int) -> list[bytes]:
+        synth = EagerSynthesizer("tiny", device="cpu", **kwargs)
+        synth._model = _FakeQwenTts(29)
+        return _pcm_chunks(synth, sample_rate_hz=rate)
+
+    frame = FRAME * rate // 24_000
+    growing, fixed = chunks(), chunks(first_chunk_frames=8)
+    assert len(growing[0]) // 2 == 2 * frame
+    assert [len(c) // 2 // frame for c in growing] == [2, 2, 4, 8, 8, 5]
+    assert [len(c) // 2 // frame for c in fixed] == [8, 8, 8, 5]
+    assert b"".join(growing) == b"".join(fixed)
+    assert b"".join(growing) == to_pcm16(_FakeQwenTts(29).audio, 24_000, rate)
