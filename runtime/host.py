@@ -34,7 +34,7 @@ from runtime.session_runner import ResumePolicy, SessionRunner
 from runtime.stage_executor import StageTimeouts
 from runtime.timers import Timers
 from runtime.vad_batcher import VadBatcher
-from runtime.workers import WorkerState, WorkerStatus, session_owner
+from runtime.workers import WorkerState, WorkerStatus, session_host, session_owner
 from runtime.workers import session_id as owned_session_id
 from spec.errors import (
     CloseCode,
@@ -75,6 +75,8 @@ class HostSettings:
     session_defaults: SessionConfig = field(default_factory=SessionConfig)
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     shutdown_grace_s: float = 5.0
+    #: names this server in every session id it issues, for a balancer (None: no name)
+    host_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -291,12 +293,17 @@ class SessionHost:
         return self._runners.get(session_id)
 
     def new_session_id(self) -> str:
-        return owned_session_id(self.owner, next(self._ids))
+        return owned_session_id(self.owner, next(self._ids), self.settings.host_id)
+
+    def _other_host(self, session_id: str) -> bool:
+        """Whether `session_id` names another server by its host id (its owner id then
+        says nothing about this server's workers)."""
+        return session_host(session_id) != self.settings.host_id
 
     def owner_elsewhere(self, session_id: str) -> int | None:
         """The worker of this server that holds `session_id` when it is another one
         (live, by the owner id the session id names); None when it is not."""
-        if session_id in self._runners or self.board is None:
+        if session_id in self._runners or self.board is None or self._other_host(session_id):
             return None
         owner = session_owner(session_id)
         index = None if owner is None else self.board.owner_slot(owner)
@@ -304,8 +311,14 @@ class SessionHost:
 
     def _where_not(self, session_id: str) -> str:
         """Why `session_id` is not here, for `unknown_session`."""
+        host = session_host(session_id)
+        if host is not None and host != self.settings.host_id:
+            return (
+                f"it lives on another server, host_id `{host}` (the balancer sent the "
+                "resume elsewhere, or that server is down)"
+            )
         owner = session_owner(session_id)
-        if self.board is not None and owner is not None:
+        if self.board is not None and owner is not None and not self._other_host(session_id):
             gone = self.board.former_slot(owner)
             if gone is not None:
                 return (

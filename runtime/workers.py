@@ -26,21 +26,40 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
-__all__ = ["WorkerBoard", "WorkerState", "WorkerStatus", "session_id", "session_owner"]
+__all__ = [
+    "HOST_ID",
+    "WorkerBoard",
+    "WorkerState",
+    "WorkerStatus",
+    "session_host",
+    "session_id",
+    "session_owner",
+]
 
-#: `sess_<owner id, 8 hex digits><serial>`: the owner id names the process that holds it
-_SESSION_ID = re.compile(r"sess_([0-9a-f]{8})[0-9]+")
+#: a host id (the `host_id` server setting): no `.`, so that it ends where the id says
+HOST_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+#: `sess_[<host id>.]<owner id, 8 hex digits><serial>`: the host id names the server (for
+#: a balancer, docs/deploy.md), the owner id the process of that server that holds it
+_SESSION_ID = re.compile(rf"sess_(?:({HOST_ID.pattern})\.)?([0-9a-f]{{8}})[0-9]+")
 
 
-def session_id(owner: int, serial: int) -> str:
-    """The id of a process's `serial`th session, naming the process by its owner id."""
-    return f"sess_{owner:08x}{serial:04d}"
+def session_id(owner: int, serial: int, host: str | None = None) -> str:
+    """The id of a process's `serial`th session, naming the process by its owner id and,
+    with `host`, the server by its host id."""
+    prefix = f"{host}." if host else ""
+    return f"sess_{prefix}{owner:08x}{serial:04d}"
 
 
 def session_owner(session_id: str) -> int | None:
     """The owner id a session id names (None: not an id this server issues)."""
     match = _SESSION_ID.fullmatch(session_id)
-    return int(match.group(1), 16) if match else None
+    return int(match.group(2), 16) if match else None
+
+
+def session_host(session_id: str) -> str | None:
+    """The host id a session id names (None: none, or not an id a server issues)."""
+    match = _SESSION_ID.fullmatch(session_id)
+    return match.group(1) if match else None
 
 
 class WorkerState(enum.IntEnum):

@@ -128,6 +128,7 @@ def create_app(
             profile=settings.profile,
             limits=settings.limits,
             session_defaults=settings.session_defaults,
+            host_id=settings.host_id,
         ),
         backend=backend,
         board=board,

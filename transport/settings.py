@@ -3,7 +3,8 @@
 [server]   host, port, backend (cpu|scripted|gpu|remote), profile (speech|camera), api_key,
            allowed_origins (empty: no Origin, the server's own and loopback origins; "*":
            any; see transport/access_policy.py), protect_probes (/readyz and /metrics need
-           the key), workers (worker processes; default: one per core, one for gpu)
+           the key), workers (worker processes; default: one per core, one for gpu),
+           duplex, host_id (names this server in its session ids, for a balancer)
 [backend]  options for the backend factory (asr_model, tts_voice, vad_model,
            turn_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from runtime.workers import HOST_ID
 from spec.errors import InvalidSessionConfig
 from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
@@ -41,6 +43,7 @@ _SERVER_KEYS = {
     "protect_probes",
     "workers",
     "duplex",
+    "host_id",
 }
 
 
@@ -63,6 +66,9 @@ class ServerSettings:
     #: a duplex deployment: every connection speaks the duplex dialect (resumable
     #: sessions, `autostart` as upstream), as `?duplex=1` asks for one connection
     duplex: bool = False
+    #: names this server in every session id it issues (`sess_<host_id>.<...>`), so that a
+    #: balancer routes a resume to it by the id (docs/deploy.md); None: ids name no host
+    host_id: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     session_defaults: SessionConfig = field(default_factory=SessionConfig)
@@ -137,6 +143,12 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
         from backends.remote.config import parse_delegation_config
 
         parse_delegation_config(settings.backend_options["delegation"])
+    host_id = settings.host_id
+    if host_id is not None and (type(host_id) is not str or not HOST_ID.fullmatch(host_id)):
+        raise ValueError(
+            "server.host_id must be 1 to 32 characters of a-z, 0-9 and `-`, the first a "
+            f"letter or digit, not {host_id!r}"
+        )
     workers = settings.workers
     if workers is not None and (type(workers) is not int or workers < 1):
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")

@@ -10,7 +10,7 @@ import pytest
 
 from runtime.channel import memory_channel_pair
 from runtime.host import HostSettings, SessionHost
-from runtime.workers import WorkerBoard, session_id, session_owner
+from runtime.workers import WorkerBoard, session_host, session_id, session_owner
 from spec import events as ev
 from spec.errors import ErrorCode, UnknownSession
 from spec.limits import Limits
@@ -137,3 +137,34 @@ def test_b27_a_session_of_another_live_worker_is_relayed_to_that_worker() -> Non
     assert host.owner_elsewhere(session_id(0x0000BEEF, 12)) == 2
     assert host.owner_elsewhere(session_id(host.owner, 99)) is None  # its own (ended)
     assert host.owner_elsewhere("sess_not_ours") is None
+
+
+def test_b27_a_host_id_names_the_server_in_its_ids_and_only_its_own_ids_are_relayed() -> None:
+    board = WorkerBoard(2)
+    host = SessionHost(HostSettings(backend="scripted", host_id="host-a"), board=board, worker=1)
+    board.set_owner(0, 0x0000BEEF)
+    issued = host.new_session_id()
+    assert issued == f"sess_host-a.{host.owner:08x}0001"
+    assert (session_host(issued), session_owner(issued)) == ("host-a", host.owner)
+    plain = session_id(0x0000BEEF, 12)  # a server without a host id issues these
+    assert (session_host(plain), session_owner(plain)) == (None, 0x0000BEEF)
+    assert host.owner_elsewhere(session_id(0x0000BEEF, 12, "host-a")) == 0
+    # another server's ids: the owner id they carry says nothing about this server
+    assert host.owner_elsewhere(session_id(0x0000BEEF, 12, "host-b")) is None
+    assert host.owner_elsewhere(plain) is None
+    for odd in ("sess_.0000beef0012", "sess_Host.0000beef0012", "sess_a.b.0000beef0012"):
+        assert (session_host(odd), session_owner(odd)) == (None, None), odd
+
+
+async def test_b27_a_resume_of_another_hosts_session_is_unknown_session_naming_that_host() -> None:
+    host = SessionHost(HostSettings(backend="scripted", host_id="host-a"), board=WorkerBoard(1))
+    channel, send, receive = memory_channel_pair()
+    with pytest.raises(UnknownSession) as info:
+        await host.resume(
+            channel, ev.SessionResume(session_id=session_id(7, 1, "host-b"), resume_token="t")
+        )
+    await channel.close(1000)
+    await send.aclose()
+    await receive.aclose()
+    assert info.value.code is ErrorCode.UNKNOWN_SESSION
+    assert "another server, host_id `host-b`" in info.value.message

@@ -42,3 +42,20 @@ def test_serve_refuses_workers_below_one(capsys: pytest.CaptureFixture[str]) -> 
         main(["serve", "--workers", "0"])
     assert info.value.code == 2
     assert "--workers: must be at least 1" in capsys.readouterr().err
+
+
+def test_host_id_comes_from_the_config_file_and_a_bad_one_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "server.toml"
+    assert load_settings().host_id is None  # default: session ids name no host
+    config.write_text('[server]\nhost_id = "eu-1"\n')
+    assert load_settings(config).host_id == "eu-1"
+    # a `.` would end the host id early in a session id; upper case, a leading `-`,
+    # more than 32 characters, and a number are refused too
+    for bad in ('"eu.1"', '"EU-1"', '"-eu"', '""', f'"{"a" * 33}"', "1"):
+        config.write_text(f"[server]\nhost_id = {bad}\n")
+        with pytest.raises(ValueError, match=r"server\.host_id must be 1 to 32 characters"):
+            load_settings(config)
+    assert main(["serve", "--config", str(config)]) == 2  # refused before anything starts
+    assert "joyduplex: server.host_id must be" in capsys.readouterr().err
