@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from core.statemachines.response import Response
     from core.turn_log import TurnLog
 
-__all__ = ["build_prompt", "heard_text", "played_prefix", "record_shown", "record_silence"]
+__all__ = [
+    "build_prompt",
+    "heard_text",
+    "pause_prompt",
+    "played_prefix",
+    "record_shown",
+    "record_silence",
+]
 
 
 def played_prefix(marks: list[tuple[str, float]], played_ms: float) -> str:
@@ -98,6 +105,56 @@ def build_prompt(
     """
     # by version: an id deleted and created again meanwhile is another item (B5)
     own = {id(c.item) for c in segments}
+    # a segment whose item was deleted meanwhile contributes neither text nor frames
+    live = [c for c in segments if c.item.state is not ItemState.DELETED]
+    pieces = [c.turn_text() for c in live]
+    return _prompt(
+        instructions=instructions,
+        items=items,
+        responses=responses,
+        own=own,
+        log=log,
+        transcript=" ".join(p for p in pieces if p) or None,
+        frames=tuple(f for c in live for f in c.frames),
+        turn_time_s=log.time_s(live[-1].item) if log is not None and live else None,
+    )
+
+
+def pause_prompt(
+    *,
+    instructions: str | None,
+    items: Iterable[Item],
+    responses: Mapping[str, Response],
+    log: TurnLog,
+    transcript: str,
+    frames: tuple[bytes, ...],
+) -> PromptInput:
+    """The prompt the response to an utterance would get if its turn ended now, with
+    `transcript` as its words and `frames` as its frames (a preemptive response, B35)."""
+    return _prompt(
+        instructions=instructions,
+        items=items,
+        responses=responses,
+        own=set(),
+        log=log,
+        transcript=transcript if transcript.strip() else None,  # as a commit's turn text
+        frames=frames,
+        turn_time_s=log.now_s(),
+    )
+
+
+def _prompt(
+    *,
+    instructions: str | None,
+    items: Iterable[Item],
+    responses: Mapping[str, Response],
+    own: set[int],
+    log: TurnLog | None,
+    transcript: str | None,
+    frames: tuple[bytes, ...],
+    turn_time_s: float | None,
+) -> PromptInput:
+    """A prompt: history from every completed item not in `own`, then this turn."""
     history: list[HistoryTurn] = []
     times: list[float | None] = []
     frames_of: list[tuple[bytes, ...]] = []
@@ -123,18 +180,13 @@ def build_prompt(
             history.append(HistoryTurn("assistant", ""))
             times.append(None)
             frames_of.append(())
-    # a segment whose item was deleted meanwhile contributes neither text nor frames
-    live = [c for c in segments if c.item.state is not ItemState.DELETED]
-    pieces = [c.turn_text() for c in live]
-    transcript = " ".join(p for p in pieces if p) or None
-    frames = tuple(f for c in live for f in c.frames)
     timed = log is not None
     return PromptInput(
         system=instructions or DEFAULT_INSTRUCTIONS,
         history=tuple(history),
         transcript=transcript,
         frames=frames,
-        time_s=log.time_s(live[-1].item) if log is not None and live else None,
+        time_s=turn_time_s,
         history_times_s=tuple(times) if timed else (),
         history_frames=tuple(frames_of) if timed else (),
         asked_before=log.asked if log is not None else False,

@@ -19,15 +19,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.delegations import Delegations
+from core.preemption import Preemption
 from core.prompt_input import (
     build_prompt,
     heard_text,
+    pause_prompt,
     record_shown,
     record_silence,
 )
 from core.remembered_responses import RememberedResponses
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
+from core.statemachines.speculation import ReplyTerms
 from spec import events as ev
 from spec.effects import (
     ASR,
@@ -43,7 +46,7 @@ from spec.effects import (
 )
 from spec.error_events import error_detail, error_event
 from spec.errors import ErrorCode, RemoteProtocolError
-from spec.stage_results import VlmAction
+from spec.stage_results import TtsAudio, TtsDone, VlmAction, VlmDecisionResult, VlmDelta
 from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
 
 if TYPE_CHECKING:
@@ -54,16 +57,13 @@ if TYPE_CHECKING:
     from core.pending_input import PendingInput
     from core.statemachines.commit import Commit
     from core.statemachines.item import Item
+    from core.statemachines.speculation import HeldResult
     from core.turn_log import TurnLog
     from spec.session_config import SessionConfig
     from spec.stage_results import (
         AsrTranscript,
         DelegationAnswer,
         StageFailure,
-        TtsAudio,
-        TtsDone,
-        VlmDecisionResult,
-        VlmDelta,
     )
 
 __all__ = ["Responses"]
@@ -80,6 +80,7 @@ class Responses:
         "by_id",
         "delegations",
         "log",
+        "preemption",
         "profile",
         "queue",
     )
@@ -108,6 +109,7 @@ class Responses:
         self.by_id = RememberedResponses()
         self.delegations = Delegations()  # questions at the background model (B31)
         self.log = log  # times, frames and silences of the turns, for history (B29)
+        self.preemption = Preemption(outbox)  # a reply prepared during a pause (B35)
 
     # --- commits ------------------------------------------------------------------------
 
@@ -221,19 +223,79 @@ class Responses:
             segments=response.segments,
             log=self.log,
         )
-        record_shown(self.log, response.segments, prompt)
-        request_id = response.new_request(VLM)
-        for commit in response.segments:
+        segments = response.segments
+        item_id = segments[0].item.id if len(segments) == 1 else None
+        taken = None
+        if self.preemption.preparing:
+            taken = self.preemption.take(item_id, prompt, self.reply_terms(response.modalities))
+        if taken is not None:  # B35: the reply prepared during the pause is this one
+            speculation, held = taken
+            assert speculation.prompt.time_s is not None
+            self.log.restamp(segments[0].item, speculation.prompt.time_s)
+            prompt = speculation.prompt
+        record_shown(self.log, segments, prompt)
+        for commit in segments:
             self._pending.release(commit)
-        self._out.effect(
-            SubmitVlm(
-                request_id,
-                response.id,
-                self._out.epoch,
-                prompt,
-                max_tokens=config.max_output_tokens,
+        if taken is None:
+            request_id = response.new_request(VLM)
+            self._out.effect(
+                SubmitVlm(
+                    request_id,
+                    response.id,
+                    self._out.epoch,
+                    prompt,
+                    max_tokens=config.max_output_tokens,
+                )
             )
+            return
+        response.adopt(speculation.id, speculation.vlm_request, speculation.tts_requests)
+        self._replay(response, held)
+
+    def preempt(self, item_id: str, words: str, frames: tuple[bytes, ...]) -> bool:
+        """A pause of the utterance `item_id` heard `words`, with `frames` buffered: start
+        preparing its reply if the session would answer a turn that ended now (B35);
+        whether it did."""
+        config = self._config()
+        detection = config.turn_detection
+        if not config.preemptive_response or detection is None or not detection.create_response:
+            return False
+        if self.profile != "speech" or self.active is not None or self.queue or not words.strip():
+            return False
+        prompt = pause_prompt(
+            instructions=config.instructions,
+            items=self._items,
+            responses=self.by_id,
+            log=self.log,
+            transcript=words,
+            frames=frames,
         )
+        self.preemption.start(item_id, prompt, self.reply_terms(config.output_modalities))
+        return True
+
+    def reply_terms(self, modalities: tuple[str, ...]) -> ReplyTerms:
+        """What a reply in `modalities` depends on besides its prompt (B35)."""
+        config = self._config()
+        return ReplyTerms(
+            audio="audio" in modalities,
+            sample_rate_hz=config.output_format.rate_hz,
+            voice=config.voice,
+            max_tokens=config.max_output_tokens,
+        )
+
+    def _replay(self, response: Response, held: list[HeldResult]) -> None:
+        """An adopted preemptive response's results, applied in the order they came, as
+        if they came now (B35): the client sees what it would have seen without it."""
+        now_ms = self.log.clock_ms
+        handlers = {
+            VlmDelta: self.on_vlm_delta,
+            VlmDecisionResult: self.on_vlm_decision,
+            TtsAudio: self.on_tts_audio,
+            TtsDone: self.on_tts_done,
+        }
+        for result in held:
+            if self.active is not response:
+                return  # it ended (a failure cannot be held): the rest is fenced anyway
+            handlers[type(result)](result, now_ms)  # type: ignore[operator]
 
     # --- stage results ------------------------------------------------------------------
 
@@ -344,12 +406,18 @@ class Responses:
         )
 
     def _submit_tts(self, response: Response, text: str) -> None:
+        if response.adopted_tts:
+            if response.take_adopted_tts(text) is not None:  # its preemptive response's
+                return
+            # cut otherwise (never, with one sentence grammar): speak it afresh
+            for request_id in response.drop_adopted_tts():
+                self._out.effect(Abort(request_id, TTS, response.stage_key))
         request_id, seq = response.open_tts(text)
         config = self._config()
         self._out.effect(
             SubmitTts(
                 request_id,
-                response.id,
+                response.stage_key,
                 self._out.epoch,
                 seq,
                 text,
@@ -391,7 +459,7 @@ class Responses:
             return  # fenced: a late failure of a finished response
         stage = response.close_request(result.request_id)
         if result.may_have_accepted:  # B18: the engine may hold it; abort exactly once
-            self._out.effect(Abort(result.request_id, stage, response.id))
+            self._out.effect(Abort(result.request_id, stage, response.stage_key))
         if result.engine_dead:
             self._out.effect(EvictReplica(stage))
         self._abort_open(response)
@@ -450,7 +518,9 @@ class Responses:
 
     def _abort_open(self, response: Response) -> None:
         for request_id, stage in response.abort_all():
-            self._out.effect(Abort(request_id, stage, response.id))
+            self._out.effect(Abort(request_id, stage, response.stage_key))
+        for request_id in response.drop_adopted_tts():  # asked by its preemptive response
+            self._out.effect(Abort(request_id, TTS, response.stage_key))
 
     def _fail_waiting_segments(self, response: Response, code: ErrorCode, message: str) -> None:
         """Segments still waiting for a transcript are failed explicitly (B17)."""
@@ -470,6 +540,7 @@ class Responses:
         if self.active is not None:
             self._abort_open(self.active)
         self.delegations.abort(self._out, None)
+        self.preemption.discard()
 
     # --- interrupts (B11) ---------------------------------------------------------------
 
@@ -487,6 +558,7 @@ class Responses:
         Returns False when there was nothing to interrupt."""
         # first, so the cancelled response's end starts no waiting answer (D32)
         self.delegations.abort(self._out, response_id)
+        self.preemption.discard()
         active = self.active
         if active is not None and response_id in (None, active.id):
             self._cancel(active, reason, force_cleared=clear)

@@ -155,6 +155,8 @@ class SessionProtocol:
             interrupt=self._barge_in,
             end_turn=self._end_turn,
             asr_wanted=self._asr_wanted,
+            preempt=self._preempt,
+            speech_went_on=self._drop_preemption,
             live_transcripts=live_transcripts,
             punctuated=punctuated_transcripts,
             turn_end_budget_ms=turn_end_budget_ms,
@@ -319,6 +321,9 @@ class SessionProtocol:
             return
         self._now_ms = now_ms
         self._log.clock_ms = now_ms
+        preemption = self._turns.preemption
+        if preemption.current is not None and preemption.hold(result):
+            return  # a result of the reply prepared during a pause (B35): held
         try:
             self._results[type(result)](result, now_ms)
             if self._turn_taking.settled:
@@ -421,6 +426,7 @@ class SessionProtocol:
         vad_changed = config.turn_detection != self.config.turn_detection
         switched_on = self.config.turn_detection is None and config.turn_detection is not None
         self.config = config
+        self._turns.preemption.discard()  # prepared under the old configuration (B35)
         if vad_changed:
             self._turn_taking.reset(restart=switched_on)
         self._out.emit(ev.SessionUpdated(session=self._public()))
@@ -472,6 +478,7 @@ class SessionProtocol:
         response.playback.ack(event.played_ms)
 
     def _on_clear(self, event: ev.InputAudioBufferClear, now_ms: int) -> None:
+        self._turns.preemption.discard()
         self._input.on_clear()
 
     def _on_commit(self, event: ev.InputAudioBufferCommit, now_ms: int) -> None:
@@ -487,6 +494,12 @@ class SessionProtocol:
 
     def _barge_in(self) -> None:
         self._turns.interrupt("turn_detected", None)
+
+    def _preempt(self, item_id: str, words: str) -> bool:
+        return self._turns.preempt(item_id, words, tuple(self._buffer.frames))
+
+    def _drop_preemption(self) -> None:
+        self._turns.preemption.discard()
 
     def _asr_wanted(self, request_id: str) -> bool:
         """Whether the active response still waits for this ASR request."""

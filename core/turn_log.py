@@ -69,6 +69,15 @@ class TurnLog:
     def time_s(self, item: Item) -> float | None:
         return self._times.get(item)
 
+    def now_s(self) -> float:
+        """The time a turn taken now would be stamped with."""
+        return (self.clock_ms - self._started_ms) / 1000
+
+    def restamp(self, item: Item, time_s: float) -> None:
+        """`item`'s turn is dated `time_s`: the time its adopted preemptive response was
+        built at (B35), which is what the model was told."""
+        self._times[item] = time_s
+
     def is_turn(self, item: Item) -> bool:
         """Whether `item` was taken as a user turn (a quiet commit is not one)."""
         return item in self._times

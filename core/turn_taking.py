@@ -72,6 +72,9 @@ class TurnTaking:
         "_held",
         "_interrupt",
         "_out",
+        "_preempt",
+        "_preempting",
+        "_speech_went_on",
         "_waiting_asr",
         "detector",
         "live",
@@ -90,6 +93,8 @@ class TurnTaking:
         interrupt: Callable[[], None],
         end_turn: Callable[[TurnDetection, str, int], None],
         asr_wanted: Callable[[str], bool],
+        preempt: Callable[[str, str], bool],
+        speech_went_on: Callable[[], None],
         live_transcripts: bool,
         punctuated: bool,
         turn_end_budget_ms: int,
@@ -101,6 +106,10 @@ class TurnTaking:
         self._interrupt = interrupt  # barge in on the active response (B11)
         self._end_turn = end_turn  # commit the utterance: (config, item id, keep until)
         self._asr_wanted = asr_wanted  # whether a response still waits for this ASR
+        #: a pause's words are in: prepare the reply (utterance, words); whether it did
+        self._preempt = preempt
+        self._speech_went_on = speech_went_on  # drop the reply prepared at the pause
+        self._preempting = False  # a reply is being prepared for the current pause
         self.detector = TurnDetector(out)
         self.live = LiveTranscript(out)
         self.live.enabled = live_transcripts
@@ -160,6 +169,10 @@ class TurnTaking:
             if self._out.closed:
                 return
             boundary = detector.feed(probability, config)
+            if self._preempting and detector.silence_frames == 0 and detector.speaking:
+                # speech after the pause whose words the prepared reply answers (B35)
+                self._preempting = False
+                self._speech_went_on()
             if boundary == "start":
                 item_id = self._out.next_id("item")
                 detector.start(item_id=item_id, audio_start_ms=detector.start_ms(config))
@@ -189,6 +202,7 @@ class TurnTaking:
         detector = self.detector
         keep_until = detector.silence_start + AudioClock.samples_of_ms(ASR_TAIL_PAD_MS)
         item_id = detector.stop(trigger)
+        self._preempting = False  # the turn ended in the pause: its commit decides (B35)
         self.live.end()
         self._end_turn(config, item_id, keep_until)
 
@@ -282,6 +296,10 @@ class TurnTaking:
         return self.live.ask(audio, self._config().transcription_language, at, pause=pause)
 
     def on_partial(self, result: AsrPartial, now_ms: int) -> None:
+        asked = self.live.in_flight
+        # a pause's words, for the utterance still being spoken: a reply may start (B35)
+        pause = asked is not None and asked[0] == result.request_id and asked[2]
+        utterance = asked[1] if pause and asked is not None else None
         self.live.on_partial(result)
         held = self._held
         if held is not None and held.partial_request_id == result.request_id:
@@ -293,6 +311,9 @@ class TurnTaking:
         self._waiting_asr = [w for w in self._waiting_asr if w[0] != result.request_id]
         for _, submit in waiting:
             self._answer_asr(submit, result.text)
+        words = result.text
+        if utterance is not None and utterance == self.live.item_id and words:
+            self._preempting = self._preempt(utterance, words)
 
     def transcribe(self, submit: SubmitAsr) -> None:
         """A commit's ASR: answered by the partial that heard the same audio, if one did

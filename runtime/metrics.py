@@ -99,6 +99,17 @@ class Metrics:
             "joyduplex_slow_consumers",
             "Sessions closed (1008) because their client stopped reading.",
         )
+        self._preemptive = counter(
+            "joyduplex_preemptive_responses",
+            "Preemptive responses (B35) by outcome: started, adopted (the turn ended on "
+            "their prompt), discarded (speech went on, or the prompt changed).",
+            ("outcome",),
+        )
+        self._preemptive_discarded_s = counter(
+            "joyduplex_preemptive_discarded_stage_seconds",
+            "Stage seconds (VLM and TTS requests) spent on preemptive responses that were "
+            "discarded.",
+        )
         self._rate_limit_closes = counter(
             "joyduplex_rate_limit_closes",
             "Connections closed (1008) because they kept sending over their rate limits.",
@@ -188,6 +199,13 @@ class Metrics:
 
     def slow_consumer(self) -> None:
         self._slow_consumers.inc()
+
+    def preemptive_response(self, outcome: str) -> None:
+        self._preemptive.labels(outcome).inc()
+
+    def preemptive_discarded_seconds(self, seconds: float) -> None:
+        if seconds > 0:
+            self._preemptive_discarded_s.inc(seconds)
 
     def rate_limit_close(self) -> None:
         self._rate_limit_closes.inc()

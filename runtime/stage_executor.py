@@ -7,6 +7,10 @@ order on one worker, whose queue closes at `ResponseEnded`. Each request has its
 deadline; a miss or a failure comes back as a `StageFailure`, so it fails the response,
 never the session. Results go back through `feed` (the session fences anything late).
 
+Preemptive responses (B35): their requests run like any other, keyed by the
+speculation's id; the executor keeps the stage seconds each one spends, so that a
+discarded one's are counted (`SpeculationOutcome`), and lets go of its TTS queue then.
+
 It decides nothing: which request runs, is retried, reused or dropped is the session's.
 The backend is shared by every session of the process, so the ids it sees carry the
 session id (`_engine_id`).
@@ -36,6 +40,7 @@ from spec.effects import (
     Abort,
     EvictReplica,
     ResponseEnded,
+    SpeculationOutcome,
     SubmitAsr,
     SubmitDelegation,
     SubmitPartialAsr,
@@ -80,6 +85,7 @@ StageEffect = (
     | Abort
     | EvictReplica
     | ResponseEnded
+    | SpeculationOutcome
 )
 
 
@@ -127,6 +133,10 @@ class StageExecutor:
         self._feed = feed
         self.scopes: dict[str, anyio.CancelScope] = {}  # open stage request -> its scope
         self._tts: dict[str, _TtsQueue] = {}  # response id -> its TTS queue
+        #: preparing speculations: id -> stage seconds of its finished requests
+        self._speculations: dict[str, float] = {}
+        #: running requests of preparing speculations: request id -> (speculation, start)
+        self._speculating: dict[str, tuple[str, float]] = {}
 
     def execute(self, effect: StageEffect, tg: TaskGroup) -> None:
         """Start one effect's work in `tg`: `match` over the closed union, so mypy reports
@@ -157,11 +167,32 @@ class StageExecutor:
             case EvictReplica():
                 self.backend.evict(effect.stage, "its engine died serving a request")
             case ResponseEnded():
-                ended = self._tts.pop(effect.response_id, None)
-                if ended is not None:
-                    ended.send.close()
+                self._end_tts(effect.response_id)
+            case SpeculationOutcome():
+                self._speculation(effect)
             case _:
                 assert_never(effect)
+
+    def _end_tts(self, key: str) -> None:
+        ended = self._tts.pop(key, None)
+        if ended is not None:
+            ended.send.close()
+
+    def _speculation(self, effect: SpeculationOutcome) -> None:
+        key = effect.speculation_id
+        self.metrics.preemptive_response(effect.outcome)
+        if effect.outcome == "started":
+            self._speculations[key] = 0.0
+            return
+        spent = self._speculations.pop(key, 0.0)
+        now = anyio.current_time()
+        for request_id, (owner, started) in list(self._speculating.items()):
+            if owner == key:
+                del self._speculating[request_id]
+                spent += now - started
+        if effect.outcome == "discarded":
+            self.metrics.preemptive_discarded_seconds(spent)
+            self._end_tts(key)  # nothing joins it: no response adopted it
 
     async def abort_all(self, aborts: list[Abort]) -> None:
         """The session ended: ask the backend to abort what it may still run (shielded,
@@ -203,6 +234,11 @@ class StageExecutor:
         scope = anyio.CancelScope()
         self.scopes[request_id] = scope
         started = anyio.current_time()
+        speculation = getattr(effect, "response_id", None)
+        if speculation not in self._speculations:
+            speculation = None
+        if speculation is not None:
+            self._speculating[request_id] = (speculation, started)
         timeout = getattr(self.timeouts, stage)
         try:
             with scope:
@@ -238,6 +274,8 @@ class StageExecutor:
             )
         finally:
             self.scopes.pop(request_id, None)
+            if self._speculating.pop(request_id, None) is not None and speculation is not None:
+                self._speculations[speculation] += anyio.current_time() - started
 
     async def _run_asr(self, effect: SubmitAsr) -> None:
         asr = self.backend.asr

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B34 as data.
+"""The behaviour catalogue: B1..B35 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -117,6 +117,8 @@ _D39 = "D39 Which worker process serves a resume (7.1)"
 _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 _DELEGATION = "3.6 Delegation (B31)"
 _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
+_PREEMPTION = "3.7 Preemptive response (B35)"
+_D40 = "D40 What a preemptive response may change (3.7)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -745,6 +747,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/runtime/test_resume_runner.py::test_b27_shutdown_ends_a_detached_session_and_frees_its_slot",
             "tests/runtime/test_resume_runner.py::test_b27_a_resume_of_a_session_whose_worker_exited_is_unknown_session_saying_so",
             "tests/runtime/test_resume_runner.py::test_b27_a_session_of_another_live_worker_is_relayed_to_that_worker",
+            "tests/runtime/test_resume_runner.py::test_b27_a_host_id_names_the_server_in_its_ids_and_only_its_own_ids_are_relayed",
+            "tests/runtime/test_resume_runner.py::test_b27_a_resume_of_another_hosts_session_is_unknown_session_naming_that_host",
             "tests/transport/test_resume.py::test_b27_a_connection_dropped_mid_reply_resumes_with_the_whole_reply_and_nothing_twice",
             "tests/transport/test_resume.py::test_b27_a_wrong_a_rotated_or_an_unknown_resume_is_refused_with_its_code",
             "tests/transport/test_resume.py::test_b27_a_resume_while_the_old_socket_is_attached_replaces_it",
@@ -1006,6 +1010,38 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b34_a_reply_cut_after_a_playback_report_keeps_the_played_prefix",
             "tests/conformance/test_b33_b34_live_text.py::test_b34_speech_during_a_reply_without_a_report_keeps_the_text_sent",
             "tests/web/test_browser_e2e.py::test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unheard_rest",
+        ),
+    ),
+    Behaviour(
+        id="B35",
+        title="A reply prepared during a pause reaches the client only as the turn ends",
+        summary=(
+            "With live transcripts, the words of a pause start the turn's reply before the "
+            "turn has ended (preemptive response): its VLM and TTS run and their results "
+            "are held, never sent. When the turn ends on the same prompt (words, frames, "
+            "history) the response adopts it and the client gets the events, ids and order "
+            "it would have seen without it, at once; speech after the pause, another "
+            "prompt, a failure, a clear, a cancel or the close discard it silently, its "
+            "requests aborted. At most one at a time; a session switch turns it off."
+        ),
+        sections=(_PREEMPTION, _D40, _LIVE),
+        rows=(RowRef("speculation", "adopt"), RowRef("speculation", "discard")),
+        invariants=("P1", "P2", "P3"),
+        tests=(
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_a_reply_prepared_in_the_pause_is_adopted_with_the_events_the_client_would_see",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_results_that_come_after_the_turn_ended_stream_to_the_adopted_response",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_speech_after_the_pause_discards_the_prepared_reply_silently",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_a_frame_that_arrives_before_the_turn_ends_discards_it_and_starts_afresh",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_other_words_at_the_turn_end_discard_the_prepared_reply",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_a_failed_preparation_is_dropped_and_the_turn_asks_afresh_without_an_error",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_the_session_switch_turns_it_off",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_no_reply_is_prepared_while_a_response_is_active",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_a_turn_that_creates_no_response_prepares_none",
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_clear_and_close_discard_the_prepared_reply",
+            "tests/stateful/test_preemption_is_invisible.py::test_b35_a_session_with_preemption_shows_the_wire_of_the_reference_model",
+            "tests/stateful/test_preemption_is_invisible.py::test_b35_the_programs_reach_an_adopted_and_a_discarded_reply",
+            "tests/runtime/test_preemption_runner.py::test_b35_a_reply_prepared_in_the_pause_is_the_turns_reply",
+            "tests/runtime/test_preemption_runner.py::test_b35_speech_after_the_pause_drops_the_prepared_reply",
         ),
     ),
 )

@@ -8,7 +8,7 @@ it belongs to and the epoch it was issued in, so late results can be fenced (B11
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 from spec.errors import CloseCode
 
@@ -30,6 +30,7 @@ __all__ = [
     "PromptInput",
     "ResponseEnded",
     "ScoreVad",
+    "SpeculationOutcome",
     "Stage",
     "SubmitAsr",
     "SubmitDelegation",
@@ -240,6 +241,16 @@ class ResponseEnded:
     response_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class SpeculationOutcome:
+    """A preemptive response (B35) `started`, was `adopted` by its turn's response, or was
+    `discarded` (its requests aborted): the runtime counts them, and lets go of what it
+    keeps for a discarded one (its TTS queue), counting the stage time it had spent."""
+
+    speculation_id: str
+    outcome: Literal["started", "adopted", "discarded"]
+
+
 Effect: TypeAlias = (
     SubmitAsr
     | SubmitPartialAsr
@@ -252,4 +263,5 @@ Effect: TypeAlias = (
     | SubmitTurnEnd
     | CloseSession
     | ResponseEnded
+    | SpeculationOutcome
 )

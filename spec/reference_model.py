@@ -2182,6 +2182,9 @@ class ReferenceSession:
         return request_id
 
     def _on_partial(self, result: AsrPartial) -> None:
+        # AMBIGUITY (docs/session-semantics.md, decision D40): a pause's words may start
+        # a preemptive response (B35); this model prepares none: what its wire shows is
+        # what a session with one must show (tests/stateful/test_preemption_is_invisible.py)
         live = self.live
         if live.last is not None and live.last[0] == result.request_id:
             live.last_answered, live.last_text = True, result.text

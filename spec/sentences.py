@@ -17,7 +17,7 @@ from typing import Final
 
 from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 
-__all__ = ["next_cut", "split_sentences"]
+__all__ = ["next_cut", "split_sentences", "take_pieces"]
 
 _SENTENCE_END: Final = re.compile(r"[.!?][\"')\]]*\s+")
 _CLAUSE_END: Final = re.compile(r"[,;:][\"')\]]*\s+|\s[-\u2013\u2014]\s+")
@@ -36,6 +36,18 @@ def next_cut(text: str, *, first: bool) -> int | None:
             if len(text[: clause.end()].strip()) >= FIRST_CLAUSE_MIN_CHARS:
                 return clause.end()
     return cut
+
+
+def take_pieces(text: str, *, first: bool) -> tuple[list[str], str]:
+    """The pieces of streamed reply text ready for TTS, and the text still waiting for
+    an end (`first`: no piece of this reply was taken yet)."""
+    pieces: list[str] = []
+    while (end := next_cut(text, first=first and not pieces)) is not None:
+        piece = text[:end].strip()
+        text = text[end:]
+        if piece:
+            pieces.append(piece)
+    return pieces, text
 
 
 def split_sentences(text: str) -> list[str]:

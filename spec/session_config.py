@@ -182,6 +182,9 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     turn_detection: TurnDetection | None = None
     #: answer a manual commit without `response.create` (upstream `extra_body.auto_response`)
     auto_response: bool = False
+    #: prepare the reply during a pause, before the turn has ended (B35, D40; our
+    #: extension `extra_body.preemptive_response`: OpenAI has no such field)
+    preemptive_response: bool = True
     idle_timeout_s: float | None = None
     #: `max_output_tokens`: the most tokens one reply may have; None is `"inf"`, the VLM
     #: backend's own cap (which also bounds any number given here)
@@ -553,5 +556,13 @@ def validate_session(
                 "`auto_response` must be a boolean",
             )
         changes["auto_response"] = auto
+        preempt = patch.extra_body.get("preemptive_response", base.preemptive_response)
+        if not isinstance(preempt, bool):
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                "session.extra_body.preemptive_response",
+                "`preemptive_response` must be a boolean",
+            )
+        changes["preemptive_response"] = preempt
         changes["extra_body"] = {**base.extra_body, **patch.extra_body}
     return msgspec.structs.replace(base, **changes)

@@ -62,7 +62,7 @@ def create_backend(
                     f"scripted: unknown stage `{stage}` in latency_s; expected one of "
                     f"{', '.join(script.latency)}"
                 )
-            script.latency[stage] = float(seconds)  # type: ignore[index]
+            script.latency[stage] = float(seconds)
     return Backend(
         name="scripted",
         vad=ScriptedVad(script),

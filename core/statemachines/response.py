@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.statemachines._rulebook import build, fire
-from spec.effects import ASR, TTS, ResponseEnded
+from spec.effects import ASR, TTS, VLM, ResponseEnded
 from spec.events import (
     ContentPart,
     ConversationItemAdded,
@@ -35,7 +35,7 @@ from spec.events import (
 from spec.events import (
     Response as WireResponse,
 )
-from spec.sentences import next_cut
+from spec.sentences import take_pieces
 from spec.tables import RESPONSE, ResponseState
 from spec.tables.response import ACTIVE_RESPONSE_STATES
 
@@ -54,6 +54,7 @@ _RULES = build(RESPONSE)
 
 class Response:
     __slots__ = (
+        "adopted_tts",
         "asr_targets",
         "decided",
         "id",
@@ -70,6 +71,7 @@ class Response:
         "saw_delta",
         "segments",
         "spoken",
+        "stage_key",
         "state",
         "status_error",
         "text_marks",
@@ -89,6 +91,11 @@ class Response:
     ) -> None:
         self.outbox = outbox
         self.id = response_id
+        #: the `response_id` of its stage effects: its own id, or the id of the preemptive
+        #: response it adopted (B35), whose TTS queue its later sentences must join
+        self.stage_key = response_id
+        #: TTS requests of an adopted preemptive response not yet taken: (id, text)
+        self.adopted_tts: list[tuple[str, str]] = []
         self.item_id = item_id  # the assistant item, added on the first output
         self.item: Item | None = None
         self.segments = segments
@@ -115,11 +122,12 @@ class Response:
 
     # --- request bookkeeping (counters, not transitions) ----------------------------
 
-    def new_request(self, stage: str) -> str:
-        """Open a stage request; its id is unique within the session."""
+    def new_request(self, stage: str, adopted: str | None = None) -> str:
+        """Open a stage request; its id is unique within the session (`adopted`: the id
+        of a preemptive response's request, already running, that this one takes)."""
         n = self.request_counters.get(stage, 0) + 1
         self.request_counters[stage] = n
-        request_id = f"{self.id}:{stage}:{n}"
+        request_id = adopted or f"{self.id}:{stage}:{n}"
         self.open_requests[request_id] = stage
         return request_id
 
@@ -160,16 +168,9 @@ class Response:
         sentences, the first piece already at a clause end."""
         self.saw_delta = True
         self.pending_text += delta
-        sentences: list[str] = []
         if "audio" not in self.modalities:
-            return sentences
-        while (
-            end := next_cut(self.pending_text, first=self.tts_seq == 0 and not sentences)
-        ) is not None:
-            sentence = self.pending_text[:end].strip()
-            self.pending_text = self.pending_text[end:]
-            if sentence:
-                sentences.append(sentence)
+            return []
+        sentences, self.pending_text = take_pieces(self.pending_text, first=self.tts_seq == 0)
         return sentences
 
     def decide(self, request_id: str, *, text: str, listen: bool) -> str:
@@ -180,10 +181,34 @@ class Response:
         self.pending_text = ""
         return "" if listen else rest.strip()
 
-    def open_tts(self, text: str) -> tuple[str, int]:
+    def adopt(
+        self, speculation_id: str, vlm_request: str, tts_requests: list[tuple[str, str]]
+    ) -> None:
+        """Take over a preemptive response's running requests (B35): its VLM request is
+        this response's, its stage effects keep its key (one TTS queue, in order), and
+        its TTS requests are taken sentence by sentence (`take_adopted_tts`)."""
+        self.stage_key = speculation_id
+        self.new_request(VLM, adopted=vlm_request)
+        self.adopted_tts = list(tts_requests)
+
+    def take_adopted_tts(self, text: str) -> str | None:
+        """The adopted TTS request already speaking `text` (the next in order), opened as
+        this response's; None when there is none (the rest is then `drop_adopted_tts`)."""
+        if not self.adopted_tts or self.adopted_tts[0][1] != text:
+            return None
+        request_id = self.adopted_tts.pop(0)[0]
+        self.open_tts(text, adopted=request_id)
+        return request_id
+
+    def drop_adopted_tts(self) -> list[str]:
+        """The adopted TTS requests never taken: to abort."""
+        dropped, self.adopted_tts = [request_id for request_id, _ in self.adopted_tts], []
+        return dropped
+
+    def open_tts(self, text: str, adopted: str | None = None) -> tuple[str, int]:
         """A TTS request for one sentence: (request id, sequence number)."""
         self.tts_seq += 1
-        request_id = self.new_request(TTS)
+        request_id = self.new_request(TTS, adopted)
         self.tts_open.add(request_id)
         self.spoken = f"{self.spoken} {text}".strip()
         return request_id, self.tts_seq
@@ -285,11 +310,11 @@ class Response:
     def emit_done(self, event: EventData) -> None:
         self.outbox.emit(ResponseDone(response=self.wire(event.kwargs["status"])))
         self.outbox.emit(RateLimitsUpdated())
-        self.outbox.effect(ResponseEnded(self.id))
+        self.outbox.effect(ResponseEnded(self.stage_key))
 
     def emit_listen(self, event: EventData) -> None:
         self.reason = "listen"
         self.outbox.emit(ResponseListen(response_id=self.id, reason="model_listen"))
         self.outbox.emit(ResponseDone(response=self.wire("completed")))
         self.outbox.emit(RateLimitsUpdated())
-        self.outbox.effect(ResponseEnded(self.id))
+        self.outbox.effect(ResponseEnded(self.stage_key))

@@ -16,6 +16,7 @@ from spec.tables.input_buffer import INPUT_BUFFER, BufferState
 from spec.tables.item import ITEM, ItemState
 from spec.tables.playback import PLAYBACK, PlaybackState
 from spec.tables.response import RESPONSE, ResponseState
+from spec.tables.speculation import SPECULATION, SpeculationState
 from spec.tables.turn_detector import TURN_DETECTOR, DetectorState
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ITEM",
     "PLAYBACK",
     "RESPONSE",
+    "SPECULATION",
     "TABLES",
     "TURN_DETECTOR",
     "AttachmentState",
@@ -34,6 +36,7 @@ __all__ = [
     "ItemState",
     "PlaybackState",
     "ResponseState",
+    "SpeculationState",
     "T",
     "Table",
 ]
@@ -46,5 +49,6 @@ TABLES: tuple[Table, ...] = (
     TURN_DETECTOR,
     RESPONSE,
     PLAYBACK,
+    SPECULATION,
     ATTACHMENT,
 )

@@ -19,8 +19,10 @@ from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
+from core.statemachines.speculation import ReplyTerms, Speculation
 from core.statemachines.turn_detector import TurnDetector
 from spec import events as ev
+from spec.effects import PromptInput
 from spec.tables import TABLES, Table
 
 
@@ -51,6 +53,13 @@ FACTORIES: dict[str, Callable[[Outbox], Any]] = {
     ),
     "playback": lambda out: Playback(out, response_id="resp_1", item_id="item_2"),
     "attachment": lambda out: Attachment("sess_1", "token_1"),
+    "speculation": lambda out: Speculation(
+        out,
+        "spec_1",
+        item_id="item_1",
+        prompt=PromptInput(system="s", history=(), transcript="hi", frames=()),
+        terms=ReplyTerms(audio=True, sample_rate_hz=24_000, voice=None, max_tokens=None),
+    ),
 }
 
 KWARGS: dict[str, dict[str, Any]] = {

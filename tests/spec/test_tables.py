@@ -17,6 +17,7 @@ from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
+from core.statemachines.speculation import Speculation
 from core.statemachines.turn_detector import TurnDetector
 from spec.tables import TABLES, Table
 from spec.tables.client_constants import CLIENT_TABLES
@@ -29,6 +30,7 @@ MODELS = {
     "response": Response,
     "playback": Playback,
     "attachment": Attachment,
+    "speculation": Speculation,
     "client_connection": Connection,
     "client_hold": Hold,
     "client_playback": ClientPlayback,

@@ -226,7 +226,11 @@ class SessionMachine(RuleBasedStateMachine):
     def start(self, profile: str, vad: str, auto: bool, delegation: bool, live: bool) -> None:
         server = VAD_LIVE if live else VAD
         detection = {"off": None, "server": server, "semantic": SEMANTIC}[vad]
-        config = SessionConfig(turn_detection=detection, auto_response=auto)
+        # the reference model has no preemptive response (B35): its wire is what a session
+        # with one must produce, which tests/stateful/test_preemption_is_invisible.py holds
+        config = SessionConfig(
+            turn_detection=detection, auto_response=auto, preemptive_response=False
+        )
         self.ref = ReferenceSession(
             session_id="s1",
             config=config,

@@ -253,7 +253,10 @@ def explore(
 
 
 def _config(mode: str) -> SessionConfig:
-    return SessionConfig(turn_detection={"manual": None, "vad": VAD, "semantic": SEMANTIC}[mode])
+    return SessionConfig(
+        turn_detection={"manual": None, "vad": VAD, "semantic": SEMANTIC}[mode],
+        preemptive_response=False,
+    )
 
 
 def _reference(mode: str) -> Callable[[], ReferenceSession]:

@@ -70,7 +70,9 @@ def test_live_transcripts_agree_step_by_step_on_a_spoken_turn_with_pauses() -> N
     from spec.stage_results import AsrPartial, VadScores
     from tests.stateful.machine import LIMITS, VAD_LIVE
 
-    _, step = _live_lockstep(SessionConfig(turn_detection=VAD_LIVE), LIMITS)
+    _, step = _live_lockstep(
+        SessionConfig(turn_detection=VAD_LIVE, preemptive_response=False), LIMITS
+    )
 
     step(InputAudioBufferAppend(audio=b"\x10\x00" * 16_000 * 2))
     hi, lo = (0.95,), (0.02,)
@@ -106,7 +108,9 @@ def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
     from tests.stateful.machine import LIMITS, SEMANTIC, VAD_LIVE
 
     limits = msgspec.structs.replace(LIMITS, max_pending_input_bytes=200_000)
-    config = SessionConfig(turn_detection=VAD_LIVE if detector == "server" else SEMANTIC)
+    config = SessionConfig(
+        turn_detection=VAD_LIVE if detector == "server" else SEMANTIC, preemptive_response=False
+    )
     sut, step = _live_lockstep(config, limits)
 
     hi, lo = (0.95,), (0.02,)
