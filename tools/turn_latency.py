@@ -235,6 +235,7 @@ class Turn:
     transcript: str = ""
     first_piece: str = ""
     deltas: list[str] = field(default_factory=list)
+    audio_before_stop: bool = False
 
     def ms(self, later: float | None, earlier: float | None = None) -> float | None:
         start = self.end_of_speech if earlier is None else earlier
@@ -286,7 +287,11 @@ def turn_detection(name: str) -> dict[str, str]:
 
 
 async def run_turns(
-    port: int, turns: list[Turn], clips: list[np.ndarray], detector: str = "server_vad"
+    port: int,
+    turns: list[Turn],
+    clips: list[np.ndarray],
+    detector: str = "server_vad",
+    preemption: bool | None = None,
 ) -> None:
     """Each turn: `LEAD_S` of silence, the clip, at least `MIN_TAIL_S` of silence, then
     more silence, 20 ms every 20 ms, until `response.done` (or `REPLY_TIMEOUT_S`), and
@@ -316,20 +321,18 @@ async def run_turns(
                     turn.transcript = event.get("transcript", "")
                 elif kind == "response.output_audio.delta" and turn.first_audio is None:
                     turn.first_audio = now
+                    # a reply is audible only once its turn ended (B35)
+                    turn.audio_before_stop = turn.speech_stopped is None
                 elif kind == "response.output_audio_transcript.delta" and not turn.first_piece:
                     turn.first_piece = event.get("delta", "")
                 elif kind == "response.done" and turn.speech_stopped is not None:
                     turn.done = now
 
         task = asyncio.create_task(reader())
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "session.update",
-                    "session": {"turn_detection": turn_detection(detector)},
-                }
-            )
-        )
+        session: dict[str, Any] = {"turn_detection": turn_detection(detector)}
+        if preemption is not None:  # the server's default otherwise (on)
+            session["extra_body"] = {"preemptive_response": preemption}
+        await ws.send(json.dumps({"type": "session.update", "session": session}))
         chunk = RATE_HZ * CHUNK_MS // 1000
         quiet = bytes(2 * chunk)
         for turn, clip in zip(turns, clips, strict=True):
@@ -401,6 +404,7 @@ def summarize(turns: list[Turn]) -> dict[str, Any]:
             "p50": percentile(present, 0.5),
             "p90": percentile(present, 0.9),
         }
+    out["reply_audio_before_turn_end"] = sum(t.audio_before_stop for t in turns)
     out["wer_in_turns"] = round(
         word_error_rate([t.text for t in turns], [t.transcript for t in turns]), 3
     )
@@ -436,13 +440,49 @@ def headline_table(summary: dict[str, Any]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
 
 
+def _preemption_counts(port: int) -> dict[str, float]:
+    """The server's preemptive-response counters (B35), from /metrics."""
+    import httpx
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    counts = {"started": 0.0, "adopted": 0.0, "discarded": 0.0, "discarded_stage_s": 0.0}
+    for line in text.splitlines():
+        if line.startswith("joyduplex_preemptive_responses_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("joyduplex_preemptive_discarded_stage_seconds_total "):
+            counts["discarded_stage_s"] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def _pass_summary(turns: list[Turn], voices: list[str], counts: dict[str, float]) -> dict[str, Any]:
+    summary = summarize(turns)
+    summary["voices"] = {v: summarize([t for t in turns if t.voice == v]) for v in voices}
+    per_100 = 100 / max(1, len(turns))
+    summary["preemption"] = {
+        **{k: round(v, 3) for k, v in counts.items()},
+        "discarded_per_100_turns": round(counts["discarded"] * per_100, 1),
+        "discarded_stage_s_per_100_turns": round(counts["discarded_stage_s"] * per_100, 2),
+    }
+    return summary
+
+
 def latency(args: argparse.Namespace) -> None:
     repo = Path(args.repo).resolve()
     voices: list[str] = args.voices
+    passes: list[tuple[str, bool | None]] = {
+        "default": [("default", None)],
+        "on": [("on", True)],
+        "off": [("off", False)],
+        # interleaved, so that both meet the same machine: off, on, off, on
+        "both": [("off", False), ("on", True), ("off", False), ("on", True)],
+    }[args.preemption]
     print(f"preparing {args.turns} turns in each of {', '.join(voices)} ...", file=sys.stderr)
     plan = turn_plan(voices, args.turns)
     clips = [clip for _, _, clip, _ in plan]
     port = _free_port()
+    by_pass: dict[str, list[Turn]] = {}
+    counts: dict[str, dict[str, float]] = {}
     with contextlib.ExitStack() as stack:
         quota = None
         if args.cpu_quota:
@@ -456,22 +496,31 @@ def latency(args: argparse.Namespace) -> None:
         server = start_server(repo, port, quota)
         try:
             wait_ready(port, 300.0 / min(1.0, args.cpu_quota or 1.0))
-            turns = [Turn(text, voice, end) for text, voice, _, end in plan]
             # one warm-up turn, not counted: first calls of every model are slow
             warm = Turn(plan[0][0], plan[0][1], plan[0][3])
             asyncio.run(run_turns(port, [warm], clips[:1], args.turn_detection))
             before_s = tree_cpu_s(server.pid)
             throttle_before = quota.stats() if quota else None
             started = time.monotonic()
-            asyncio.run(run_turns(port, turns, clips, args.turn_detection))
+            for name, preemption in passes:
+                turns = [Turn(text, voice, end) for text, voice, _, end in plan]
+                before = _preemption_counts(port)
+                asyncio.run(run_turns(port, turns, clips, args.turn_detection, preemption))
+                after = _preemption_counts(port)
+                by_pass.setdefault(name, []).extend(turns)
+                total = counts.setdefault(name, dict.fromkeys(after, 0.0))
+                for key in after:
+                    total[key] += after[key] - before[key]
             wall_s = time.monotonic() - started
             cpu_s = tree_cpu_s(server.pid) - before_s
             throttle = quota.stats() if quota else None
         finally:
             server.terminate()
             server.wait(timeout=30)
-    summary = summarize(turns)
-    summary["voices"] = {v: summarize([t for t in turns if t.voice == v]) for v in voices}
+    summaries = {name: _pass_summary(t, voices, counts[name]) for name, t in by_pass.items()}
+    summary: dict[str, Any] = dict(summaries[passes[-1][0]]) if len(summaries) == 1 else {}
+    if len(summaries) > 1:
+        summary["passes"] = summaries
     summary["repo"] = str(repo)
     summary["turn_detection"] = args.turn_detection
     summary["server_cpu"] = {
@@ -483,18 +532,33 @@ def latency(args: argparse.Namespace) -> None:
         for key in ("periods", "throttled_periods", "throttled_s"):
             throttle[key] = round(throttle[key] - throttle_before[key], 2)
         summary["cpu_quota"] = throttle
-    for t in turns:
-        print(
-            f"{t.voice:14} eos->stop {t.ms(t.speech_stopped)!s:>7} eos->delta "
-            f"{t.ms(t.first_delta)!s:>7} eos->asr {t.ms(t.completed)!s:>7} eos->audio "
-            f"{t.ms(t.first_audio)!s:>7} | {t.text!r} -> {t.transcript!r} "
-            f"first piece {t.first_piece!r}"
-        )
+    for name, turns in by_pass.items():
+        for t in turns:
+            print(
+                f"{name:7} {t.voice:14} eos->stop {t.ms(t.speech_stopped)!s:>7} eos->delta "
+                f"{t.ms(t.first_delta)!s:>7} eos->asr {t.ms(t.completed)!s:>7} eos->audio "
+                f"{t.ms(t.first_audio)!s:>7} | {t.text!r} -> {t.transcript!r} "
+                f"first piece {t.first_piece!r}"
+            )
     print(json.dumps(summary, indent=2))
-    print(f"p50 / p90 ms, {args.turn_detection}" + (f", quota {args.cpu_quota}" if quota else ""))
-    print(headline_table(summary))
+    for name, part in summaries.items():
+        print(
+            f"p50 / p90 ms, {args.turn_detection}, preemption {name}"
+            + (f", quota {args.cpu_quota}" if quota else "")
+        )
+        print(headline_table(part))
+        p = part["preemption"]
+        print(
+            f"preemptive responses: {p['started']:.0f} started, {p['adopted']:.0f} adopted, "
+            f"{p['discarded']:.0f} discarded ({p['discarded_per_100_turns']} and "
+            f"{p['discarded_stage_s_per_100_turns']} stage s per 100 turns); reply audio "
+            f"before the turn ended: {part['reply_audio_before_turn_end']}"
+        )
     if args.out:
-        data = {"summary": summary, "turns": [asdict(t) for t in turns]}
+        data = {
+            "summary": summary,
+            "turns": {name: [asdict(t) for t in turns] for name, turns in by_pass.items()},
+        }
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -619,6 +683,13 @@ def main() -> None:
         "--turn-detection",
         default="server_vad",
         help="server_vad (default) or semantic_vad:<low|medium|high|auto>",
+    )
+    lat.add_argument(
+        "--preemption",
+        choices=("default", "on", "off", "both"),
+        default="default",
+        help="preemptive responses (B35): the server's default, on, off, or both "
+        "(interleaved passes off, on, off, on, reported apart)",
     )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")
