@@ -177,10 +177,14 @@ def human_utterances() -> list[tuple[str, np.ndarray, float]]:
     return out
 
 
-def turn_plan(voices: list[str], turns: int) -> list[tuple[str, str, np.ndarray, float]]:
+def turn_plan(
+    voices: list[str], turns: int, mid_pause_ms: int = 0
+) -> list[tuple[str, str, np.ndarray, float]]:
     """`turns` turns of each voice, the voices taking turns: (text, voice, clip, end of
     speech s). The Piper voices share the sentences out (with two, 12 turns each speak all
-    24 once); the real speaker repeats his four utterances."""
+    24 once); the real speaker repeats his four utterances. With `mid_pause_ms`, each
+    Piper turn is two sentences with that much silence between them: a pause in which
+    the speaker goes on (its prepared reply must be dropped, B35)."""
     piper_voices = [v for v in voices if v in PIPER_VOICES]
     human = human_utterances() if REAL_SPEAKER in voices else []
     plan = []
@@ -193,6 +197,14 @@ def turn_plan(voices: list[str], turns: int) -> list[tuple[str, str, np.ndarray,
                 text = SENTENCES[(i * len(piper_voices) + k) % len(SENTENCES)]
                 clip = synthesize(text, voice)
                 end = speech_end_s(clip)
+                if mid_pause_ms:
+                    more = SENTENCES[(i * len(piper_voices) + k + 1) % len(SENTENCES)]
+                    second = synthesize(more, voice)
+                    head = clip[: int(end * RATE_HZ)]
+                    gap = np.zeros(int(mid_pause_ms * RATE_HZ / 1000), np.float32)
+                    clip = np.concatenate([head, gap, second])
+                    end = (len(head) + len(gap)) / RATE_HZ + speech_end_s(second)
+                    text = f"{text} {more}"
             plan.append((text, voice, clip, end))
     return plan
 
@@ -286,6 +298,25 @@ def turn_detection(name: str) -> dict[str, str]:
     return {"type": kind}
 
 
+async def _open_session(url: str) -> Any:
+    """A connection whose session was created: a server that is shedding load (an
+    overloaded one under a CPU quota) refuses new sessions with 1013, and a client
+    retries, as this one does, for up to a minute."""
+    import websockets
+
+    for _ in range(60):
+        ws = await websockets.connect(url, max_size=None)
+        first = json.loads(await ws.recv())
+        if first.get("type") == "session.created":
+            return ws
+        await ws.close()
+        print(
+            f"  session refused ({first.get('error', {}).get('code')}); retrying", file=sys.stderr
+        )
+        await asyncio.sleep(1.0)
+    raise SystemExit("the server refused every session for a minute")
+
+
 async def run_turns(
     port: int,
     turns: list[Turn],
@@ -296,11 +327,10 @@ async def run_turns(
     """Each turn: `LEAD_S` of silence, the clip, at least `MIN_TAIL_S` of silence, then
     more silence, 20 ms every 20 ms, until `response.done` (or `REPLY_TIMEOUT_S`), and
     0.3 s after it."""
-    import websockets
 
     jpeg = base64.b64encode(red_jpeg()).decode()
     url = f"ws://127.0.0.1:{port}/v1/realtime"
-    async with websockets.connect(url, max_size=None) as ws:
+    async with await _open_session(url) as ws:
         current: list[Turn | None] = [None]
 
         async def reader() -> None:
@@ -478,7 +508,7 @@ def latency(args: argparse.Namespace) -> None:
         "both": [("off", False), ("on", True), ("off", False), ("on", True)],
     }[args.preemption]
     print(f"preparing {args.turns} turns in each of {', '.join(voices)} ...", file=sys.stderr)
-    plan = turn_plan(voices, args.turns)
+    plan = turn_plan(voices, args.turns, args.mid_pause_ms)
     clips = [clip for _, _, clip, _ in plan]
     port = _free_port()
     by_pass: dict[str, list[Turn]] = {}
@@ -690,6 +720,13 @@ def main() -> None:
         default="default",
         help="preemptive responses (B35): the server's default, on, off, or both "
         "(interleaved passes off, on, off, on, reported apart)",
+    )
+    lat.add_argument(
+        "--mid-pause-ms",
+        type=int,
+        default=0,
+        help="each Piper turn is two sentences with this much silence between (a pause "
+        "the speaker talks on after; 0: one sentence)",
     )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")
