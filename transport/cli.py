@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         "/healthz stays open",
     )
     serve.add_argument("--workers", type=_positive_int, metavar="N", help=_WORKERS_HELP)
+    serve.add_argument(
+        "--host-id",
+        metavar="NAME",
+        help="name this server in its session ids (sess_NAME.…), so that a load balancer "
+        "can route a resume to it (docs/deploy.md); [server] host_id",
+    )
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
@@ -123,6 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             protect_probes=args.protect_probes,
             workers=args.workers,
+            host_id=args.host_id,
             backend_options=options or None,
         )
     except (OSError, ValueError) as exc:

@@ -59,3 +59,7 @@ def test_host_id_comes_from_the_config_file_and_a_bad_one_is_refused_naming_the_
             load_settings(config)
     assert main(["serve", "--config", str(config)]) == 2  # refused before anything starts
     assert "joyduplex: server.host_id must be" in capsys.readouterr().err
+    # the flag (one config file for every host, each started with its own name)
+    assert load_settings(None, host_id="eu-2").host_id == "eu-2"
+    assert main(["serve", "--host-id", "EU"]) == 2
+    assert "joyduplex: server.host_id must be" in capsys.readouterr().err
