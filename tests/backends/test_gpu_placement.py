@@ -181,3 +181,30 @@ def test_b18_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Pa
     backend.asr.health.evict(EngineDead("engine core exited", stage="asr"))  # type: ignore[union-attr]
     backend.asr.health.evict(EngineDead("again", stage="asr"))  # type: ignore[union-attr]
     assert list(backend.dead) == ["asr"] and "engine core exited" in backend.dead["asr"]
+
+
+def test_the_gpu_backend_brings_server_vad_or_says_it_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `server_vad` session on the GPU backend once never heard speech: the backend
+    had no VAD, and the runtime drops every scoring request then."""
+    import importlib.util
+
+    from backends.cpu.vad import SileroVad
+    from backends.gpu.backend import create_backend
+
+    pytest.importorskip("onnxruntime")
+    path = tmp_path / "cpu.toml"
+    path.write_text('runtime = "transformers"\n[asr]\ndevice = "cpu"\n[vlm]\ndevice = "cpu"\n')
+    backend = create_backend(placement=str(path), profile="speech")
+    assert isinstance(backend.vad, SileroVad)
+    assert "server VAD: Silero on cpu" in backend.description
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "onnxruntime" else real(name, *a),
+    )
+    without = create_backend(placement=str(path), profile="speech")
+    assert without.vad is None
+    assert "no server VAD (onnxruntime is not installed)" in without.description

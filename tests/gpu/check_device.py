@@ -16,6 +16,20 @@ downloaded; start-up takes seconds):
           time to first audio chunk, real-time factor                    graphs on / off
     e2e   `joyduplex serve --backend gpu`, one GPU, over loopback: end of
           commit to first reply audio, p50 of 5 turns (after a warm-up)  graphs on / off
+    server_vad  the same server, `server_vad` turns (500 ms of silence ends
+          one) with live partials and preemptive responses: 1.5 s of a
+          synthetic voice in 20 ms appends paced in real time; end of
+          speech -> speech_stopped, -> committed, -> first audio, and
+          commit -> first audio, p50 / p90 of 10 turns (after a warm-up);
+          the server's own seconds per stage request (/metrics), partials
+          answered and reused by commits, preemptive responses started /
+          adopted / discarded                                          graphs on
+
+`--backend gpu` builds no VAD (`Backend.vad` is None), so a `server_vad` session there
+would never hear speech: for `server_vad` the check starts the server through itself
+(`check_device.py serve-with-vad ...`), which adds the cpu backend's Silero VAD (ONNX on
+the CPU, as the VAD is meant to be shared) when onnxruntime and silero-vad are there, else
+the scripted backend's energy VAD; the report names the one used.
 
 Random weights decode to noise, so every figure is of fixed work: the engines' output
 rows for undecodable and special ids are zeroed, so each request runs to its token cap
@@ -28,13 +42,15 @@ leaves the others' figures.
 
 Rehearsal: JOYDUPLEX_GPU_CHECK_REHEARSAL=1 runs the same script on the CPU with the
 same configs at toy sizes, float32, graphs off only (`make test-gpu-path`), so the
-lent session's one call cannot fail on a script bug.
+lent session's one call cannot fail on a script bug; `server_vad` runs 3 turns there,
+graphs off, with the energy VAD where onnxruntime is missing (`.venv-gpu-path`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import statistics
@@ -44,7 +60,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -58,10 +74,15 @@ from check_gpu import (  # noqa: E402  (check_gpu puts the repo and tools/ on sy
     time_utterance,
 )
 
+if TYPE_CHECKING:
+    from backends.base import Backend
+
 ENGINE_MAX_LEN = 4096  # static KV cache positions per engine (8 frames need ~1.7K)
 REPS = 2 if REHEARSAL else 4  # measured repetitions, after one warm-up each
 TTS_FRAMES = 6 if REHEARSAL else 36  # codec frames per utterance (12.5 per second)
 E2E_TURNS = 5
+VAD_TURNS = 3 if REHEARSAL else 10  # measured server_vad turns, after one warm-up
+VAD_SPEECH_S = 1.5  # of synthetic voice per turn, then silence until the reply is done
 VLM_DECODE_TOKENS = 8 if REHEARSAL else 64
 DEVICE = "cpu" if REHEARSAL else "cuda:0"
 DTYPE = "float32" if REHEARSAL else "bfloat16"
@@ -133,7 +154,7 @@ def _greedy_agreement(engine: Any, prompt: Any) -> float:
         engine._before_prefill()
         logits = engine.model(**inputs, use_cache=False).logits[0]
     picks = logits[length - 1 : length - 1 + len(tokens)].argmax(-1).tolist()
-    return round(sum(a == b for a, b in zip(picks, tokens, strict=True)) / len(tokens), 3)
+    return float(round(sum(a == b for a, b in zip(picks, tokens, strict=True)) / len(tokens), 3))
 
 
 def _compare(result: dict[str, Any], texts: dict[bool, str], suffix: str = "") -> None:
@@ -350,33 +371,26 @@ async def _turns(url: str, turns: int) -> list[dict[str, Any]]:
     return measured
 
 
-def part_e2e(
-    paths: dict[str, str], graphs: bool, budget_s: float, *, tts_graphs: bool
-) -> dict[str, Any]:
-    """`joyduplex serve --backend gpu` on one device; turns through its websocket.
-
-    `tts_graphs` false with `graphs` true: the TTS graphs failed in their own part, so
-    the turn runs ASR and VLM on graphs and the TTS eager (the report says so)."""
+def _launch(
+    paths: dict[str, str], graphs: bool, tts_graphs: bool, name: str, entry: tuple[str, ...]
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`python ENTRY --backend gpu ...` on a free loopback port: (process, port, log)."""
     import socket
 
-    import httpx
-
-    deadline = time.monotonic() + budget_s
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     root = Path(paths["root"])
-    placement = _placement_file(paths, graphs, tts_graphs, root / f"placement-{graphs}.toml")
+    placement = _placement_file(paths, graphs, tts_graphs, root / f"placement-{name}.toml")
     # one measured session: a loop busy with model threads must not shed it
     config = root / "serve.toml"
     config.write_text("[limits]\nshed_loop_lag_ms = 0\n", encoding="utf-8")
-    log = root / f"serve-{graphs}.log"
+    log = root / f"serve-{name}.log"
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    started = time.perf_counter()
     with log.open("w") as out:
         server = subprocess.Popen(
             [
-                *(sys.executable, "-m", "transport.cli", "serve", "--backend", "gpu"),
+                *(sys.executable, *entry, "--backend", "gpu"),
                 *("--placement", str(placement), "--config", str(config)),
                 *("--port", str(port), "--workers", "1"),
             ],
@@ -385,17 +399,46 @@ def part_e2e(
             cwd=ROOT,
             env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": python_path},
         )
+    return server, port, log
+
+
+def _ready(server: subprocess.Popen[bytes], port: int, deadline: float) -> bool:
+    import httpx
+
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def part_e2e(
+    paths: dict[str, str], graphs: bool, budget_s: float, *, tts_graphs: bool
+) -> dict[str, Any]:
+    """`joyduplex serve --backend gpu` on one device; turns through its websocket.
+
+    `tts_graphs` false with `graphs` true: the TTS graphs failed in their own part, so
+    the turn runs ASR and VLM on graphs and the TTS eager (the report says so)."""
+    deadline = time.monotonic() + budget_s
+    started = time.perf_counter()
+    entry = ("-m", "transport.cli", "serve")
+    server, port, log = _launch(paths, graphs, tts_graphs, str(graphs), entry)
     result: dict[str, Any] = {"tts_runtime": "CUDA Graphs" if tts_graphs else "eager"}
     try:
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                return {"error": "server not ready", "log_tail": log.read_text()[-3000:]}
-            time.sleep(0.5)
+        if not _ready(server, port, deadline):
+            return {"error": "server not ready", "log_tail": log.read_text()[-3000:]}
         result["ready_s"] = round(time.perf_counter() - started, 1)
         url = f"ws://127.0.0.1:{port}/v1/realtime"
         turns = asyncio.run(
@@ -417,11 +460,359 @@ def part_e2e(
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["log_tail"] = log.read_text()[-3000:]
     finally:
-        server.terminate()
+        _stop(server)
+    return result
+
+
+# --- server_vad turns ---------------------------------------------------------------
+
+SERVE_WITH_VAD = "serve-with-vad"
+VAD_MARK = "CHECK_VAD "  # the server's log line naming the VAD it serves with
+_VOWELS = (
+    (730, 1090, 2440), (270, 2290, 3010), (300, 870, 2240), (530, 1840, 2480),
+    (660, 1720, 2410), (490, 1350, 1690), (400, 2000, 2550), (570, 840, 2410),
+)  # fmt: skip
+_VAD_RATE = 16_000
+_VAD_CHUNK_MS = 20
+_VAD_LEAD_S = 0.3  # silence before each utterance: the VAD sees speech begin
+_VAD_REPLY_TIMEOUT_S = 120.0
+_VAD_NO_SPEECH_S = 5.0  # of silence after the utterance without speech_stopped: a miss
+#: stages the server times (`joyduplex_stage_latency_seconds`); asr is the commit's own
+_STAGES = ("asr", "asr_partial", "vlm", "tts", "turn_end")
+
+
+def _voiced_pcm(seconds: float) -> Any:
+    """A synthetic voice (float32, 16 kHz): syllables of 120-300 ms, each a harmonic
+    series on a falling pitch through three formants gliding between two vowels, some
+    led by a fricative burst or followed by a short gap. Silero scores it as speech
+    (above 0.8 throughout, seed 0) where it scores a tone or white noise below 0.05,
+    and it is deterministic, so every turn is the same fixed work."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    total = int(seconds * _VAD_RATE)
+    parts: list[Any] = []
+    made, pitch = 0, 150.0
+    while made < total:
+        length = rng.uniform(0.12, 0.3)
+        t = np.arange(int(length * _VAD_RATE)) / _VAD_RATE
+        fall = 0.25 * rng.uniform(0.3, 1.0)
+        f0 = pitch * (1 - fall * t / length) * (1 + 0.02 * np.sin(2 * np.pi * 5 * t))
+        pitch = float(np.clip(pitch * rng.uniform(0.85, 1.15), 100, 220))
+        phase = 2 * np.pi * np.cumsum(f0 / _VAD_RATE)
+        a, b = (np.array(_VOWELS[rng.integers(len(_VOWELS))], float) for _ in range(2))
+        glide = (t / length)[:, None]
+        formants = a[None] * (1 - glide) + b[None] * glide
+        voice = np.zeros(len(t))
+        for k in range(1, 45):
+            fk = k * f0
+            gain = sum(1 / (1 + ((fk - formants[:, i]) / (50 + 40 * i)) ** 2) for i in range(3))
+            voice += np.where(fk < 7600, gain / k**0.5, 0.0) * np.sin(k * phase)
+        syllable = voice / np.abs(voice).max() * np.sin(np.pi * t / length) ** 0.5
+        syllable *= rng.uniform(0.5, 1.0)
+        if rng.random() < 0.5:
+            burst = int(rng.uniform(0.04, 0.09) * _VAD_RATE)
+            syllable = np.concatenate([np.diff(rng.standard_normal(burst + 1)) * 0.12, syllable])
+        parts.append(syllable)
+        made += len(syllable)
+        if rng.random() < 0.35:
+            gap = np.zeros(int(rng.uniform(0.03, 0.07) * _VAD_RATE))
+            parts.append(gap)
+            made += len(gap)
+    audio = np.concatenate(parts)[:total]
+    return (audio / np.abs(audio).max() * 0.3).astype(np.float32)
+
+
+def _check_vad() -> tuple[Any, str]:
+    """Silero where onnxruntime and the silero-vad wheel are (the lent image has
+    onnxruntime; prepare_device.sh carries the wheel), else the energy VAD (the
+    rehearsal's environment has no onnxruntime)."""
+    import importlib.util
+
+    if all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "silero_vad")):
+        from backends.cpu.vad import SileroVad
+
+        return SileroVad(), "Silero VAD (backends.cpu.vad, ONNX on the CPU)"
+    from backends.scripted.script import Script
+    from backends.scripted.stages import ScriptedVad
+
+    return ScriptedVad(Script()), "energy VAD (backends.scripted: frame RMS > 0.01 is speech)"
+
+
+def serve_with_vad(argv: list[str]) -> int:
+    """`joyduplex serve ARGV`, the gpu backend given a server VAD if it builds none."""
+    import backends.gpu.backend as gpu
+    from transport.cli import main as cli
+
+    build = gpu.create_backend
+
+    def create_backend(*, placement: str | None = None, profile: str = "speech") -> Backend:
+        backend = build(placement=placement, profile=profile)
+        attached = backend.vad is None
+        if backend.vad is None:
+            backend.vad, name = _check_vad()
+            backend.description += f"; server VAD added by the GPU check: {name}"
+        else:
+            name = type(backend.vad).__name__
+        print(VAD_MARK + json.dumps({"vad": name, "added_by_check": attached}), flush=True)
+        return backend
+
+    gpu.create_backend = create_backend  # `serve` looks the factory up when it loads
+    return cli(["serve", *argv])
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """The server's `joyduplex_*` samples (`name{labels}` -> value) from /metrics."""
+    import httpx
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("joyduplex_"):
+            key, _, value = line.rpartition(" ")
+            samples[key] = float(value)
+    return samples
+
+
+def _stage_use(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Requests each stage finished between two scrapes and their seconds in all."""
+    used = {}
+    for stage in _STAGES:
+
+        def grew(sample: str, stage: str = stage) -> float:
+            key = f'joyduplex_stage_latency_seconds_{sample}{{stage="{stage}"}}'
+            return after.get(key, 0) - before.get(key, 0)
+
+        if count := grew("count"):
+            used[stage] = {"requests": int(count), "s": round(grew("sum"), 3)}
+    return used
+
+
+def _preemptive(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for outcome in ("started", "adopted", "discarded"):
+        key = f'joyduplex_preemptive_responses_total{{outcome="{outcome}"}}'
+        counts[outcome] = after.get(key, 0) - before.get(key, 0)
+    key = "joyduplex_preemptive_discarded_stage_seconds_total"
+    counts["discarded_stage_s"] = round(after.get(key, 0) - before.get(key, 0), 3)
+    return counts
+
+
+def _percentiles(values: list[float | None]) -> dict[str, Any]:
+    present = sorted(v for v in values if v is not None)
+
+    def at(q: float) -> float | None:
+        if not present:
+            return None
+        rank = q * (len(present) - 1)
+        low = int(rank)
+        high = min(low + 1, len(present) - 1)
+        return round(present[low] + (present[high] - present[low]) * (rank - low), 1)
+
+    return {"n": len(present), "p50": at(0.5), "p90": at(0.9)}
+
+
+class _VadTurn:
+    """What one turn's client saw, on `time.monotonic()`: the first of each event."""
+
+    def __init__(self) -> None:
+        self.end_of_speech: float | None = None  # send time of the last voiced append
+        self.first: dict[str, float] = {}  # event type -> when it first came
+        self.status: str | None = None
+        self.errors: list[str] = []
+        self.audio_bytes = 0
+        self.partial_deltas = 0
+        self.transcript = ""  # noise from random weights; a preemptive start needs words
+
+    def ms(self, start: float | None, end: str) -> float | None:
+        at = self.first.get(end)
+        return None if start is None or at is None else round((at - start) * 1000, 1)
+
+    def figures(self, stages: dict[str, Any]) -> dict[str, Any]:
+        eos, committed = self.end_of_speech, self.first.get("input_audio_buffer.committed")
+        return {
+            "end_of_speech_to_speech_stopped_ms": self.ms(eos, "input_audio_buffer.speech_stopped"),
+            "end_of_speech_to_committed_ms": self.ms(eos, "input_audio_buffer.committed"),
+            "end_of_speech_to_transcript_ms": self.ms(
+                eos, "conversation.item.input_audio_transcription.completed"
+            ),
+            "end_of_speech_to_first_audio_ms": self.ms(eos, "response.output_audio.delta"),
+            "commit_to_first_audio_ms": self.ms(committed, "response.output_audio.delta"),
+            "status": self.status,
+            "errors": self.errors,
+            "audio_ms": round(self.audio_bytes / 2 / 24_000 * 1000, 1),
+            "partial_transcript_deltas": self.partial_deltas,
+            "transcript_words": len(self.transcript.split()),
+            "stages": stages,
+        }
+
+
+async def _vad_turns(
+    port: int, turns: int, deadline: float
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Up to `turns` server_vad turns on one session (no new one once the deadline is
+    near): each 0.3 s of silence, the utterance, then silence (a microphone keeps
+    sending) until 0.3 s after `response.done`, 20 ms every 20 ms. /metrics is read
+    before the first turn and after each, so each turn has its stages' own seconds.
+    Returns each turn's figures and the scrape after the first (the warm-up)."""
+    import numpy as np
+    from websockets.asyncio.client import connect
+
+    speech = _voiced_pcm(VAD_SPEECH_S)
+    lead = np.zeros(int(_VAD_LEAD_S * _VAD_RATE), np.float32)
+    data = (np.concatenate([lead, speech]) * 32767).astype("<i2").tobytes()
+    last_voiced = len(lead) + len(speech) - 1
+    chunk = _VAD_RATE * _VAD_CHUNK_MS // 1000
+    quiet = base64.b64encode(bytes(2 * chunk)).decode()
+    jpeg = base64.b64encode(_noise_jpeg(7)).decode()
+    measured: list[dict[str, Any]] = []
+    async with connect(f"ws://127.0.0.1:{port}/v1/realtime", max_size=None) as ws:
+        created = json.loads(await ws.recv())
+        if created.get("type") != "session.created":
+            raise RuntimeError(f"no session: {created}")
+        current = _VadTurn()
+
+        async def reader() -> None:
+            async for raw in ws:
+                now = time.monotonic()
+                event = json.loads(raw)
+                kind, turn = event.get("type", ""), current
+                turn.first.setdefault(kind, now)
+                if kind == "response.output_audio.delta":
+                    turn.audio_bytes += len(base64.b64decode(event.get("delta", "")))
+                elif kind == "conversation.item.input_audio_transcription.delta":
+                    turn.partial_deltas += 1
+                elif kind == "conversation.item.input_audio_transcription.completed":
+                    turn.transcript = event.get("transcript") or ""
+                elif kind == "response.done":
+                    turn.status = event.get("response", {}).get("status")
+                elif kind == "error":
+                    error = event.get("error", {})
+                    turn.errors.append(f"{error.get('code')}: {error.get('message')}")
+
+        task = asyncio.create_task(reader())
+        session = {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}
+        await ws.send(json.dumps({"type": "session.update", "session": session}))
+        before = await asyncio.to_thread(_metrics, port)
+        first_scrape = before
         try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            for index in range(turns):
+                if deadline - time.monotonic() < 15:  # what was measured is reported
+                    break
+                current = turn = _VadTurn()
+                start, sent = time.monotonic(), 0
+                while True:
+                    piece = data[2 * sent * chunk : 2 * (sent + 1) * chunk]
+                    if not piece:
+                        now = time.monotonic()
+                        done = turn.first.get("response.done")
+                        if done is not None and now >= done + 0.3:
+                            break
+                        stopped = "input_audio_buffer.speech_stopped" in turn.first
+                        if now - (turn.end_of_speech or start) > (
+                            _VAD_REPLY_TIMEOUT_S if stopped else _VAD_NO_SPEECH_S
+                        ):
+                            turn.errors.append("no reply" if stopped else "no speech_stopped")
+                            break
+                    # real time: the microphone gives 20 ms every 20 ms
+                    delay = start + sent * _VAD_CHUNK_MS / 1000 - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    event: dict[str, Any] = {
+                        "type": "input_audio_buffer.append",
+                        "audio": base64.b64encode(piece).decode() if piece else quiet,
+                    }
+                    if sent == 0:
+                        event["video_frames"] = [jpeg]
+                    await ws.send(json.dumps(event))
+                    if sent * chunk <= last_voiced < (sent + 1) * chunk:
+                        turn.end_of_speech = time.monotonic()
+                    sent += 1
+                after = await asyncio.to_thread(_metrics, port)
+                measured.append(turn.figures(_stage_use(before, after)))
+                before = after
+                if index == 0:
+                    first_scrape = after
+        finally:
+            task.cancel()
+    return measured, first_scrape
+
+
+def part_server_vad(
+    paths: dict[str, str], graphs: bool, budget_s: float, *, tts_graphs: bool
+) -> dict[str, Any]:
+    """server_vad turns through `serve --backend gpu` (given a VAD, see `serve_with_vad`)."""
+    from backends.gpu.asr import AsrStage
+
+    deadline = time.monotonic() + budget_s
+    started = time.perf_counter()
+    server, port, log = _launch(paths, graphs, tts_graphs, "vad", (__file__, SERVE_WITH_VAD))
+    result: dict[str, Any] = {
+        "graphs": "on" if graphs else "off",
+        "tts_runtime": "CUDA Graphs" if tts_graphs else "eager",
+        "turn_detection": "server_vad, silence_duration_ms 500 (default threshold 0.5)",
+        "speech_s_per_turn": VAD_SPEECH_S,
+        "turns_asked": VAD_TURNS,
+    }
+    try:
+        if not _ready(server, port, deadline):
+            return {**result, "error": "server not ready", "log_tail": log.read_text()[-3000:]}
+        result["ready_s"] = round(time.perf_counter() - started, 1)
+        marks = [line for line in log.read_text().splitlines() if line.startswith(VAD_MARK)]
+        if marks:
+            result["vad"] = json.loads(marks[-1].removeprefix(VAD_MARK))
+        left = max(deadline - time.monotonic(), 5)
+        turns, warm = asyncio.run(
+            asyncio.wait_for(_vad_turns(port, VAD_TURNS + 1, deadline), left + 10)
+        )
+        after = _metrics(port)
+        measured = turns[1:]
+        result.update(
+            {
+                key: _percentiles([t[key] for t in measured])
+                for key in (
+                    "end_of_speech_to_speech_stopped_ms",
+                    "end_of_speech_to_committed_ms",
+                    "end_of_speech_to_transcript_ms",
+                    "end_of_speech_to_first_audio_ms",
+                    "commit_to_first_audio_ms",
+                )
+            }
+        )
+        with_audio = [t for t in measured if t["commit_to_first_audio_ms"] is not None]
+        result["turns_measured"] = len(with_audio)
+        stages = _stage_use(warm, after)
+        result["stage_mean_s"] = {
+            stage: {"requests": use["requests"], "mean_s": round(use["s"] / use["requests"], 3)}
+            for stage, use in stages.items()
+        }
+        ttfa = "joyduplex_time_to_first_audio_seconds_{}"
+        count = after.get(ttfa.format("count"), 0) - warm.get(ttfa.format("count"), 0)
+        seconds = after.get(ttfa.format("sum"), 0) - warm.get(ttfa.format("sum"), 0)
+        result["server_response_created_to_first_audio_mean_ms"] = (
+            round(seconds / count * 1000, 1) if count else None
+        )
+        commit_asr = stages.get("asr", {}).get("requests", 0)
+        result["live_partials"] = {
+            "asr_stage_offers_them": AsrStage.live_transcripts,
+            "partials_answered": stages.get("asr_partial", {}).get("requests", 0),
+            "partial_transcript_deltas": sum(t["partial_transcript_deltas"] for t in measured),
+            "commit_asr_requests": commit_asr,
+            "commits_reusing_a_partial": max(len(measured) - commit_asr, 0),
+        }
+        result["preemptive_responses"] = _preemptive(warm, after)
+        result["warmup_turn"] = turns[0]
+        result["turns"] = measured
+        problems = [e for t in measured for e in t["errors"]]
+        if len(with_audio) < VAD_TURNS or problems:
+            result["error"] = f"{len(with_audio)} of {VAD_TURNS} turns had reply audio"
+            result["errors"] = problems[:20]
+            result["log_tail"] = log.read_text()[-3000:]
+    except Exception as exc:  # reported, the other parts' figures stay
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["log_tail"] = log.read_text()[-3000:]
+    finally:
+        _stop(server)
     return result
 
 
@@ -429,10 +820,19 @@ CHILDREN = {"asr": child_asr, "vlm": child_vlm, "tts": child_tts}
 
 
 #: each part's share of the budget (a part may use what earlier parts left)
-SHARES = {"asr": 0.12, "vlm": 0.2, "tts": 0.24, "e2e_graphs_on": 0.22, "e2e_graphs_off": 0.22}
+SHARES = {
+    "asr": 0.1,
+    "vlm": 0.2,
+    "tts": 0.18,
+    "e2e_graphs_on": 0.1,
+    "server_vad": 0.2,
+    "e2e_graphs_off": 0.14,
+}
 
 
 def main() -> int:
+    if sys.argv[1:2] == [SERVE_WITH_VAD]:  # the server of the server_vad part
+        return serve_with_vad(sys.argv[2:])
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="gpu-device-check.json")
     parser.add_argument("--budget-s", type=float, default=420.0)
@@ -477,16 +877,18 @@ def main() -> int:
                 report[part] = {"skipped": "time budget spent"}
                 continue
             t0 = time.monotonic()
-            if part.startswith("e2e"):
-                graphs = part.endswith("_on")
-                if graphs and REHEARSAL:
+            if part.startswith(("e2e", "server_vad")):
+                # server_vad: graphs on only (the production setting; eager on a CPU)
+                graphs = part.endswith("_on") or (part == "server_vad" and not REHEARSAL)
+                if part == "e2e_graphs_on" and REHEARSAL:
                     report[part] = {"skipped": "no CUDA Graphs on a CPU (rehearsal)"}
                     continue
                 if not (Path(paths["tts"]) / "speech_tokenizer" / "config.json").exists():
                     report[part] = {"skipped": "no TTS checkpoint (the tts part did not build one)"}
                     continue
                 tts_ok = "ttfa_ms" in report.get("tts", {}).get("graphs_on", {})
-                report[part] = part_e2e(paths, graphs, budget, tts_graphs=graphs and tts_ok)
+                run = part_server_vad if part == "server_vad" else part_e2e
+                report[part] = run(paths, graphs, budget, tts_graphs=graphs and tts_ok)
             else:
                 report[part] = run_child(part, paths, budget, script=__file__)
             report["time_s"][part] = round(time.monotonic() - t0, 1)

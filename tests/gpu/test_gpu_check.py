@@ -42,6 +42,11 @@ def test_gpu_device_check_measures_every_part_with_and_without_graphs(tmp_path: 
     assert report["vlm"]["graphs_on"]["graph_captured"] is True
     for part in ("e2e_graphs_on", "e2e_graphs_off"):
         assert report[part]["turns_measured"] == 5, report[part]
+    vad = report["server_vad"]  # graphs on only, at least 10 turns after a warm-up
+    assert vad["graphs"] == "on" and vad["turns_measured"] >= 10, vad
+    for key in ("end_of_speech_to_first_audio_ms", "commit_to_first_audio_ms"):
+        assert vad[key]["n"] >= 10 and vad[key]["p90"] >= vad[key]["p50"] > 0, vad[key]
+    assert {"vlm", "tts"} <= set(vad["stage_mean_s"]), vad["stage_mean_s"]
     assert done.returncode == 0, done.stdout[-3000:]
 
 
