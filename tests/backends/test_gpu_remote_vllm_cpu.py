@@ -33,7 +33,12 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
   the cap (but more than none), and its API server (`--enable-log-requests`) logs
   `Request <id> aborted.`;
 - the server overhead of a spoken turn against these servers, in-process
-  (`SessionHost`), printed.
+  (`SessionHost`), printed;
+- vLLM's prefix cache over a ten-turn camera session (a spoken turn and a new frame
+  each) against one VLM replica, by its own counters (`vllm:prefix_cache_queries_total`,
+  `vllm:prefix_cache_hits_total`): each prompt reuses all of the previous one, but where
+  a block of history frames leaves, and at least 80% of the consecutive prompts' tokens
+  are hits (the VLM replicas run with `--enable-prefix-caching --block-size 32`).
 
 The weights are random: texts are noise, assertions are about the event flow. Skipped
 cleanly without vLLM, transformers, tokenizers or Pillow.
@@ -62,6 +67,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 pytest.importorskip("PIL")
 
+from backends.joyai.prompt import frame_block_ticks
 from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from tests.backends.remote_fleet import FakeReplica, free_port, measure_turns
@@ -104,6 +110,14 @@ VLM_SERVER_ARGS = (
     str(VLM_MODEL_LEN),
     "--hf-overrides",
     f'{{"text_config": {{"max_position_embeddings": {VLM_MODEL_LEN}}}}}',
+    # on by default in vLLM 0.32 for this model, explicit as docs/deploy.md asks of a
+    # deployment: the camera-session test measures it
+    "--enable-prefix-caching",
+    # a cache hit counts whole blocks only, and the CPU build's default block is 128
+    # tokens (a GPU's is 16): 32, the smallest its attention takes, lets the hit ratio
+    # measure the prompts rather than the CPU build's granularity
+    "--block-size",
+    "32",
 )
 #: the reply cap of the barge-in's server (`[remote.vlm] max_tokens`; the sessions keep
 #: `max_output_tokens = "inf"`, so this cap is what reaches vLLM): the tiny models never
@@ -203,7 +217,9 @@ class VllmServer:
         (`vllm:request_success_total`, every `finished_reason` but abort: stop, length,
         error, repetition); `aborted`: its `finished_reason="abort"` row, which vLLM
         0.32 counts only for aborts of its own, never for a client's disconnect (that
-        request leaves the output processor before its finish is recorded).
+        request leaves the output processor before its finish is recorded);
+        `prefix_queries`/`prefix_hits`: prompt tokens looked up in the prefix cache and
+        those found there (`vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total`).
         """
         # a generous read timeout by default: on a loaded machine the API server was seen
         # leaving /metrics unanswered for as long as it streamed a reply (up to a minute)
@@ -222,6 +238,8 @@ class VllmServer:
             "aborted": total(
                 r'^vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\S+)'
             ),
+            "prefix_queries": total(r"^vllm:prefix_cache_queries_total\{[^}]*\} (\S+)"),
+            "prefix_hits": total(r"^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)"),
         }
 
     def log_size(self) -> int:
@@ -275,8 +293,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def remote_table(
-    fleet: dict[str, Any], max_tokens: int = VLM_MAX_TOKENS, max_model_len: int = 4096
+    fleet: dict[str, Any],
+    max_tokens: int = VLM_MAX_TOKENS,
+    max_model_len: int = 4096,
+    **vlm: Any,
 ) -> dict[str, Any]:
+    """The `[remote]` table of a served joyduplex; `vlm` overrides `[remote.vlm]` keys."""
     return {
         "probe_interval_s": 0.5,
         "asr": {"urls": [fleet["asr"].url], "model": "qwen3-asr", "max_tokens": 8},
@@ -286,6 +308,7 @@ def remote_table(
             "max_model_len": max_model_len,
             "max_tokens": max_tokens,
             "max_images": 1,
+            **vlm,
         },
         "tts": {"urls": [fleet["tts"].url], "model": "qwen3-tts", "voice": "vivian"},
     }
@@ -329,10 +352,10 @@ def _jpeg(color: tuple[int, int, int]) -> bytes:
 
 @contextlib.contextmanager
 def _joyduplex(
-    fleet: dict[str, Any], root: Path, max_tokens: int, max_model_len: int = 4096
+    fleet: dict[str, Any], root: Path, max_tokens: int, max_model_len: int = 4096, **vlm: Any
 ) -> Any:
     config = root / "joyduplex.toml"
-    config.write_text(_toml(remote_table(fleet, max_tokens, max_model_len)))
+    config.write_text(_toml(remote_table(fleet, max_tokens, max_model_len, **vlm)))
     with serve(["--config", str(config)], root / "serve.log", ready_s=60) as process:
         yield process
 
@@ -384,6 +407,129 @@ def _generated(fleet: dict[str, Any]) -> dict[str, float]:
         for n in ("vlm0", "vlm1")
         if fleet[n].process.poll() is None
     }
+
+
+#: the camera session's turns, and its reply cap: short replies, as JoyAI's are, keep
+#: each turn's new tokens (its answer and the next tick) few beside what it reuses
+CAMERA_TURNS = 10
+CAMERA_MAX_TOKENS = 16
+#: the stage's default: the current frame and up to seven history frames per prompt
+CAMERA_MAX_IMAGES = 8
+#: the share of the prompt tokens of a session's consecutive prompts (its second on)
+#: that vLLM must find in its prefix cache
+CAMERA_MIN_HIT_RATIO = 0.8
+
+
+def _cache_config(server: VllmServer) -> dict[str, str]:
+    """The labels of vLLM's `vllm:cache_config_info` (block_size, enable_prefix_caching)."""
+    text = httpx.get(server.url + "/metrics", timeout=METRICS_S).text
+    found = re.search(r"^vllm:cache_config_info\{([^}]*)\}", text, re.MULTILINE)
+    assert found, "vLLM's /metrics has no vllm:cache_config_info"
+    return dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
+
+
+def _frames_leave(turn: int, max_images: int) -> bool:
+    """Whether history frames leave the prompt at `turn` of a session with one frame a
+    turn, by the block rule of `backends/joyai/prompt.py`: after the current frame, the
+    newest whole blocks of `frame_block_ticks(max_images)` history ticks that fit."""
+
+    def shown(ticks: int) -> int:
+        block = frame_block_ticks(max_images)
+        sizes = [block] * (ticks // block) + ([ticks % block] if ticks % block else [])
+        total = 0
+        for size in reversed(sizes):
+            if total + size > max_images - 1:
+                break
+            total += size
+        return total
+
+    return turn > 0 and shown(turn) < shown(turn - 1) + 1
+
+
+async def _prefix_counters(server: VllmServer, after: float) -> tuple[float, float]:
+    """The replica's prefix-cache counters (queried, hit) once its queries passed
+    `after`: vLLM accounts for a request's lookup with the outputs of the step that
+    scheduled it, which the finished stream has already carried."""
+    with anyio.fail_after(METRICS_S):
+        while True:
+            now = await anyio.to_thread.run_sync(server.metrics)
+            if now["prefix_queries"] > after:
+                return now["prefix_queries"], now["prefix_hits"]
+            await anyio.sleep(0.05)
+
+
+def _camera_session(
+    fleet: dict[str, Any], root: Path, server: VllmServer, max_images: int
+) -> list[tuple[int, int]]:
+    """`CAMERA_TURNS` spoken turns, each with a new frame, through `joyduplex serve`
+    against `server` alone: per turn, the prompt tokens vLLM looked up in its prefix
+    cache and those it found there."""
+    turns: list[tuple[int, int]] = []
+    posts = _posts(fleet)[server.key]
+
+    async def main(process: Any) -> None:
+        before = server.metrics()
+        queried, hit = before["prefix_queries"], before["prefix_hits"]
+        async with DuplexClient.connect(process.ws_url, ping_timeout=PING_TIMEOUT_S) as client:
+            await client.wait_for("session.created")
+            for turn in range(CAMERA_TURNS):
+                frame = _jpeg((25 * turn, 200 - 15 * turn, 40 + 10 * turn))
+                await client.append_audio(_speech_like(), frames=[frame])
+                await client.commit(create_response=True)
+                result = await client.collect_response(timeout=TURN_S)
+                assert result.status == "completed" and not result.errors, (turn, result)
+                now_queried, now_hit = await _prefix_counters(server, queried)
+                turns.append((round(now_queried - queried), round(now_hit - hit)))
+                queried, hit = now_queried, now_hit
+
+    with _joyduplex(
+        fleet, root, CAMERA_MAX_TOKENS, urls=[server.url], max_images=max_images
+    ) as process:
+        anyio.run(main, process)
+    assert _posts(fleet)[server.key] - posts == CAMERA_TURNS  # one chat request a turn
+    return turns
+
+
+def test_gpu_a_ten_turn_camera_session_reuses_vllms_prefix_cache(
+    fleet: dict[str, Any], tmp_path: Path
+) -> None:
+    """Ten spoken turns, each with a new camera frame, through `joyduplex serve --backend
+    remote` against one VLM replica (the cache is per replica; requests are balanced by
+    load, not by session), counted by vLLM itself (`vllm:prefix_cache_queries_total`,
+    `vllm:prefix_cache_hits_total`, in prompt tokens):
+
+    - every prompt but those where a block of history frames leaves begins with the
+      previous one, so vLLM finds all of the previous prompt in its cache, to its cache
+      block (`vllm:cache_config_info`'s `block_size`): only the new turn is prefilled;
+    - over the consecutive prompts (the second on), at least `CAMERA_MIN_HIT_RATIO` of
+      the prompt tokens are hits.
+
+    First in the module, so the replica's cache starts empty whichever tests run: the
+    first prompt has no earlier one in the session and is a miss here (on a replica in
+    service its system prompt is cached by earlier sessions); the ratio over the whole
+    session, the first prompt counted, is printed too."""
+    server: VllmServer = fleet["vlm0"]
+    config = _cache_config(server)
+    assert config["enable_prefix_caching"] == "True", config
+    block = int(config["block_size"])
+    turns = _camera_session(fleet, tmp_path, server, CAMERA_MAX_IMAGES)
+    queried, hit = (sum(column) for column in zip(*turns, strict=True))
+    later_queried, later_hit = (sum(column) for column in zip(*turns[1:], strict=True))
+    left = [t + 1 for t in range(CAMERA_TURNS) if _frames_leave(t, CAMERA_MAX_IMAGES)]
+    print(
+        f"\nprefix cache over a {CAMERA_TURNS}-turn camera session (max_images"
+        f" {CAMERA_MAX_IMAGES}, replies <= {CAMERA_MAX_TOKENS} tokens, cache blocks of"
+        f" {block} tokens): prompts 2-{CAMERA_TURNS} {later_hit} of {later_queried} tokens"
+        f" hit ({later_hit / later_queried:.1%}); all prompts {hit} of {queried}"
+        f" ({hit / queried:.1%}); per turn (queried, hit): {turns}; history frames left"
+        f" at turns {left}"
+    )
+    for turn in range(1, CAMERA_TURNS):
+        if not _frames_leave(turn, CAMERA_MAX_IMAGES):
+            # every full cache block of the previous prompt
+            reused = turns[turn - 1][0] // block * block
+            assert turns[turn][1] >= reused, (turn + 1, turns)
+    assert later_hit / later_queried >= CAMERA_MIN_HIT_RATIO, turns
 
 
 def test_spoken_turn_with_a_frame_then_camera_turn(served: Any, fleet: dict[str, Any]) -> None:
