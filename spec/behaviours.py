@@ -763,7 +763,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_resume_across_workers.py::test_b27_a_hundred_resumes_against_four_workers_all_resume",
             "tests/transport/test_resume_across_workers.py::test_b27_a_second_resume_through_another_worker_replaces_the_first",
             "tests/transport/test_resume_across_workers.py::test_b27_a_resume_whose_worker_exited_is_unknown_session_saying_so",
-            "tests/transport/test_resume_across_workers.py::test_b27_vllm_omni_duplex_client_unchanged_resumes_across_four_workers",
+            "tests/transport/test_resume_across_workers.py::test_b27_vllm_omni_duplex_client_unchanged_resumes_against_a_served_process",
         ),
     ),
     Behaviour(
