@@ -4,12 +4,13 @@
   Bearer` when the stage has a key; `timeout_s` is the longest wait for the next bytes,
   `connect_timeout_s` the longest connect).
 - `stream()` is the only way a stage talks to its servers: it picks a replica from the
-  `ReplicaPool` (least outstanding), sends the request, checks the status and hands the
-  response to the stage's reader, yielding what the reader yields. Every exception on
-  that path goes through `translate_failure()` (`errors.py`, the one boundary); a
-  failure that says so ejects the replica, and a retryable one is retried on another
-  replica only while nothing has been yielded yet, so the session never sees a reply
-  start twice.
+  `ReplicaPool` (least outstanding; with `session=` on a stage whose pool has session
+  affinity, the session's previous replica while it is not overloaded), sends the
+  request, checks the status and hands the response to the stage's reader, yielding
+  what the reader yields. Every exception on that path goes through
+  `translate_failure()` (`errors.py`, the one boundary); a failure that says so ejects
+  the replica, and a retryable one is retried on another replica only while nothing has
+  been yielded yet, so the session never sees a reply start twice.
 - Cancellation is closing the stream: when the consumer stops (barge-in, `aclose()`,
   a cancelled scope) the response is closed, its connection dropped, and vLLM aborts
   a request whose client disconnected. `abort(request_id)` closes it too, from outside.
@@ -73,6 +74,10 @@ class RemoteStage(StageLifecycle):
     """One stage served by a fleet of OpenAI-compatible HTTP servers."""
 
     name = "remote"
+    #: whether the stage's pool keeps a session on one replica (`config.session_affinity`
+    #: decides within a stage that does); only a stage whose servers cache state across a
+    #: session's requests gains from it
+    session_affinity = False
 
     def __init__(
         self,
@@ -83,7 +88,10 @@ class RemoteStage(StageLifecycle):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        self.pool = ReplicaPool(config.stage, config.urls)
+        affine = self.session_affinity and config.session_affinity
+        self.pool = ReplicaPool(
+            config.stage, config.urls, affinity_slack=config.affinity_slack if affine else None
+        )
         self.probe_interval_s = probe_interval_s
         self.connect_timeout_s = connect_timeout_s
         self._transport = transport
@@ -175,15 +183,19 @@ class RemoteStage(StageLifecycle):
         request_id: str,
         path: str,
         read: Callable[[httpx.Response], AsyncIterator[T]],
+        *,
+        session: str | None = None,
         **request: Any,
     ) -> AsyncGenerator[T, None]:
         """POST `path` (json=/files=/data= in `request`) to a replica; yield what `read`
-        makes of the response. See the module docstring for balancing, retries and
-        cancellation; every failure leaves as a `BackendError`."""
+        makes of the response. `session` names the session for the pool's affinity (a
+        retry excludes the failed replica, so the session moves with it). See the module
+        docstring for balancing, retries and cancellation; every failure leaves as a
+        `BackendError`."""
         tried: list[Replica] = []
         yielded = False
         while True:
-            replica = self.pool.acquire(exclude=tried)
+            replica = self.pool.acquire(exclude=tried, session=session)
             tried.append(replica)
             timing = RequestTiming(
                 request_id, replica.url, anyio.current_time(), attempt=len(tried)

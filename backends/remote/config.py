@@ -23,6 +23,8 @@
     summary_max_chars = 1200     #   the summary's bound (cut at a sentence)
     summary_timeout_s = 20.0     #   one summary job's time bound
     summary_every_turns = 8      #   dropped turns per summary job
+    session_affinity = true      # keep a session's turns on one replica (its prefix cache)
+    affinity_slack = 1           #   while it has at most this many more requests in flight
     extra_body = { min_p = 0.05 } # optional: more fields of the chat request (vLLM's own
                                  # sampling extras); never one the stage sets itself
 
@@ -85,7 +87,8 @@ _STAGE_KEYS: Final = {
         "image_tokens",
         "extra_body",
     }
-    | {"summary_memory", "summary_max_chars", "summary_timeout_s", "summary_every_turns"},
+    | {"summary_memory", "summary_max_chars", "summary_timeout_s", "summary_every_turns"}
+    | {"session_affinity", "affinity_slack"},
     "tts": _COMMON_KEYS | {"voice", "sample_rate_hz", "language"},
     "delegation": _COMMON_KEYS | {"max_tokens", "instructions"},
 }
@@ -124,6 +127,10 @@ class StageConfig:
     summary_max_chars: int = 1200
     summary_timeout_s: float = 20.0
     summary_every_turns: int = 8
+    # vlm: a session's requests stay on the replica that served its last one (its prefix
+    # cache) while that one has at most `affinity_slack` more outstanding than the least
+    session_affinity: bool = True
+    affinity_slack: int = 1
     #: vlm: more fields of every chat-completions request (vLLM extras such as
     #: `ignore_eos`, `min_tokens`, `min_p`); never one the stage sets itself
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -262,12 +269,15 @@ def _stage(name: str, raw: Any, prefix: str, *, key: str | None = None) -> Stage
         )
     if "extra_body" in raw:
         options["extra_body"] = _extra_body(raw["extra_body"], f"{key}.extra_body")
-    if "summary_memory" in raw:
-        if not isinstance(raw["summary_memory"], bool):
-            raise RemoteConfigError(
-                f"`{key}.summary_memory` must be true or false, not {raw['summary_memory']!r}"
-            )
-        options["summary_memory"] = raw["summary_memory"]
+    for flag in ("summary_memory", "session_affinity"):
+        if flag in raw:
+            if not isinstance(raw[flag], bool):
+                raise RemoteConfigError(f"`{key}.{flag}` must be true or false, not {raw[flag]!r}")
+            options[flag] = raw[flag]
+    if "affinity_slack" in raw:
+        options["affinity_slack"] = _whole(
+            raw["affinity_slack"], f"{key}.affinity_slack", minimum=0
+        )
     if "summary_timeout_s" in raw:
         options["summary_timeout_s"] = _number(raw["summary_timeout_s"], f"{key}.summary_timeout_s")
     fields = (

@@ -1,7 +1,7 @@
 """The replicas of one stage: least-outstanding balancing, ejection, re-admission.
 
 `ReplicaPool` is plain state with no I/O, so its rules can be checked exhaustively
-(tests/backends/test_remote_pool.py runs hypothesis over up/down sequences):
+(tests/backends/test_remote_units.py runs hypothesis over up/down sequences):
 
 - `acquire()` picks, among the replicas in rotation and not excluded, one with the
   fewest requests outstanding (ties go round-robin), and counts the request on it; with
@@ -13,11 +13,19 @@
   listeners hear `(False, reason)` once; when one is readmitted they hear `(True, "")`.
   The backend turns that into `Backend.evict()` / `Backend.restore()`, so `/readyz`
   and admission behave exactly as for an in-process engine that died, and recover.
+- Session affinity (an option; the VLM stage turns it on): `acquire(session=...)`
+  prefers the replica that served the session's previous request, while it is in
+  rotation, not excluded, and has at most `affinity_slack` requests outstanding more than
+  the least-loaded candidate; otherwise the usual pick, which becomes the session's
+  replica. Each turn's prompt extends the previous one, and vLLM's prefix cache holds it
+  only on the replica that computed it. At most `affinity_sessions` sessions are
+  remembered (least recently used forgotten first).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +34,12 @@ from backends.base import BackendUnavailable
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
-__all__ = ["Replica", "ReplicaPool"]
+__all__ = ["AFFINITY_SESSIONS", "Replica", "ReplicaPool"]
 
 log = logging.getLogger("joyduplex.backends.remote")
+
+#: sessions whose last replica an affine pool remembers
+AFFINITY_SESSIONS = 4096
 
 
 @dataclass(eq=False, slots=True)
@@ -50,13 +61,28 @@ class Replica:
 class ReplicaPool:
     """Balancing and health state of one stage's replicas (no I/O)."""
 
-    def __init__(self, stage: str, urls: Collection[str]) -> None:
+    def __init__(
+        self,
+        stage: str,
+        urls: Collection[str],
+        *,
+        affinity_slack: int | None = None,
+        affinity_sessions: int = AFFINITY_SESSIONS,
+    ) -> None:
+        """`affinity_slack=None`: no session affinity (every pick by load alone)."""
         if not urls:
             raise ValueError(f"{stage}: a pool needs at least one replica")
+        if affinity_slack is not None and affinity_slack < 0:
+            raise ValueError(f"{stage}: affinity_slack must be at least 0")
+        if affinity_sessions < 1:
+            raise ValueError(f"{stage}: affinity_sessions must be at least 1")
         self.stage = stage
         self.replicas = [Replica(i, url) for i, url in enumerate(urls)]
+        self.affinity_slack = affinity_slack
+        self.affinity_sessions = affinity_sessions
         self._cursor = 0
         self._listeners: list[Callable[[bool, str], None]] = []
+        self._sessions: OrderedDict[str, Replica] = OrderedDict()  # session -> last replica
 
     def on_change(self, listener: Callable[[bool, str], None]) -> None:
         """`listener(in_service, reason)` on every flip of the stage's service state."""
@@ -80,8 +106,13 @@ class ReplicaPool:
             f"{r.url}: {r.reason or 'down'}" for r in self.replicas
         )
 
-    def acquire(self, exclude: Collection[Replica] = ()) -> Replica:
-        """The least-loaded replica in rotation (not in `exclude`), its count raised.
+    def session_replica(self, session: str) -> Replica | None:
+        """The replica that served `session`'s last request, if it is remembered."""
+        return self._sessions.get(session)
+
+    def acquire(self, exclude: Collection[Replica] = (), session: str | None = None) -> Replica:
+        """The least-loaded replica in rotation (not in `exclude`), its count raised; with
+        affinity on, `session`'s previous replica while it is within the slack.
 
         Raises:
             BackendUnavailable: no replica in rotation outside `exclude`.
@@ -96,15 +127,34 @@ class ReplicaPool:
             )
         n = len(self.replicas)
         least = min(r.outstanding for r in candidates)
-        # round-robin among the least loaded, starting after the last one picked
-        chosen = min(
-            (r for r in candidates if r.outstanding == least),
-            key=lambda r: (r.index - self._cursor) % n,
-        )
+        chosen = self._affine(session, candidates, least)
+        if chosen is None:
+            # round-robin among the least loaded, starting after the last one picked
+            chosen = min(
+                (r for r in candidates if r.outstanding == least),
+                key=lambda r: (r.index - self._cursor) % n,
+            )
+        if self.affinity_slack is not None and session is not None:
+            self._remember(session, chosen)
         self._cursor = (chosen.index + 1) % n
         chosen.outstanding += 1
         chosen.served += 1
         return chosen
+
+    def _affine(self, session: str | None, candidates: list[Replica], least: int) -> Replica | None:
+        """`session`'s previous replica, if it is a candidate within the slack."""
+        if self.affinity_slack is None or session is None:
+            return None
+        previous = self._sessions.get(session)
+        if previous is None or previous not in candidates:
+            return None  # never seen, forgotten, ejected or already failed this request
+        return previous if previous.outstanding <= least + self.affinity_slack else None
+
+    def _remember(self, session: str, replica: Replica) -> None:
+        self._sessions[session] = replica
+        self._sessions.move_to_end(session)
+        while len(self._sessions) > self.affinity_sessions:
+            self._sessions.popitem(last=False)  # the least recently used session
 
     def release(self, replica: Replica) -> None:
         """The request counted by `acquire()` on `replica` ended (however it ended)."""

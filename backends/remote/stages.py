@@ -27,6 +27,8 @@ VLM: `POST /v1/chat/completions` with `stream: true` (server-sent events). The p
     `summary_memory` on, the turns the budget drops are summarised in the background
     by the same servers (`backends.joyai.memory`, one text-only chat completion per
     batch) and the session's summary opens its later prompts.
+    A session's turns stay on one replica while it is not overloaded (the pool's
+    session affinity), where the previous prompt, which the next one extends, is cached.
 
 TTS: `POST /v1/audio/speech` as vLLM-Omni serves it for Qwen3-TTS: `{"model", "input",
     "voice", "response_format": "pcm", "stream": true}` (plus `language` when set) ->
@@ -54,7 +56,7 @@ from backends.base import (
     TtsRequest,
     VlmRequest,
 )
-from backends.joyai.memory import SummaryMemory
+from backends.joyai.memory import SummaryMemory, session_of
 from backends.joyai.prompt import IMAGE_PLACEHOLDER
 from backends.joyai.sampling import JOYAI_SAMPLING_PARAMS
 from backends.joyai.turn import JoyAITurn, summary_settings
@@ -191,6 +193,7 @@ class RemoteVlm(JoyAITurn, RemoteStage):
     """JoyAI behind vLLM's chat-completions API, streamed."""
 
     name = "vlm"
+    session_affinity = True  # each turn's prompt extends the last one: its prefix is cached
 
     def __init__(self, config: StageConfig, **options: Any) -> None:
         super().__init__(config, **options)
@@ -244,7 +247,12 @@ class RemoteVlm(JoyAITurn, RemoteStage):
         self, request: VlmRequest, built: BuiltPrompt, max_tokens: int
     ) -> AsyncGenerator[str, None]:
         body = self.body(request, built)
-        return self.stream(request.request_id, "/v1/chat/completions", _sse_text, json=body)
+        # turns only: a summary job's prompt shares no prefix with them, and would move
+        # the session off the replica that caches its turns
+        session = session_of(request.request_id)
+        return self.stream(
+            request.request_id, "/v1/chat/completions", _sse_text, session=session, json=body
+        )
 
 
 class RemoteTts(RemoteStage):

@@ -494,8 +494,8 @@ def test_gpu_a_ten_turn_camera_session_reuses_vllms_prefix_cache(
     fleet: dict[str, Any], tmp_path: Path
 ) -> None:
     """Ten spoken turns, each with a new camera frame, through `joyduplex serve --backend
-    remote` against one VLM replica (the cache is per replica; requests are balanced by
-    load, not by session), counted by vLLM itself (`vllm:prefix_cache_queries_total`,
+    remote` against one VLM replica (the cache is per replica: its counters see every
+    prompt of the session), counted by vLLM itself (`vllm:prefix_cache_queries_total`,
     `vllm:prefix_cache_hits_total`, in prompt tokens):
 
     - every prompt but those where a block of history frames leaves begins with the

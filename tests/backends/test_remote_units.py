@@ -84,6 +84,18 @@ def test_config_parses_and_fills_defaults() -> None:
         ),
         ({"extra": 1}, "unknown key `remote.extra`"),
         (
+            {"vlm": {"urls": [A], "model": "m", "affinity_slack": -1}},
+            "`remote.vlm.affinity_slack` must be a whole number of at least 0",
+        ),
+        (
+            {"vlm": {"urls": [A], "model": "m", "session_affinity": "yes"}},
+            "`remote.vlm.session_affinity` must be true or false",
+        ),
+        (
+            {"tts": {"urls": [A], "model": "m", "affinity_slack": 1}},
+            "unknown key `remote.tts.affinity_slack`",
+        ),
+        (
             {"vlm": {"urls": [A], "model": "m", "extra_body": 1}},
             "`remote.vlm.extra_body` must be a table",
         ),
@@ -282,6 +294,133 @@ def test_pool_never_picks_an_ejected_replica_and_readiness_never_sticks(
     assert pool.in_service and not backend.dead  # every replica back: ready again
 
 
+# --- session affinity (the VLM's pool) ----------------------------------------------
+
+
+def test_consecutive_requests_of_a_session_stay_on_its_replica_while_it_is_free() -> None:
+    plain, affine = ReplicaPool("vlm", ["a", "b"]), ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    for pool in (plain, affine):
+        for _ in range(4):
+            pool.release(pool.acquire(session="s1"))
+    assert [r.served for r in plain.replicas] == [2, 2]  # alternating: half the prompts cold
+    assert [r.served for r in affine.replicas] == [4, 0]
+    assert affine.session_replica("s1") is affine.replicas[0]
+
+
+def test_a_session_stays_while_its_replica_is_within_the_slack() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    first = pool.acquire(session="s1")  # still streaming (e.g. a speculative turn)
+    assert pool.acquire(session="s1") is first  # one more than the idle replica: stays
+
+
+def test_two_sessions_spread_over_two_replicas() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    one, two = pool.acquire(session="s1"), pool.acquire(session="s2")  # both in flight
+    assert one is not two
+    pool.release(one)
+    pool.release(two)
+    for _ in range(3):  # turn by turn, each on its own replica
+        for session, replica in (("s1", one), ("s2", two)):
+            chosen = pool.acquire(session=session)
+            assert chosen is replica
+            pool.release(chosen)
+    assert [r.served for r in pool.replicas] == [4, 4]
+
+
+def test_a_new_session_goes_after_the_last_pick_when_replicas_are_idle() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    pool.release(pool.acquire(session="s1"))
+    pool.release(pool.acquire(session="s1"))
+    assert pool.acquire(session="s2").url == "b"  # balanced, not piled onto s1's replica
+
+
+def test_a_session_whose_replica_is_busier_than_the_slack_moves() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    a, b = pool.replicas
+    pool.release(pool.acquire(session="s1"))
+    other = pool.acquire(exclude=[b], session="s2")  # another session's turn on a
+    assert pool.acquire(session="s1") is a  # a: 1 <= b: 0 + 1, stays
+    assert pool.acquire(session="s1") is b  # a: 2 > b: 0 + 1, moves
+    assert pool.session_replica("s1") is b  # ... and its replica is now b
+    for replica in (other, a, b):
+        pool.release(replica)
+    assert pool.acquire(session="s1") is b
+
+
+def test_a_slack_of_zero_keeps_a_session_only_on_a_least_loaded_replica() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=0)
+    first = pool.acquire(session="s1")
+    assert pool.acquire(session="s1") is not first
+
+
+def test_a_session_leaves_a_replica_that_failed() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1)
+    a, b = pool.replicas
+    pool.release(pool.acquire(session="s1"))
+    # a retry excludes the replica the request failed on: the session moves with it
+    assert pool.acquire(exclude=[a], session="s1") is b
+    pool.release(b)
+    assert pool.acquire(session="s1") is b
+    pool.release(b)
+    pool.eject(b, "connection refused")  # ejected: the session moves again
+    assert pool.acquire(session="s1") is a
+    pool.release(a)
+    pool.readmit(b)  # back in rotation, but the session's prefix is on a now
+    assert pool.acquire(session="s1") is a
+
+
+def test_the_memory_of_sessions_is_bounded_least_recently_used_first() -> None:
+    pool = ReplicaPool("vlm", ["a", "b"], affinity_slack=1, affinity_sessions=3)
+    for session in ("s1", "s2", "s3"):
+        pool.release(pool.acquire(session=session))
+    pool.release(pool.acquire(session="s1"))  # s1 used again: s2 is now the oldest
+    pool.release(pool.acquire(session="s4"))
+    assert pool.session_replica("s2") is None
+    assert all(pool.session_replica(s) is not None for s in ("s1", "s3", "s4"))
+    assert len(pool._sessions) == 3
+
+
+def test_requests_without_a_session_or_without_affinity_are_not_remembered() -> None:
+    affine, plain = ReplicaPool("vlm", ["a"], affinity_slack=1), ReplicaPool("asr", ["a"])
+    affine.release(affine.acquire())
+    plain.release(plain.acquire(session="s1"))
+    assert not affine._sessions and not plain._sessions
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 4), slack=st.integers(0, 2), ops=_ops, sessions=st.data())
+def test_an_affine_pick_is_healthy_and_within_the_slack_of_the_least_loaded(
+    n: int, slack: int, ops: list[tuple[str, Any]], sessions: st.DataObject
+) -> None:
+    pool = ReplicaPool("vlm", [f"r{i}" for i in range(n)], affinity_slack=slack)
+    held = []
+    for op, arg in ops:
+        if op == "acquire":
+            exclude = [pool.replicas[i] for i in arg if i < n]
+            candidates = [r for r in pool.replicas if r.healthy and r not in exclude]
+            if not candidates:
+                continue
+            loads = {r.index: r.outstanding for r in candidates}
+            session = sessions.draw(st.sampled_from(["s1", "s2", "s3"]))
+            previous = pool.session_replica(session)
+            chosen = pool.acquire(exclude, session=session)
+            assert chosen.healthy and chosen not in exclude
+            assert loads[chosen.index] <= min(loads.values()) + slack
+            if previous in candidates and loads[previous.index] <= min(loads.values()) + slack:
+                assert chosen is previous  # kept whenever it may be
+            elif chosen is not previous:
+                assert loads[chosen.index] == min(loads.values())  # moved: least loaded
+            assert pool.session_replica(session) is chosen
+            held.append(chosen)
+        elif op == "release" and held:
+            pool.release(held.pop(arg % len(held)))
+        elif op == "eject" and arg < n:
+            pool.eject(pool.replicas[arg], "down")
+        elif op == "readmit" and arg < n:
+            pool.readmit(pool.replicas[arg])
+        assert sum(r.outstanding for r in pool.replicas) == len(held)
+
+
 # --- audio ---------------------------------------------------------------------------
 
 
@@ -361,6 +500,58 @@ def test_5xx_before_the_first_byte_is_retried_on_the_other_replica() -> None:
         VlmDecisionResult("r1", action=out[-1].action, text="Hi."),
     ]
     assert [r.healthy for r in backend.vlm.pool.replicas] == [False, True]  # type: ignore[attr-defined]
+
+
+def _turn_hosts(handler: Any, ids: list[str], **vlm: Any) -> tuple[list[str], Any]:
+    """The VLM hosts a sequence of turns (engine request ids) went to, one at a time."""
+    hosts: list[str] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        return handler(request)
+
+    backend = create_backend(
+        remote=table(**vlm), profile="camera", transport=httpx.MockTransport(recording)
+    )
+
+    async def main() -> None:
+        async with backend.vlm:
+            for request_id in ids:
+                request = VlmRequest(request_id, PromptInput(system="s", transcript="hi"))
+                async for _ in backend.vlm.generate(request):
+                    pass
+
+    anyio.run(main)
+    return hosts, backend
+
+
+def _answer(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=_sse("</response>", " Hi."))
+
+
+def test_a_sessions_turns_and_speculations_stay_on_one_vlm_replica() -> None:
+    ids = [
+        "sess_x/resp_1:vlm:1",
+        "sess_x/spec_2:vlm:1",
+        "sess_x/resp_3:vlm:1",
+        "sess_y/resp_1:vlm:1",
+    ]
+    hosts, backend = _turn_hosts(_answer, ids)
+    assert hosts == ["a", "a", "a", "b"]
+    assert backend.tts.pool.affinity_slack is None  # type: ignore[attr-defined]
+    hosts, _ = _turn_hosts(_answer, ids, session_affinity=False)
+    assert hosts == ["a", "b", "a", "b"]  # load alone: ties alternate
+
+
+def test_a_session_retried_on_the_other_replica_stays_there() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "a":
+            return httpx.Response(503, text="loading")
+        return _answer(request)
+
+    ids = ["sess_x/resp_1:vlm:1", "sess_x/resp_2:vlm:1"]
+    hosts, _ = _turn_hosts(handler, ids)
+    assert hosts == ["a", "b", "b"]  # a ejected on the first turn; the session moved
 
 
 def test_connection_lost_after_the_first_piece_fails_once_without_retry() -> None:
