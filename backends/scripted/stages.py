@@ -48,7 +48,7 @@ from backends.base import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
     from backends.base import Float32Array
     from backends.scripted.script import FaultStep, Script, StageName
@@ -290,13 +290,13 @@ class ScriptedTts(_ScriptedStage):
         if rate <= 0:
             raise StageFailed(f"tts: sample rate {rate} Hz is not positive", stage=self.stage)
         admission = await self.script.admit(self.stage, request.request_id, request)
-        chunks = _tone_chunks(request.request_id, request.text, rate)
+        count, chunks = _tone_chunks(request.request_id, request.text, rate)
         for sent, chunk in enumerate(chunks):
             await self._wait_latency()
             if admission.aborted:
                 return
             admission.checkpoint(sent)
-            await admission.reach(*_steps(sent, len(chunks)))
+            await admission.reach(*_steps(sent, count))
             yield chunk
         await admission.reach("finish")
 
@@ -307,23 +307,36 @@ def _steps(index: int, total: int) -> tuple[FaultStep, ...]:
     return (*steps, "mid") if index == total // 2 else steps
 
 
-def _tone_chunks(request_id: str, text: str, rate: int) -> list[TtsAudio]:
-    """The whole reply as 100 ms chunks; a word goes with the chunk its first character
-    falls in (its time is 60 ms per character before it)."""
+def _tone_chunks(request_id: str, text: str, rate: int) -> tuple[int, Iterator[TtsAudio]]:
+    """The whole reply as 100 ms chunks, made one at a time (a hostile client's megabyte
+    of text is an hour of tone: made at once it held the event loop and gigabytes); a
+    word goes with the chunk its first character falls in (its time is 60 ms per
+    character before it). Returns the number of chunks and the chunks."""
     total = math.ceil(len(text) * MS_PER_CHARACTER * rate / 1000)
-    if total == 0:
-        return []
     per_chunk = max(1, rate * CHUNK_MS // 1000)
-    count = math.ceil(total / per_chunk)
-    texts = [""] * count
-    offset = 0
-    for piece in word_pieces(text):
-        start_sample = offset * MS_PER_CHARACTER * rate // 1000
-        texts[min(start_sample // per_chunk, count - 1)] += piece
-        offset += len(piece)
-    t = np.arange(total, dtype=np.float64) / rate
-    wave = np.round(TONE_AMPLITUDE * 32767 * np.sin(2 * math.pi * TONE_HZ * t)).astype("<i2")
-    return [
-        TtsAudio(request_id, wave[i * per_chunk : (i + 1) * per_chunk].tobytes(), texts[i])
-        for i in range(count)
-    ]
+    count = math.ceil(total / per_chunk) if total else 0
+
+    def chunks() -> Iterator[TtsAudio]:
+        pieces = iter(word_pieces(text))
+        pending: tuple[int, str] | None = None  # a word and the chunk it falls in
+        offset = 0
+        for i in range(count):
+            words = ""
+            while True:
+                if pending is None:
+                    piece = next(pieces, None)
+                    if piece is None:
+                        break
+                    start_sample = offset * MS_PER_CHARACTER * rate // 1000
+                    pending = (min(start_sample // per_chunk, count - 1), piece)
+                    offset += len(piece)
+                if pending[0] > i:
+                    break
+                words += pending[1]
+                pending = None
+            first, last = i * per_chunk, min(total, (i + 1) * per_chunk)
+            t = np.arange(first, last, dtype=np.float64) / rate
+            wave = np.round(TONE_AMPLITUDE * 32767 * np.sin(2 * math.pi * TONE_HZ * t))
+            yield TtsAudio(request_id, wave.astype("<i2").tobytes(), words)
+
+    return count, chunks()
