@@ -17,7 +17,7 @@ from typing import Final
 
 from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 
-__all__ = ["next_cut", "split_sentences", "take_pieces"]
+__all__ = ["next_cut", "reply_rest", "split_sentences", "take_pieces"]
 
 _SENTENCE_END: Final = re.compile(r"[.!?][\"')\]]*\s+")
 _CLAUSE_END: Final = re.compile(r"[,;:][\"')\]]*\s+|\s[-\u2013\u2014]\s+")
@@ -48,6 +48,12 @@ def take_pieces(text: str, *, first: bool) -> tuple[list[str], str]:
         if piece:
             pieces.append(piece)
     return pieces, text
+
+
+def reply_rest(pending: str, decided: str, *, streamed: bool) -> str:
+    """What of a reply is left to speak when the VLM decides: the streamed text not yet
+    cut into pieces; the decision's own text only when nothing was streamed."""
+    return (pending if streamed else decided).strip()
 
 
 def split_sentences(text: str) -> list[str]:

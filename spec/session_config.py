@@ -217,6 +217,10 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+#: our extensions under `extra_body` that are switches (the field of the same name)
+_EXTRA_BODY_FLAGS = ("auto_response", "preemptive_response")
+
+
 def _refuse(code: ErrorCode, param: str, message: str) -> InvalidSessionConfig:
     return InvalidSessionConfig(message, code=code, param=param)
 
@@ -548,21 +552,12 @@ def validate_session(
     if patch.max_output_tokens is not unset:
         changes["max_output_tokens"] = _max_output_tokens(patch.max_output_tokens)
     if patch.extra_body is not unset:
-        auto = patch.extra_body.get("auto_response", base.auto_response)
-        if not isinstance(auto, bool):
-            raise _refuse(
-                ErrorCode.BAD_EVENT,
-                "session.extra_body.auto_response",
-                "`auto_response` must be a boolean",
-            )
-        changes["auto_response"] = auto
-        preempt = patch.extra_body.get("preemptive_response", base.preemptive_response)
-        if not isinstance(preempt, bool):
-            raise _refuse(
-                ErrorCode.BAD_EVENT,
-                "session.extra_body.preemptive_response",
-                "`preemptive_response` must be a boolean",
-            )
-        changes["preemptive_response"] = preempt
+        for flag in _EXTRA_BODY_FLAGS:
+            value = patch.extra_body.get(flag, getattr(base, flag))
+            if not isinstance(value, bool):
+                raise _refuse(
+                    ErrorCode.BAD_EVENT, f"session.extra_body.{flag}", f"`{flag}` must be a boolean"
+                )
+            changes[flag] = value
         changes["extra_body"] = {**base.extra_body, **patch.extra_body}
     return msgspec.structs.replace(base, **changes)

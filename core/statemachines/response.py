@@ -35,7 +35,7 @@ from spec.events import (
 from spec.events import (
     Response as WireResponse,
 )
-from spec.sentences import take_pieces
+from spec.sentences import reply_rest, take_pieces
 from spec.tables import RESPONSE, ResponseState
 from spec.tables.response import ACTIVE_RESPONSE_STATES
 
@@ -177,9 +177,9 @@ class Response:
         """The VLM decided; returns the rest of the reply still to speak or show."""
         self.close_request(request_id)
         self.decided = True
-        rest = self.pending_text if self.saw_delta else text
+        rest = reply_rest(self.pending_text, text, streamed=self.saw_delta)
         self.pending_text = ""
-        return "" if listen else rest.strip()
+        return "" if listen else rest
 
     def adopt(
         self, speculation_id: str, vlm_request: str, tts_requests: list[tuple[str, str]]

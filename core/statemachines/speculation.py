@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from core.statemachines._rulebook import build, fire
 from spec.effects import TTS, VLM, Abort, SubmitTts, SubmitVlm
-from spec.sentences import take_pieces
+from spec.sentences import reply_rest, take_pieces
 from spec.stage_results import (
     StageFailure,
     TtsAudio,
@@ -138,16 +138,13 @@ class Speculation:
                     self._speak(piece)
         else:  # the decision: the rest of the reply, as `Response.decide` reads it
             self.open_requests.pop(result.request_id, None)
-            rest = self.pending_text if self.held_text() else result.text
+            streamed = any(isinstance(r, VlmDelta) for r in self.held)
+            rest = reply_rest(self.pending_text, result.text, streamed=streamed)
             self.pending_text = ""
-            if self.terms.audio and result.action != VlmAction.LISTEN and rest.strip():
-                self._speak(rest.strip())
+            if self.terms.audio and result.action != VlmAction.LISTEN and rest:
+                self._speak(rest)
         self.held.append(result)
         return True
-
-    def held_text(self) -> bool:
-        """Whether a text delta was held (then the decision's text is not the reply)."""
-        return any(isinstance(r, VlmDelta) for r in self.held)
 
     def _speak(self, text: str) -> None:
         seq = len(self.tts_requests) + 1

@@ -416,8 +416,10 @@ CAMERA_MAX_TOKENS = 16
 #: the stage's default: the current frame and up to seven history frames per prompt
 CAMERA_MAX_IMAGES = 8
 #: the share of the prompt tokens of a session's consecutive prompts (its second on)
-#: that vLLM must find in its prefix cache
-CAMERA_MIN_HIT_RATIO = 0.8
+#: that vLLM must find in its prefix cache: measured 81.4%; the floor keeps a margin
+#: from it (another tokenizer or block size rounds differently), while the per-turn check
+#: (every full block of the previous prompt hit) holds the layout exactly
+CAMERA_MIN_HIT_RATIO = 0.75
 
 
 def _cache_config(server: VllmServer) -> dict[str, str]:

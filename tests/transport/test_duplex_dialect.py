@@ -190,6 +190,15 @@ class _Recorded:
         return Transport()
 
 
+def assert_resumed_whole(recorded: _Recorded, audio: bytes, control: bytes) -> None:
+    """The client reconnected and resumed, with the whole reply and every event once."""
+    assert len(recorded.sockets) >= 2  # it did reconnect
+    assert any(f["type"] == "session.resumed" for f in recorded.frames)
+    assert audio == control  # the whole reply, nothing lost
+    seqs = [f["server_event_seq"] for f in recorded.frames if "server_event_seq" in f]
+    assert seqs == list(range(1, len(seqs) + 1))  # nothing twice, nothing skipped
+
+
 async def _upstream_turn(
     upstream: ModuleType, url: str, recorded: _Recorded, *, drop: bool
 ) -> bytes:
@@ -225,10 +234,6 @@ def test_b27_vllm_omni_duplex_client_unchanged_resumes_a_reply_cut_by_a_dropped_
         server.script.latency["tts"] = 0.05  # slow the reply so the drop lands inside it
         recorded = _Recorded()
         audio = await _upstream_turn(upstream, server.ws_url, recorded, drop=True)
-        assert len(recorded.sockets) >= 2  # it did reconnect
-        assert any(f["type"] == "session.resumed" for f in recorded.frames)
-        assert audio == control  # the whole reply, nothing lost
-        seqs = [f["server_event_seq"] for f in recorded.frames if "server_event_seq" in f]
-        assert seqs == list(range(1, len(seqs) + 1))  # nothing twice, nothing skipped
+        assert_resumed_whole(recorded, audio, control)
 
     _run(test)

@@ -24,6 +24,7 @@ from tests.transport.test_duplex_dialect import (
     _Recorded,
     _upstream_duplex,
     _upstream_turn,
+    assert_resumed_whole,
 )
 from tests.transport.test_workers import _samples
 
@@ -194,13 +195,12 @@ def test_b27_a_resume_whose_worker_exited_is_unknown_session_saying_so(tmp_path:
 
         async def scenario() -> None:
             sessions = await _sessions_on_several_workers(served)
-            victim = sessions[0]
             pid = next(
                 w["pid"]
                 for w in httpx.get(served.base + "/readyz").json()["workers"]["processes"]
                 if w["sessions"] > 0
             )
-            # which worker holds the victim is known to the server only: kill one that
+            # which worker holds which session is known to the server only: kill one that
             # holds sessions, then resume every session of the exited worker's
             os.kill(pid, signal.SIGKILL)
             for _ in range(600):
@@ -217,7 +217,6 @@ def test_b27_a_resume_whose_worker_exited_is_unknown_session_saying_so(tmp_path:
                 assert event["error"]["code"] == "unknown_session"
                 assert "exited" in event["error"]["message"]
             assert all(a["type"] in ("error", "session.resumed") for a in answers)
-            assert victim  # every session was tried
             for session in sessions:
                 await session.ws.close()
 
@@ -242,11 +241,7 @@ def test_b27_vllm_omni_duplex_client_unchanged_resumes_against_a_served_process(
             for _ in range(20 if workers > 1 else 1):
                 recorded = _Recorded()
                 audio = await _upstream_turn(upstream, served.ws_url, recorded, drop=True)
-                assert len(recorded.sockets) >= 2  # it did reconnect
-                assert any(f["type"] == "session.resumed" for f in recorded.frames)
-                assert audio == control  # the whole reply, nothing lost
-                seqs = [f["server_event_seq"] for f in recorded.frames if "server_event_seq" in f]
-                assert seqs == list(range(1, len(seqs) + 1))  # nothing twice, nothing skipped
+                assert_resumed_whole(recorded, audio, control)
                 relayed = _metric(served, "joyduplex_session_resume_total", event="relayed")
                 if relayed:
                     break
