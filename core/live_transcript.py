@@ -3,9 +3,12 @@
 Under server VAD, when the backend's ASR offers it, the session asks for a partial
 transcription of the growing utterance (`SubmitPartialAsr`):
 
-- at a pause: once `PAUSE_FRAMES` frames of silence followed speech, with the audio up to
-  200 ms after the silence began, which is exactly what the utterance's commit will hold
-  if the turn ends in this pause (so the runtime may answer that commit's ASR with it);
+- at a pause: on the first frame of a silence run after speech (the first frame the VAD
+  scores below the threshold), with the audio scored up to there: all the speech the
+  utterance's commit will hold if the turn ends in this pause, asked as early as it can
+  be, so its words are in when the turn ends (D41). A pause asks one partial; when
+  another pause's partial is still out, the pause asks on a later frame of its silence,
+  once that one answered;
 - on a cadence while speech goes on: once the VAD scored `CADENCE_MS` of audio since the
   last one (or since speech started), with the audio up to there.
 
@@ -21,7 +24,10 @@ is the item's text and replaces it). A partial that answers after its utterance 
 
 The latest partial asked is remembered with its audio, language and, once it answered,
 its text (`AskedPartial`), also after its utterance ended: what `core.turn_taking` reads
-for the verdict of its pause and for a commit of the same audio.
+for the verdict of its pause and for a commit of its audio. A pause's partial also keeps
+whether speech was scored after it (`quiet`) and, when the turn ended in its pause, that
+commit's audio (`turn_audio`): it holds the partial's audio and only the pause's silence
+beyond it (or less of that silence), so the partial's words are its transcript (D41).
 """
 
 from __future__ import annotations
@@ -29,18 +35,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spec.effects import LIVE_CADENCE_MS, LIVE_PAUSE_FRAMES, SubmitPartialAsr
+from spec.effects import LIVE_CADENCE_MS, SubmitPartialAsr
 from spec.events import InputAudioTranscriptionDelta
 
 if TYPE_CHECKING:
     from core.outbox import Outbox
     from spec.stage_results import AsrPartial
 
-__all__ = ["CADENCE_MS", "PAUSE_FRAMES", "AskedPartial", "LiveTranscript"]
+__all__ = ["CADENCE_MS", "AskedPartial", "LiveTranscript"]
 
-#: silence frames after speech that make a pause (224 ms: past the 200 ms tail the ASR of
-#: a VAD-ended utterance keeps, so the partial holds what its commit would)
-PAUSE_FRAMES = LIVE_PAUSE_FRAMES
 #: while speech goes on, a partial at most this often (of scored audio, not wall clock)
 CADENCE_MS = LIVE_CADENCE_MS
 _CADENCE_SAMPLES = CADENCE_MS * 16
@@ -49,13 +52,18 @@ _CADENCE_SAMPLES = CADENCE_MS * 16
 @dataclass(slots=True)
 class AskedPartial:
     """A partial asked: its audio and language, and its answer once it came (text None:
-    it failed)."""
+    it failed). A pause's partial (`pause`) also keeps whether no speech was scored after
+    its audio (`quiet`) and whether the turn ended in its pause (`ended_turn`)."""
 
     request_id: str
     pcm16: bytes
     language: str | None
     answered: bool = False
     text: str | None = None
+    pause: bool = False
+    quiet: bool = True
+    #: the audio of the commit the detector made in this partial's pause (D41)
+    turn_audio: bytes | None = None
 
 
 class LiveTranscript:
@@ -108,7 +116,7 @@ class LiveTranscript:
         request_id = f"live:{self._count}"
         self.in_flight = (request_id, self.item_id, pause)
         self.asked_at = at_sample
-        self.latest = AskedPartial(request_id, pcm16, language)
+        self.latest = AskedPartial(request_id, pcm16, language, pause=pause)
         self._out.effect(SubmitPartialAsr(request_id, self.item_id, pcm16, language))
         return request_id
 
@@ -117,12 +125,31 @@ class LiveTranscript:
         latest = self.latest
         return latest if latest is not None and latest.request_id == request_id else None
 
-    def heard(self, pcm16: bytes, language: str | None) -> AskedPartial | None:
-        """The latest partial, if it was asked for exactly this audio and language."""
+    def speech_scored(self) -> None:
+        """The VAD scored a frame of speech: the latest partial's audio is no longer all
+        the speech there is."""
+        if self.latest is not None:
+            self.latest.quiet = False
+
+    def turn_ended(self, audio: bytes) -> None:
+        """The detector ended the turn, committing `audio`: in the pause of the latest
+        partial, if that is a pause's partial no speech came after and `audio` differs
+        from its audio only by that pause's silence (one a prefix of the other; D41)."""
         latest = self.latest
-        if latest is None or latest.language != language or latest.pcm16 != pcm16:
+        if latest is None or not latest.pause or not latest.quiet:
+            return
+        if audio.startswith(latest.pcm16) or latest.pcm16.startswith(audio):
+            latest.turn_audio = audio
+
+    def heard(self, pcm16: bytes, language: str | None) -> AskedPartial | None:
+        """The latest partial, if it heard this audio in this language: exactly its own
+        audio, or the audio of the turn that ended in its pause (D41)."""
+        latest = self.latest
+        if latest is None or latest.language != language:
             return None
-        return latest
+        if pcm16 in (latest.pcm16, latest.turn_audio):
+            return latest
+        return None
 
     def on_partial(self, result: AsrPartial) -> None:
         latest = self.latest

@@ -11,10 +11,12 @@ the two decisions that join them:
   clock; then it is applied with the partial's words (a finishing verdict whose words
   trail off holds the pause), or without words. A verdict that carries its own words is
   applied with them at once.
-- **A commit's ASR reuses the partial that heard its audio** (B33). When the audio and
-  language of a commit's `SubmitAsr` are those of the latest partial (the turn ended in
-  the pause that partial heard), the partial's text is the transcript: at once when it
-  has answered, else when it does; only a partial that failed sends the `SubmitAsr`.
+- **A commit's ASR reuses the partial that heard its audio** (B33, D41). When the audio
+  and language of a commit's `SubmitAsr` are those of the latest partial, or the commit
+  is the one the detector made in the pause that partial was asked in, with no speech
+  scored since (its audio then differs from the partial's only by the pause's silence),
+  the partial's text is the transcript: at once when it has answered, else when it does;
+  only a partial that failed sends the `SubmitAsr`.
 
 The session drives it the way h11's `Connection` drives its `ConnectionState`: it hands
 over VAD scores, partials, verdicts and the clock, and is called back to barge in
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.audio import AudioClock
-from core.live_transcript import PAUSE_FRAMES, AskedPartial, LiveTranscript
+from core.live_transcript import AskedPartial, LiveTranscript
 from core.statemachines.turn_detector import TurnDetector
 from spec.effects import TURN_END_WINDOW_MS
 from spec.stage_results import AsrTranscript
@@ -72,6 +74,7 @@ class TurnTaking:
         "_held",
         "_interrupt",
         "_out",
+        "_pause_partial",
         "_preempt",
         "_preempting",
         "_speech_went_on",
@@ -110,6 +113,8 @@ class TurnTaking:
         self._preempt = preempt
         self._speech_went_on = speech_went_on  # drop the reply prepared at the pause
         self._preempting = False  # a reply is being prepared for the current pause
+        #: the partial asked in the current silence run of the utterance, if one was
+        self._pause_partial: str | None = None
         self.detector = TurnDetector(out)
         self.live = LiveTranscript(out)
         self.live.enabled = live_transcripts
@@ -130,12 +135,14 @@ class TurnTaking:
         before now may start speech; `restart`: the scores start over too) and the
         utterance being spoken ends."""
         self.detector.reset(self._clock.samples, restart=restart)
+        self._pause_partial = None
         self.live.end()
 
     def end_utterance(self) -> None:
         """A commit: the utterance it holds is no longer spoken."""
         if self.detector.speaking:
             self.detector.reset(self._clock.samples)
+        self._pause_partial = None
         self.live.end()
 
     def deadlines(self) -> list[int | None]:
@@ -169,6 +176,11 @@ class TurnTaking:
             if self._out.closed:
                 return
             boundary = detector.feed(probability, config)
+            if probability >= config.threshold:
+                # speech: a later pause asks its own partial, and the latest one's audio
+                # is no longer all that was said (D41)
+                self._pause_partial = None
+                self.live.speech_scored()
             if self._preempting and detector.silence_frames == 0 and detector.speaking:
                 # speech after the pause whose words the prepared reply answers (B35)
                 self._preempting = False
@@ -182,34 +194,39 @@ class TurnTaking:
                 self.live.begin(item_id, detector.end_sample())
                 if config.interrupt_response:
                     self._interrupt()
-            elif boundary == "pause":
-                # the audio a finishing verdict commits, transcribed while the model
-                # decides: the reply then need not wait for an ASR after the verdict, and
+            elif boundary in ("pause", "review_again"):
+                # the pause's words, transcribed since its first silent frame, go with the
+                # verdict: the reply then need not wait for an ASR after the verdict, and
                 # words that trail off can hold the pause
-                partial_id = self._maybe_ask_partial(pause=True)
-                self._review_pause(config, now_ms, partial_id)
+                self._ask_partial()
+                self._review_pause(config, now_ms, again=boundary == "review_again")
             elif boundary == "resume":
                 detector.resume()
             elif boundary in ("stop", "time_out"):
                 self._stop(config, boundary)
-            elif detector.speaking and not detector.paused:
-                # live transcripts while speech goes on (a pause under review asks none)
-                self._maybe_ask_partial()
+            elif detector.speaking:
+                # live transcripts: the pause's as its silence begins, else the cadence's
+                self._ask_partial()
 
     def _stop(self, config: TurnDetection, trigger: TurnEnd) -> None:
         """Speech stopped: the session commits the utterance (or says why not)."""
         # ASR need not hear the silence that only ended the turn: keep a short tail
         detector = self.detector
         keep_until = detector.silence_start + AudioClock.samples_of_ms(ASR_TAIL_PAD_MS)
+        if self._pause_partial is not None:
+            # the commit holds this pause's partial's audio but for silence (D41)
+            self.live.turn_ended(self._buffer.audio()[: self.buffered_bytes_before(keep_until)])
         item_id = detector.stop(trigger)
         self._preempting = False  # the turn ended in the pause: its commit decides (B35)
+        self._pause_partial = None
         self.live.end()
         self._end_turn(config, item_id, keep_until)
 
     # --- semantic VAD (B32) ---------------------------------------------------------------
 
-    def _review_pause(self, config: TurnDetection, now_ms: int, partial_id: str | None) -> None:
-        """A pause in speech: ask the end-of-turn model about the utterance so far."""
+    def _review_pause(self, config: TurnDetection, now_ms: int, *, again: bool) -> None:
+        """A pause in speech: ask the end-of-turn model about the utterance so far, with
+        the words of the pause's partial if it has one (`again`: a held pause, once more)."""
         policy = config.end_of_turn
         assert policy is not None  # the detector pauses only under semantic_vad
         detector = self.detector
@@ -218,13 +235,17 @@ class TurnTaking:
             AudioClock.bytes_of_ms(TURN_END_WINDOW_MS), drop_bytes=unscored
         )
         request_id = self._out.next_id("turn")
-        detector.pause(
-            request_id=request_id,
-            pcm16=pcm16,
-            now_ms=now_ms,
-            max_wait_ms=policy.max_wait_ms,
-            partial_request_id=partial_id,
-        )
+        partial_id = self._pause_partial
+        if again:
+            detector.review_again(request_id=request_id, pcm16=pcm16, partial_request_id=partial_id)
+        else:
+            detector.pause(
+                request_id=request_id,
+                pcm16=pcm16,
+                now_ms=now_ms,
+                max_wait_ms=policy.max_wait_ms,
+                partial_request_id=partial_id,
+            )
         self._asked_for_review = (request_id, partial_id, now_ms)
 
     def on_verdict(self, result: TurnEndVerdict, now_ms: int) -> None:
@@ -280,20 +301,20 @@ class TurnTaking:
 
     # --- live transcripts (B33) -----------------------------------------------------------
 
-    def _maybe_ask_partial(self, *, pause: bool | None = None) -> str | None:
-        """A live transcript of the utterance so far: at a pause, the audio its commit
-        would hold if the turn ended here; on the cadence, all that was scored. Returns
-        the request id of the partial asked, if one was."""
+    def _ask_partial(self) -> None:
+        """A live transcript of the utterance so far, all that was scored: the pause's
+        partial on a silent frame of a pause that has none yet (D41), else the cadence's."""
         detector = self.detector
-        if pause is None:
-            pause = detector.silence_frames == PAUSE_FRAMES
+        pause = detector.silence_frames > 0
+        if pause and self._pause_partial is not None:
+            return  # this pause has its partial
         at = detector.end_sample()
         if not self.live.due(at, pause=pause):
-            return None
-        tail = AudioClock.samples_of_ms(ASR_TAIL_PAD_MS)
-        until = detector.silence_start + tail if pause else at
-        audio = self._buffer.audio()[: self.buffered_bytes_before(until)]
-        return self.live.ask(audio, self._config().transcription_language, at, pause=pause)
+            return
+        audio = self._buffer.audio()[: self.buffered_bytes_before(at)]
+        request_id = self.live.ask(audio, self._config().transcription_language, at, pause=pause)
+        if pause:
+            self._pause_partial = request_id
 
     def on_partial(self, result: AsrPartial, now_ms: int) -> None:
         asked = self.live.in_flight

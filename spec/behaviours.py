@@ -894,15 +894,18 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "Silero still finds speech and pauses; a 200 ms pause goes under review by the "
             "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
             "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
-            "2 s) runs out; words heard up to the pause that cannot end a sentence hold it "
-            "whatever the model says, and a verdict that comes before them waits for them "
-            "at most its time budget; a verdict the speaker outran is dropped."
+            "2 s) runs out; eagerness high asks after 64 ms and once more at 200 ms when "
+            "the first verdict held the pause; words heard up to the pause that cannot "
+            "end a sentence hold it whatever the model says, and a verdict that comes "
+            "before them waits for them at most its time budget; a verdict the speaker "
+            "outran is dropped."
         ),
         sections=(_SEMANTIC_VAD, _VAD, _SESSION),
         rows=(
             RowRef("turn_detector", "pause"),
             RowRef("turn_detector", "finish"),
             RowRef("turn_detector", "hold"),
+            RowRef("turn_detector", "review_again"),
             RowRef("turn_detector", "resume"),
             RowRef("turn_detector", "time_out"),
         ),
@@ -929,6 +932,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b32_semantic_vad.py::test_b32_words_already_heard_go_with_the_verdict_at_once",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_a_failed_partial_leaves_the_verdict_to_decide_alone",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_that_waits_is_dropped_when_speech_resumes",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_high_eagerness_asks_after_64_ms_and_a_held_pause_again_at_200_ms",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_is_asked_again_only_once_and_only_when_first_asked_early",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_cpu_without_avx512_gives_the_same_verdict",
             "tests/backends/test_cpu_smart_turn.py::test_b32_whisper_hears_the_words_before_the_pause_trail_off_after_if",
             "tests/backends/test_cpu_smart_turn.py::test_b32_smart_turn_holds_the_real_speakers_last_two_pauses_and_ends_his_sentence",
@@ -963,12 +968,12 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         title="Live transcripts while the person speaks",
         summary=(
             "Under server or semantic VAD, with an ASR that offers it, the growing "
-            "utterance is transcribed at each pause (under semantic VAD while the "
-            "end-of-turn model reviews it) and on a cadence (one at a time; a pause's "
-            "partial supersedes a cadence one still out) and its new words "
-            "are sent as `conversation.item.input_audio_transcription.delta`; the "
-            "`completed` event stays the item's text, and a turn ending in the pause a "
-            "partial heard takes that partial's words as its transcript, without a "
+            "utterance is transcribed at each pause, from its first silent frame (under "
+            "semantic VAD while the end-of-turn model reviews it), and on a cadence (one "
+            "at a time; a pause's partial supersedes a cadence one still out) and its new "
+            "words are sent as `conversation.item.input_audio_transcription.delta`; the "
+            "`completed` event stays the item's text, and a turn the detector ends in the "
+            "pause a partial heard takes that partial's words as its transcript, without a "
             "second ASR (one that failed leaves the commit its own)."
         ),
         sections=(_LIVE, _VAD),
@@ -988,6 +993,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_partial_that_failed_leaves_the_commit_its_own_asr",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_commit_of_other_audio_is_transcribed_at_once",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_response_cancelled_while_its_asr_waits_for_a_partial_sends_none",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_a_client_commit_in_a_pause_is_transcribed_on_its_own",
             "tests/runtime/test_live_transcripts.py::test_b33_live_deltas_reach_the_client_before_the_completed_transcript",
             "tests/runtime/test_live_transcripts.py::test_b33_without_partials_from_the_asr_no_delta_is_sent",
         ),

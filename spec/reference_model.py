@@ -23,7 +23,6 @@ from spec.effects import (
     ASR,
     DELEGATION,
     LIVE_CADENCE_MS,
-    LIVE_PAUSE_FRAMES,
     TTS,
     TURN_END_WINDOW_MS,
     VLM,
@@ -438,6 +437,11 @@ class _Live:
     last: tuple[str, bytes, str | None] | None = None
     last_answered: bool = False
     last_text: str | None = None
+    #: whether it was a pause's partial, no speech was scored after it, and the audio of
+    #: the turn the detector ended in its pause (D41)
+    last_pause: bool = False
+    last_quiet: bool = True
+    last_turn_audio: bytes | None = None
     #: commits' ASR requests waiting for the partial that heard their audio (its id)
     waiting_asr: list[tuple[str, SubmitAsr]] = field(default_factory=list)
 
@@ -463,6 +467,10 @@ class _Vad:
     review_at: int = 0
     #: a verdict that waits for the pause's words: (request id, probability, until)
     held: tuple[str, float, int] | None = None
+    #: the verdicts asked for the current pause (a held one is asked again once, B32)
+    reviews: int = 0
+    #: the partial asked in the current silence run of the utterance (section 5.2, D41)
+    pause_partial: str | None = None
 
 
 def _reject(
@@ -1420,10 +1428,15 @@ class ReferenceSession:
 
     def _transcribe(self, submit: SubmitAsr) -> None:
         """Section 5.2: the commit of exactly the audio (and language) the latest partial
-        heard takes that partial's text as its transcript: now if it answered, when it
-        answers otherwise; a partial that failed leaves the commit its own ASR."""
+        heard, or the commit the detector made in that partial's pause (D41), takes that
+        partial's text as its transcript: now if it answered, when it answers otherwise;
+        a partial that failed leaves the commit its own ASR."""
         live = self.live
-        if live.last is None or (live.last[1], live.last[2]) != (submit.pcm16, submit.language):
+        if (
+            live.last is None
+            or live.last[2] != submit.language
+            or submit.pcm16 not in (live.last[1], live.last_turn_audio)
+        ):
             self._effect(submit)
         elif not live.last_answered:
             live.waiting_asr.append((live.last[0], submit))
@@ -1997,6 +2010,8 @@ class ReferenceSession:
             vad = self.vad  # a commit or barge-in below may replace the detector
             start = vad.origin + frame * vad.frames_seen
             vad.frames_seen += 1
+            if p >= td.threshold:
+                self.live.last_quiet = False  # D41: speech after the latest partial's audio
             if vad.state == "silence":
                 if p >= td.threshold:
                     if vad.high_run == 0:
@@ -2012,10 +2027,11 @@ class ReferenceSession:
                     vad.high_run = 0
             elif p >= td.threshold:
                 vad.silence_run = 0
+                vad.pause_partial = None  # D41: a later pause asks its own partial
                 if vad.state in ("review", "held"):
                     # section 5.1: speech again; the verdict awaited is no longer wanted
                     vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
-                    vad.held = None
+                    vad.held, vad.reviews = None, 0
                 else:
                     self._live_ask(start + frame, pause=False)
             else:
@@ -2023,33 +2039,51 @@ class ReferenceSession:
                     vad.silence_start = start
                 vad.silence_run += 1
                 silence_ms = vad.silence_run * VAD_FRAME_MS
+                policy = td.end_of_turn
                 if vad.state in ("review", "held"):
                     if silence_ms >= vad.wait_ms:
                         self._turn_ended()
-                elif p < low and td.type == "semantic_vad" and silence_ms >= SEMANTIC_PAUSE_MS:
-                    # section 5.2: the pause's partial, what a finishing verdict commits;
+                        continue
+                    self._live_ask(start + frame, pause=True)
+                    if (
+                        vad.state == "held"
+                        and policy is not None
+                        and vad.reviews == 1
+                        and policy.first_review_ms < SEMANTIC_PAUSE_MS <= silence_ms
+                        and p < low
+                    ):
+                        # section 5.1: an eager first review held; the model's own pause
+                        # length gets a second one
+                        self._pause_reviewed(start + frame)
+                elif p < low and policy is not None and silence_ms >= policy.first_review_ms:
+                    # section 5.2: the pause's partial (asked at its first silent frame);
                     # the verdict carries its words (section 5.1)
-                    partial_id = self._live_ask(start + frame, pause=True)
-                    self._pause_reviewed(start + frame, partial_id)
-                elif p < low and td.type != "semantic_vad" and silence_ms >= td.silence_duration_ms:
+                    self._live_ask(start + frame, pause=True)
+                    self._pause_reviewed(start + frame)
+                elif p < low and policy is None and silence_ms >= td.silence_duration_ms:
                     self._turn_ended()
                 else:
-                    self._live_ask(start + frame, pause=vad.silence_run == LIVE_PAUSE_FRAMES)
+                    self._live_ask(start + frame, pause=True)
 
     # --- semantic VAD (section 5.1) ----------------------------------------------------
 
-    def _pause_reviewed(self, scored_end: int, partial_id: str | None) -> None:
+    def _pause_reviewed(self, scored_end: int) -> None:
         """A pause: ask for a verdict on the utterance up to the last scored frame (and
-        on the words of the partial `partial_id`, if one was asked)."""
+        on the words of the pause's partial, if one was asked); a held pause's second
+        review keeps the wait its first one set."""
         td = self.config.turn_detection
         assert td is not None and td.end_of_turn is not None
         vad = self.vad
         self._turn_n += 1
         request_id = f"turn_{self._turn_n}"
+        again = vad.state == "held"
         vad.state = "review"
         vad.awaiting = request_id
+        vad.reviews += 1
+        partial_id = vad.pause_partial
         vad.review_partial, vad.review_at = partial_id, self.now_ms
-        self._set_wait(td.end_of_turn.max_wait_ms)
+        if not again:
+            self._set_wait(td.end_of_turn.max_wait_ms)
         pcm = self.buffer.pcm_until(scored_end)[-TURN_END_WINDOW_MS * 32 :]
         self._effect(
             SubmitTurnEnd(
@@ -2131,6 +2165,17 @@ class ReferenceSession:
         vad = self.vad
         end = vad.origin + VAD_FRAME_MS * 16 * vad.frames_seen
         cut = vad.silence_start + ASR_TAIL_MS * 16
+        live = self.live
+        if vad.pause_partial is not None and live.last is not None:
+            # AMBIGUITY (docs/session-semantics.md, decision D41): the commit holds the
+            # pause's partial's audio but for the pause's silence: the partial's words
+            audio, heard = self.buffer.pcm_until(cut), live.last[1]
+            if (
+                live.last_pause
+                and live.last_quiet
+                and (audio.startswith(heard) or heard.startswith(audio))
+            ):
+                live.last_turn_audio = audio
         self._speech_stopped(end / 16, td.create_response, cut)
 
     def _speech_started(self, audio_start_ms: float) -> None:
@@ -2160,20 +2205,24 @@ class ReferenceSession:
         unless one is out; a pause's partial supersedes a cadence one still out (its answer
         is dropped). Returns the request id of the partial asked, if one was."""
         live = self.live
+        if pause and self.vad.pause_partial is not None:
+            return None  # D41: this pause has its partial
         if not live.enabled or live.item_id is None:
             return None
         if live.in_flight is not None and (not pause or live.in_flight[2]):
             return None  # only a pause supersedes, and only a cadence partial
         if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
             return None
-        until = self.vad.silence_start + ASR_TAIL_MS * 16 if pause else at
         live.count += 1
         request_id = f"live:{live.count}"
         live.in_flight = (request_id, live.item_id, pause)
         live.asked_at = at
-        pcm16 = self.buffer.pcm_until(until)
+        pcm16 = self.buffer.pcm_until(at)
         language = self.config.transcription_language
         live.last, live.last_answered, live.last_text = (request_id, pcm16, language), False, None
+        live.last_pause, live.last_quiet, live.last_turn_audio = pause, True, None
+        if pause:
+            self.vad.pause_partial = request_id
         self._effect(
             SubmitPartialAsr(
                 request_id=request_id, item_id=live.item_id, pcm16=pcm16, language=language
@@ -2226,6 +2275,7 @@ class ReferenceSession:
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0
+        self.vad.pause_partial, self.vad.reviews = None, 0
         self.vad.awaiting, self.vad.wait_ms, self.vad.deadline = None, 0, None
         # speech_started allocated the id; only a detector reset (commit, clear, update)
         # could drop it, and that also ends speech, so it is always there

@@ -14,12 +14,15 @@ reset. In `speech`, a frame at or above the threshold resets the silence run; a 
 `silence_duration_ms`; frames in between extend the run but cannot end it (hysteresis).
 
 Under `semantic_vad` (B32) the same low frame ends not the turn but its speech, once the
-run reaches `SEMANTIC_PAUSE_MS`: the pause goes under review (`pause`, one `SubmitTurnEnd`
-for the utterance so far, its request id kept in `turn_end_id`). A frame at or above the
-threshold resumes speech (the verdict still awaited is then stale and dropped); the
-verdict ends the turn (`finish`) or holds it (`hold`); a held or reviewed pause ends at its
-wait (`time_out`): the eagerness's maximum wait, or `silence_duration_ms` when no verdict
-came. The wait is measured on the audio clock (the run of frames below the threshold) and
+run reaches the eagerness's `first_review_ms` (`SEMANTIC_PAUSE_MS`, 200 ms, but for
+`high`): the pause goes under review (`pause`, one `SubmitTurnEnd` for the utterance so
+far, its request id kept in `turn_end_id`). A frame at or above the threshold resumes
+speech (the verdict still awaited is then stale and dropped); the verdict ends the turn
+(`finish`) or holds it (`hold`). A pause first reviewed before `SEMANTIC_PAUSE_MS` and
+held is reviewed once more when its silence reaches it (`review_again`: the model's own
+length of pause, a second look for the eager detector). A held or reviewed pause ends at
+its wait (`time_out`): the eagerness's maximum wait, or `silence_duration_ms` when no
+verdict came. The wait is measured on the audio clock (the run of frames below the threshold) and
 on the session clock (`deadline_ms`), whichever comes first: audio may arrive faster than
 real time, or stop arriving.
 """
@@ -45,7 +48,7 @@ __all__ = ["TurnDetector", "TurnEnd"]
 
 _RULES = build(TURN_DETECTOR)
 
-Boundary = Literal["start", "stop", "pause", "resume", "time_out"]
+Boundary = Literal["start", "stop", "pause", "review_again", "resume", "time_out"]
 
 #: the triggers that end a turn: server VAD's silence, a reviewed pause's verdict or wait
 TurnEnd = Literal["stop", "finish", "time_out"]
@@ -67,6 +70,7 @@ class TurnDetector:
         "last_reset",
         "origin",
         "outbox",
+        "reviews",
         "run_frames",
         "run_start",
         "silence_frames",
@@ -93,6 +97,8 @@ class TurnDetector:
         #: session clock (None outside a pause)
         self.wait_ms = 0
         self.deadline_ms: int | None = None
+        #: semantic_vad: the verdicts asked for the current pause
+        self.reviews = 0
 
     @property
     def speaking(self) -> bool:
@@ -132,12 +138,22 @@ class TurnDetector:
             self.silence_start = at
         self.silence_frames += 1
         silence_ms = self.silence_frames * FRAME_MS
+        policy = config.end_of_turn
         if self.paused:
-            return "time_out" if silence_ms >= self.wait_ms else None
+            if silence_ms >= self.wait_ms:
+                return "time_out"
+            again = (
+                self.state is DetectorState.HELD
+                and policy is not None
+                and self.reviews == 1
+                and policy.first_review_ms < SEMANTIC_PAUSE_MS <= silence_ms
+                and probability < low
+            )
+            return "review_again" if again else None
         if probability >= low:
             return None
-        if config.end_of_turn is not None:
-            return "pause" if silence_ms >= SEMANTIC_PAUSE_MS else None
+        if policy is not None:
+            return "pause" if silence_ms >= policy.first_review_ms else None
         return "stop" if silence_ms >= config.silence_duration_ms else None
 
     def start_ms(self, config: TurnDetection) -> int:
@@ -188,7 +204,23 @@ class TurnDetector:
             partial_request_id=partial_request_id,
         )
         self.turn_end_id = request_id
+        self.reviews = 1
         self._wait(max_wait_ms, now_ms)
+
+    def review_again(
+        self, *, request_id: str, pcm16: bytes, partial_request_id: str | None = None
+    ) -> None:
+        """Review a held pause once more (its wait runs on from the pause's start)."""
+        fire(
+            _RULES,
+            self,
+            "review_again",
+            request_id=request_id,
+            pcm16=pcm16,
+            partial_request_id=partial_request_id,
+        )
+        self.turn_end_id = request_id
+        self.reviews += 1
 
     def hold(self, *, wait_ms: int, now_ms: int) -> None:
         """The verdict: not finished (or none): the pause may last `wait_ms`."""
@@ -222,6 +254,7 @@ class TurnDetector:
         self.turn_end_id = None
         self.wait_ms = 0
         self.deadline_ms = None
+        self.reviews = 0
 
     # --- effects --------------------------------------------------------------------
 

@@ -31,7 +31,8 @@ TURN_DETECTOR = Table(
         "Segments speech from 32 ms frame probabilities. Speech starts after "
         "min_speech_duration_ms of frames at or above the threshold; it ends only on frames "
         "below threshold - 0.15 once the silence run reaches silence_duration_ms. Under "
-        "semantic_vad a 200 ms pause is reviewed instead: the end-of-turn model's verdict "
+        "semantic_vad a 200 ms pause is reviewed instead (64 ms at eagerness high, reviewed "
+        "again at 200 ms when held: review_again): the end-of-turn model's verdict "
         "ends the turn (finish) or holds it (hold) until speech resumes or the pause reaches "
         "the eagerness's maximum wait (time_out; silence_duration_ms when there was no "
         "verdict), on the audio clock or the session clock, whichever comes first. Frames "
@@ -46,6 +47,7 @@ TURN_DETECTOR = Table(
         T("pause", S.SPEECH, S.REVIEW, effect="request_turn_end", behaviours=("B32",)),
         T("finish", S.REVIEW, S.SILENCE, effect="emit_speech_stopped", behaviours=("B32",)),
         T("hold", S.REVIEW, S.HELD, behaviours=("B32",)),
+        T("review_again", S.HELD, S.REVIEW, effect="request_turn_end", behaviours=("B32",)),
         T("resume", (S.REVIEW, S.HELD), S.SPEECH, behaviours=("B32",)),
         T(
             "time_out",

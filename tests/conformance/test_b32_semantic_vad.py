@@ -15,6 +15,11 @@ HI, LO = 0.9, 0.1
 PAUSE_FRAMES = -(-SEMANTIC_PAUSE_MS // 32)  # 7 frames: 224 ms
 
 
+def _review_frames(eagerness: str) -> int:
+    """The silent frames after which `eagerness` first asks the model (high: 2, 64 ms)."""
+    return -(-EAGERNESS[eagerness].first_review_ms // 32)
+
+
 def _semantic(eagerness: str = "medium", *, live: bool = False, **extra: object) -> Driver:
     d = Driver(config={"turn_detection": {"type": "semantic_vad", "eagerness": eagerness, **extra}})
     d.p.live.enabled = live  # the runtime does this when its ASR offers partials (B33)
@@ -25,7 +30,7 @@ def _pause(d: Driver, speech_frames: int = 3) -> SubmitTurnEnd:
     """Speech, then a pause long enough to be reviewed; returns the verdict request."""
     d.vad(*([HI] * speech_frames))
     before = len(d.effects(SubmitTurnEnd))
-    d.vad(*([LO] * PAUSE_FRAMES))
+    d.vad(*([LO] * _review_frames(d.config["turn_detection"]["eagerness"])))
     requests = d.effects(SubmitTurnEnd)
     assert len(requests) == before + 1
     return requests[-1]
@@ -117,8 +122,10 @@ def test_b32_a_held_pause_ends_at_the_max_wait_on_the_audio_clock() -> None:
     request = _pause(d)
     d.result(TurnEndVerdict(request.request_id, 0.1))
     wait_frames = -(-EAGERNESS["high"].max_wait_ms // 32)  # 63 frames: 2,016 ms
-    out = d.vad(*([LO] * (wait_frames - PAUSE_FRAMES - 1)))
+    out = d.vad(*([LO] * (wait_frames - _review_frames("high") - 1)))
     assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    # reviewed once more at 200 ms; its verdict never came, and the wait runs on
+    assert len(d.effects(SubmitTurnEnd)) == 2
     out = d.vad(LO)
     assert d.tags(out)[:3] == [
         "input_audio_buffer.speech_stopped",
@@ -133,7 +140,7 @@ def test_b32_a_held_pause_ends_at_the_max_wait_on_the_session_clock() -> None:
     d.append(speech_pcm(1000))
     request = _pause(d)
     paused_at = d.now
-    pause_ms = PAUSE_FRAMES * 32
+    pause_ms = _review_frames("high") * 32
     assert d.p.next_deadline() == paused_at + EAGERNESS["high"].max_wait_ms - pause_ms
     d.result(TurnEndVerdict(request.request_id, 0.1), advance=50)
     deadline = d.p.next_deadline()
@@ -156,7 +163,7 @@ def test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait(eagerness: st
     d = _semantic(eagerness)
     d.append(speech_pcm(5000))
     request = _pause(d)
-    assert d.p.next_deadline() == d.now + policy.max_wait_ms - PAUSE_FRAMES * 32
+    assert d.p.next_deadline() == d.now + policy.max_wait_ms - _review_frames(eagerness) * 32
     d.result(TurnEndVerdict(request.request_id, policy.threshold - 0.01))
     assert d.p.statistics().detector_state == "held"
     d.vad(HI)
@@ -344,3 +351,56 @@ def test_b32_a_verdict_that_waits_is_dropped_when_speech_resumes() -> None:
     d.result(AsrPartial(partial.request_id, "Is this red or blue?"))
     assert "input_audio_buffer.speech_stopped" not in d.tags()
     assert d.p.statistics().detector_state == "speech"
+
+
+def test_b32_high_eagerness_asks_after_64_ms_and_a_held_pause_again_at_200_ms() -> None:
+    """The eager detector asks early; a pause it held is asked about once more when it is
+    as long as the model's own (Smart Turn is trained on 200 ms stops)."""
+    d = _semantic("high")
+    d.append(speech_pcm(3000))
+    d.vad(HI, HI, HI)
+    d.vad(LO)
+    assert not d.effects(SubmitTurnEnd)
+    [first] = [o for o in d.vad(LO) if isinstance(o, SubmitTurnEnd)]  # 64 ms
+    d.result(TurnEndVerdict(first.request_id, 0.1))
+    assert d.p.statistics().detector_state == "held"
+    deadline = d.p.next_deadline()
+    d.vad(*([LO] * (PAUSE_FRAMES - 3)))
+    assert len(d.effects(SubmitTurnEnd)) == 1
+    [second] = [o for o in d.vad(LO) if isinstance(o, SubmitTurnEnd)]  # 224 ms
+    assert d.p.statistics().detector_state == "review"
+    assert len(second.pcm16) == (3 + PAUSE_FRAMES) * 512 * 2
+    assert d.p.next_deadline() == deadline  # the held pause's wait runs on
+    assert d.result(TurnEndVerdict(first.request_id, 0.9)) == []  # the first: stale
+    out = d.result(TurnEndVerdict(second.request_id, 0.9))
+    assert d.tags(out)[:3] == [
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "input_audio_buffer.committed",
+    ]
+
+
+def test_b32_a_held_pause_is_asked_again_only_once_and_only_when_first_asked_early() -> None:
+    d = _semantic("high")
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    d.result(TurnEndVerdict(request.request_id, 0.1))
+    d.vad(*([LO] * (PAUSE_FRAMES - _review_frames("high"))))
+    [_, again] = d.effects(SubmitTurnEnd)
+    d.result(TurnEndVerdict(again.request_id, 0.1))
+    d.vad(*([LO] * 20))
+    assert len(d.effects(SubmitTurnEnd)) == 2
+    # speech again: the next pause is a new one, asked early and again
+    d.vad(HI)
+    d.vad(*([LO] * PAUSE_FRAMES))
+    assert len(d.effects(SubmitTurnEnd)) == 3
+    d.result(TurnEndVerdict(d.effects(SubmitTurnEnd)[-1].request_id, 0.1))
+    d.vad(LO)
+    assert len(d.effects(SubmitTurnEnd)) == 4
+    # medium asks at 200 ms, and a pause it held is not asked again
+    m = _semantic("medium")
+    m.append(speech_pcm(5000))
+    request = _pause(m)
+    m.result(TurnEndVerdict(request.request_id, 0.1))
+    m.vad(*([LO] * 40))
+    assert len(m.effects(SubmitTurnEnd)) == 1

@@ -32,14 +32,16 @@ def test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas()
     d = _live()
     pcm = speech_pcm(32 * 60)
     d.append(pcm)
-    out = d.vad(*([HI] * 10), *([LO] * 6))
-    assert d.effects(SubmitPartialAsr) == []  # 192 ms of silence: not a pause yet
-    out = d.vad(LO)  # 224 ms: a pause
+    out = d.vad(*([HI] * 10))
+    assert d.effects(SubmitPartialAsr) == []  # speech goes on: no pause yet
+    out = d.vad(LO)  # the first silent frame: a pause (D41)
     [started] = d.events("input_audio_buffer.speech_started")
     [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
     assert partial.item_id == started.item_id
-    # the audio a commit would hold if the turn ended here: to 200 ms after the silence
-    assert partial.pcm16 == pcm[: 10 * FRAME + 200 * 32]
+    # all the speech a commit in this pause would hold: the audio scored up to here
+    assert partial.pcm16 == pcm[: 11 * FRAME]
+    d.vad(*([LO] * 6))
+    assert d.effects(SubmitPartialAsr) == [partial]  # one a pause
     out = d.result(AsrPartial(partial.request_id, "what colour"))
     [delta] = d.events("conversation.item.input_audio_transcription.delta", out)
     assert (delta.item_id, delta.content_index, delta.delta) == (started.item_id, 0, "what colour")
@@ -160,16 +162,20 @@ def test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decide
     d = _live({"turn_detection": {"type": "semantic_vad", "eagerness": "high"}})
     pcm = speech_pcm(32 * 60)
     d.append(pcm)
-    out = d.vad(*([HI] * 10), *([LO] * 7))
+    out = d.vad(*([HI] * 10), *([LO] * 2))  # high reviews a pause of 64 ms
     [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
     [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
     assert partial.item_id == review.item_id
-    assert partial.pcm16 == pcm[: 10 * FRAME + 200 * 32]
+    assert review.partial_request_id == partial.request_id
+    assert partial.pcm16 == pcm[: 11 * FRAME]  # asked at the pause's first silent frame
     assert d.result(TurnEndVerdict(review.request_id, 0.95)) == []  # waits for the words
     out = d.result(AsrPartial(partial.request_id, "What colour is this?"))  # finished
     assert "input_audio_buffer.speech_stopped" in d.tags(out)
     [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
     assert completed.transcript == "What colour is this?" and d.effects(SubmitAsr) == []
+    # the commit holds 200 ms after the silence began; the partial heard 32 ms of it
+    [committed] = d.events("input_audio_buffer.committed", out)
+    assert committed.item_id == partial.item_id
 
 
 def test_b33_a_held_semantic_pause_sends_its_partial_as_live_text() -> None:
@@ -200,7 +206,7 @@ def test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names
     [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
     [pause] = [o for o in out if isinstance(o, SubmitPartialAsr)]
     assert review.partial_request_id == pause.request_id != ticked.request_id
-    assert pause.pcm16 == pcm[: (cadence + 5) * FRAME + 200 * 32]
+    assert pause.pcm16 == pcm[: (cadence + 6) * FRAME]
     out = d.result(AsrPartial(ticked.request_id, "I want"))  # superseded: dropped
     assert d.events("conversation.item.input_audio_transcription.delta", out) == []
     out = d.result(AsrPartial(pause.request_id, "I want to know"))
@@ -219,7 +225,7 @@ def test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commi
     [ticked] = d.effects(SubmitPartialAsr)
     d.vad(*([LO] * 7))
     [_, pause] = d.effects(SubmitPartialAsr)
-    assert pause.pcm16 == pcm[: (cadence + 5) * FRAME + 200 * 32]
+    assert pause.pcm16 == pcm[: (cadence + 6) * FRAME]
     d.vad(*([LO] * 9))  # the turn ends in the pause: its ASR waits for the pause's partial
     assert d.effects(SubmitAsr) == []
     out = d.result(AsrPartial(ticked.request_id, "I want"))  # superseded: dropped
@@ -234,7 +240,8 @@ def test_b33_under_server_vad_a_pause_supersedes_a_cadence_partial_for_its_commi
 
 
 def _turn_ending_in_a_pause(d: Driver) -> tuple[SubmitPartialAsr, bytes]:
-    """Speech, a pause with its partial (224 ms), then the turn ends in it (500 ms)."""
+    """Speech, a pause with its partial (asked at its first silent frame), then the turn
+    ends in it (500 ms)."""
     pcm = speech_pcm(32 * 60)
     d.append(pcm)
     d.vad(*([HI] * 10), *([LO] * 7))
@@ -258,11 +265,12 @@ def test_b33_a_commit_of_audio_a_partial_already_heard_takes_its_text() -> None:
 
 def test_b33_a_partial_that_failed_leaves_the_commit_its_own_asr() -> None:
     d = _live()
-    partial, _ = _turn_ending_in_a_pause(d)
+    partial, pcm = _turn_ending_in_a_pause(d)
     d.vad(*([LO] * 9))
     assert d.effects(SubmitAsr) == []
     d.result(AsrPartial(partial.request_id, None))
-    assert d.last(SubmitAsr).pcm16 == partial.pcm16
+    # the commit's own audio: to 200 ms after the silence began
+    assert d.last(SubmitAsr).pcm16 == pcm[: 10 * FRAME + 200 * 32]
 
 
 def test_b33_a_commit_of_other_audio_is_transcribed_at_once() -> None:
@@ -283,10 +291,33 @@ def test_b33_a_response_cancelled_while_its_asr_waits_for_a_partial_sends_none()
 
 
 def test_b33_a_pause_does_not_supersede_a_pause_partial_still_out() -> None:
-    """Bounded: a second pause while the first pause's partial is still out asks none."""
+    """Bounded: a second pause while the first pause's partial is still out asks none
+    until that one answers, then on its next silent frame, with the audio up to there."""
     d = _live()
-    d.append(speech_pcm(32 * 80))
-    d.vad(*([HI] * 10), *([LO] * 7))
+    pcm = speech_pcm(32 * 80)
+    d.append(pcm)
+    d.vad(*([HI] * 10), *([LO] * 3))
     [first] = d.effects(SubmitPartialAsr)
-    d.vad(*([HI] * 10), *([LO] * 7))  # speech again, and a second pause
+    d.vad(*([HI] * 10), *([LO] * 3))  # speech again, and a second pause
     assert d.effects(SubmitPartialAsr) == [first]
+    d.result(AsrPartial(first.request_id, "look"))
+    [second] = [o for o in d.vad(LO) if isinstance(o, SubmitPartialAsr)]
+    assert second.pcm16 == pcm[: 27 * FRAME]
+    d.vad(*([LO] * 12))  # the turn ends in the second pause: its partial's words
+    d.result(AsrPartial(second.request_id, "look at this"))
+    [completed] = d.events("conversation.item.input_audio_transcription.completed")
+    assert completed.transcript == "look at this" and d.effects(SubmitAsr) == []
+
+
+def test_b33_a_client_commit_in_a_pause_is_transcribed_on_its_own() -> None:
+    """D41 reuses a pause's partial only for the commit the detector makes in that pause:
+    a client's commit may hold audio the VAD has not scored yet, speech or not."""
+    d = _live()
+    pcm = speech_pcm(32 * 60)
+    d.append(pcm)
+    d.vad(*([HI] * 10), *([LO] * 3))
+    [partial] = d.effects(SubmitPartialAsr)
+    d.result(AsrPartial(partial.request_id, "what colour"))
+    d.commit("c1")
+    d.send(ev.ResponseCreate())
+    assert d.last(SubmitAsr).pcm16 == pcm
