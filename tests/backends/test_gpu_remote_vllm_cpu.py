@@ -35,10 +35,11 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
 - the server overhead of a spoken turn against these servers, in-process
   (`SessionHost`), printed;
 - vLLM's prefix cache over a ten-turn camera session (a spoken turn and a new frame
-  each) against one VLM replica, by its own counters (`vllm:prefix_cache_queries_total`,
-  `vllm:prefix_cache_hits_total`): each prompt reuses all of the previous one, but where
-  a block of history frames leaves, and at least 80% of the consecutive prompts' tokens
-  are hits (the VLM replicas run with `--enable-prefix-caching --block-size 32`).
+  each) against one VLM replica, after one short other session, by its own counters
+  (`vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total`): the first prompt
+  reuses what every session opens with, each later one all of the previous one, but
+  where a block of history frames leaves, and at least 80% of the session's prompt
+  tokens are hits (the VLM replicas run with `--enable-prefix-caching --block-size 32`).
 
 The weights are random: texts are noise, assertions are about the event flow. Skipped
 cleanly without vLLM, transformers, tokenizers or Pillow.
@@ -67,7 +68,13 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 pytest.importorskip("PIL")
 
-from backends.joyai.prompt import frame_block_ticks
+from backends.joyai.prompt import (
+    JOYAI_SYSTEM_PROMPT,
+    USER_QUERY_HEADER,
+    ChatMessage,
+    frame_block_ticks,
+    render_message,
+)
 from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from tests.backends.remote_fleet import FakeReplica, free_port, measure_turns
@@ -415,11 +422,15 @@ CAMERA_TURNS = 10
 CAMERA_MAX_TOKENS = 16
 #: the stage's default: the current frame and up to seven history frames per prompt
 CAMERA_MAX_IMAGES = 8
-#: the share of the prompt tokens of a session's consecutive prompts (its second on)
-#: that vLLM must find in its prefix cache: measured 81.4%; the floor keeps a margin
-#: from it (another tokenizer or block size rounds differently), while the per-turn check
-#: (every full block of the previous prompt hit) holds the layout exactly
-CAMERA_MIN_HIT_RATIO = 0.75
+#: the share of all prompt tokens of the ten-turn session, its first prompt counted, that
+#: vLLM must find in its prefix cache on a replica that served one other short session
+#: before (the acceptance line; measured 81.8% twice, 77.3% were the first prompt all
+#: missed); the per-turn check (every full block of the previous prompt hit) holds the
+#: layout exactly
+CAMERA_MIN_HIT_RATIO = 0.80
+#: the typed question of that other session: not what the tiny ASR makes of the measured
+#: session's speech, so the two sessions share what every session shares, no more
+WARM_UP_QUESTION = "Is anything moving over there?"
 
 
 def _cache_config(server: VllmServer) -> dict[str, str]:
@@ -460,36 +471,64 @@ async def _prefix_counters(server: VllmServer, after: float) -> tuple[float, flo
             await anyio.sleep(0.05)
 
 
+def _shared_prefix_tokens(server: VllmServer) -> int:
+    """The tokens every session's first prompt opens with when its first tick has a
+    question, whatever the question: the system message and the question header
+    (`backends/joyai/prompt.py`), counted by the replica's tokenizer (vLLM's `/tokenize`)."""
+    header = render_message(ChatMessage("user", f"{USER_QUERY_HEADER}\n"))
+    text = render_message(ChatMessage("system", JOYAI_SYSTEM_PROMPT)) + header.removesuffix(
+        "<|im_end|>\n"
+    )
+    body = {"model": server.name, "prompt": text, "add_special_tokens": False}
+    reply = httpx.post(server.url + "/tokenize", json=body, timeout=METRICS_S)
+    assert reply.status_code == 200, reply.text
+    return int(reply.json()["count"])
+
+
 def _camera_session(
     fleet: dict[str, Any], root: Path, server: VllmServer, max_images: int
-) -> list[tuple[int, int]]:
-    """`CAMERA_TURNS` spoken turns, each with a new frame, through `joyduplex serve`
-    against `server` alone: per turn, the prompt tokens vLLM looked up in its prefix
-    cache and those it found there."""
+) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+    """Through one `joyduplex serve` against `server` alone: a short other session first
+    (one turn, the typed `WARM_UP_QUESTION` and a frame of its own), then the measured
+    one, `CAMERA_TURNS` spoken turns, each with a new frame. The prompt tokens vLLM
+    looked up in its prefix cache and those it found there: the other session's, and the
+    measured session's per turn."""
+    warm_up: list[tuple[int, int]] = []
     turns: list[tuple[int, int]] = []
     posts = _posts(fleet)[server.key]
 
     async def main(process: Any) -> None:
         before = server.metrics()
-        queried, hit = before["prefix_queries"], before["prefix_hits"]
+        counted = [before["prefix_queries"], before["prefix_hits"]]
+
+        async def turn(client: DuplexClient, into: list[tuple[int, int]], label: object) -> None:
+            await client.commit(create_response=True)
+            result = await client.collect_response(timeout=TURN_S)
+            assert result.status == "completed" and not result.errors, (label, result)
+            queried, hit = await _prefix_counters(server, counted[0])
+            into.append((round(queried - counted[0]), round(hit - counted[1])))
+            counted[:] = [queried, hit]
+
         async with DuplexClient.connect(process.ws_url, ping_timeout=PING_TIMEOUT_S) as client:
             await client.wait_for("session.created")
-            for turn in range(CAMERA_TURNS):
-                frame = _jpeg((25 * turn, 200 - 15 * turn, 40 + 10 * turn))
+            text = ev.ContentPart(type="input_text", text=WARM_UP_QUESTION)
+            await client.send(ev.ConversationItemCreate(item=ev.ConversationItem(content=[text])))
+            await client.append_audio(b"", frames=[_jpeg((240, 240, 240))])
+            await turn(client, warm_up, "the other session")
+        async with DuplexClient.connect(process.ws_url, ping_timeout=PING_TIMEOUT_S) as client:
+            await client.wait_for("session.created")
+            for index in range(CAMERA_TURNS):
+                frame = _jpeg((25 * index, 200 - 15 * index, 40 + 10 * index))
                 await client.append_audio(_speech_like(), frames=[frame])
-                await client.commit(create_response=True)
-                result = await client.collect_response(timeout=TURN_S)
-                assert result.status == "completed" and not result.errors, (turn, result)
-                now_queried, now_hit = await _prefix_counters(server, queried)
-                turns.append((round(now_queried - queried), round(now_hit - hit)))
-                queried, hit = now_queried, now_hit
+                await turn(client, turns, index)
 
     with _joyduplex(
         fleet, root, CAMERA_MAX_TOKENS, urls=[server.url], max_images=max_images
     ) as process:
         anyio.run(main, process)
-    assert _posts(fleet)[server.key] - posts == CAMERA_TURNS  # one chat request a turn
-    return turns
+    # one chat request a turn
+    assert _posts(fleet)[server.key] - posts == 1 + CAMERA_TURNS
+    return warm_up[0], turns
 
 
 def test_gpu_a_ten_turn_camera_session_reuses_vllms_prefix_cache(
@@ -500,38 +539,50 @@ def test_gpu_a_ten_turn_camera_session_reuses_vllms_prefix_cache(
     prompt of the session), counted by vLLM itself (`vllm:prefix_cache_queries_total`,
     `vllm:prefix_cache_hits_total`, in prompt tokens):
 
-    - every prompt but those where a block of history frames leaves begins with the
+    - the first prompt finds what every session's first prompt opens with (the system
+      message and the question header, `_shared_prefix_tokens`) cached, to its cache
+      block (`vllm:cache_config_info`'s `block_size`), and nothing more;
+    - every later prompt but those where a block of history frames leaves begins with the
       previous one, so vLLM finds all of the previous prompt in its cache, to its cache
-      block (`vllm:cache_config_info`'s `block_size`): only the new turn is prefilled;
-    - over the consecutive prompts (the second on), at least `CAMERA_MIN_HIT_RATIO` of
-      the prompt tokens are hits.
+      block: only the new turn is prefilled;
+    - over all ten prompts, the first counted, at least `CAMERA_MIN_HIT_RATIO` of the
+      prompt tokens are hits.
 
-    First in the module, so the replica's cache starts empty whichever tests run: the
-    first prompt has no earlier one in the session and is a miss here (on a replica in
-    service its system prompt is cached by earlier sessions); the ratio over the whole
-    session, the first prompt counted, is printed too."""
+    The replica serves one short other session first (a typed question and a frame of its
+    own; its tokens are not counted). That is the fair measure of a session: a replica in
+    service has served sessions before, and since every session opens with the same system
+    prompt and header, those are cached when a new one starts; only the first session on
+    a replica just started finds them missing, once per replica, not once per session.
+    That the other session leaves this one no more than that is the first check above.
+    The figure with the first prompt all missed (a replica just started) is printed too.
+    First in the module, so the replica holds nothing else whichever tests run."""
     server: VllmServer = fleet["vlm0"]
     config = _cache_config(server)
     assert config["enable_prefix_caching"] == "True", config
     block = int(config["block_size"])
-    turns = _camera_session(fleet, tmp_path, server, CAMERA_MAX_IMAGES)
+    shared = _shared_prefix_tokens(server)
+    warm_up, turns = _camera_session(fleet, tmp_path, server, CAMERA_MAX_IMAGES)
     queried, hit = (sum(column) for column in zip(*turns, strict=True))
     later_queried, later_hit = (sum(column) for column in zip(*turns[1:], strict=True))
+    cold_hit = hit - turns[0][1]
     left = [t + 1 for t in range(CAMERA_TURNS) if _frames_leave(t, CAMERA_MAX_IMAGES)]
     print(
         f"\nprefix cache over a {CAMERA_TURNS}-turn camera session (max_images"
         f" {CAMERA_MAX_IMAGES}, replies <= {CAMERA_MAX_TOKENS} tokens, cache blocks of"
-        f" {block} tokens): prompts 2-{CAMERA_TURNS} {later_hit} of {later_queried} tokens"
-        f" hit ({later_hit / later_queried:.1%}); all prompts {hit} of {queried}"
-        f" ({hit / queried:.1%}); per turn (queried, hit): {turns}; history frames left"
-        f" at turns {left}"
+        f" {block} tokens), after one other session (queried, hit: {warm_up}): all prompts"
+        f" {hit} of {queried} tokens hit ({hit / queried:.1%}); prompts 2-{CAMERA_TURNS}"
+        f" {later_hit} of {later_queried} ({later_hit / later_queried:.1%}); the first"
+        f" prompt all missed, as on a replica just started: {cold_hit} of {queried}"
+        f" ({cold_hit / queried:.1%}); per turn (queried, hit): {turns}; shared opening"
+        f" {shared} tokens; history frames left at turns {left}"
     )
+    assert shared // block * block <= turns[0][1] <= shared, (shared, turns)
     for turn in range(1, CAMERA_TURNS):
         if not _frames_leave(turn, CAMERA_MAX_IMAGES):
             # every full cache block of the previous prompt
             reused = turns[turn - 1][0] // block * block
             assert turns[turn][1] >= reused, (turn + 1, turns)
-    assert later_hit / later_queried >= CAMERA_MIN_HIT_RATIO, turns
+    assert hit / queried >= CAMERA_MIN_HIT_RATIO, turns
 
 
 def test_spoken_turn_with_a_frame_then_camera_turn(served: Any, fleet: dict[str, Any]) -> None:
