@@ -338,6 +338,17 @@ class Asr(Stage, Protocol):
 
 
 class Vlm(Stage, Protocol):
+    @property
+    def prepares_frames(self) -> bool:
+        """Work on a frame pays off when it arrives, before its turn (the transformers
+        runtime encodes it): the session hands each accepted frame to `prepare_frame`."""
+        ...
+
+    async def prepare_frame(self, frame: bytes) -> None:
+        """Best effort, never raising: a frame the stage could not prepare (busy, not
+        decodable) is handled at its turn as if never prepared."""
+        ...
+
     def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]: ...
 
 

@@ -124,6 +124,7 @@ class SessionProtocol:
         punctuated_transcripts: bool = False,
         turn_end_budget_ms: int = 2000,
         resume: Resumption | None = None,
+        prepares_frames: bool = False,
     ) -> None:
         """The backend's capabilities come in as arguments (the stage Protocols declare
         them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
@@ -131,7 +132,8 @@ class SessionProtocol:
         them, `session.update` refuses a pin of any other; None: it detects any);
         `delegation`, a background model answers delegated questions (B31);
         `live_transcripts`, the ASR offers live partials (B33);
-        `punctuated_transcripts`, its text ends sentences with a mark (B32).
+        `punctuated_transcripts`, its text ends sentences with a mark (B32);
+        `prepares_frames`, the VLM works on a frame as it arrives (`PrepareFrame`).
         `turn_end_budget_ms`: how long an end-of-turn verdict may take, its pause's words
         included (the runtime's end-of-turn timeout). `resume`: the session is resumable
         (B27): every server event it hands out is numbered and journaled there."""
@@ -190,6 +192,7 @@ class SessionProtocol:
             turn_taking=self._turn_taking,
             limits=self.limits,
             config=initial_config,
+            prepares_frames=prepares_frames,
         )
         self._item_requests = items = ItemRequests(
             self._out, self._items, self._pending, self._turns, self.limits

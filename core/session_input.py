@@ -19,7 +19,7 @@ from core.append_checks import check_append
 from core.audio import BYTES_PER_MS_16K
 from core.statemachines.commit import Commit
 from spec import events as ev
-from spec.effects import ScoreVad
+from spec.effects import PrepareFrame, ScoreVad
 from spec.error_events import error_event
 from spec.errors import ErrorCode, RemoteProtocolError
 
@@ -41,6 +41,7 @@ class SessionInput:
     __slots__ = (
         "_buffer",
         "_clock",
+        "_frames_seen",
         "_items",
         "_out",
         "_pending",
@@ -48,6 +49,7 @@ class SessionInput:
         "_turns",
         "config",
         "limits",
+        "prepares_frames",
     )
 
     def __init__(
@@ -62,6 +64,7 @@ class SessionInput:
         turn_taking: TurnTaking,
         limits: Limits,
         config: SessionConfig,
+        prepares_frames: bool = False,
     ) -> None:
         self._out = out
         self._buffer = buffer
@@ -73,6 +76,9 @@ class SessionInput:
         self.limits = limits
         #: the session's configuration, kept current by `SessionProtocol`
         self.config = config
+        #: the VLM works on a frame when it arrives: each accepted one is a `PrepareFrame`
+        self.prepares_frames = prepares_frames
+        self._frames_seen = 0
 
     def on_append(self, event: ev.InputAudioBufferAppend, now_ms: int = 0) -> None:
         buffer = self._buffer
@@ -98,6 +104,10 @@ class SessionInput:
         if frames:
             added += sum(len(f) for f in frames)
             freed += buffer.add_frames(frames, self.limits.max_context_images)
+            if self.prepares_frames:
+                for frame in frames:
+                    self._frames_seen += 1
+                    self._out.effect(PrepareFrame(f"frame_{self._frames_seen}", frame))
         self._pending.add(added - freed)
         clock = self._clock
         if vad and pcm16:

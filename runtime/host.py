@@ -392,6 +392,7 @@ class SessionHost:
             punctuated_transcripts=asr is not None and asr.punctuates,
             turn_end_budget_ms=round(self.settings.timeouts.turn_end * 1000),
             resume=resume,
+            prepares_frames=self.backend.vlm.prepares_frames,
         )
         runner = SessionRunner(
             protocol,

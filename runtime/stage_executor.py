@@ -7,6 +7,9 @@ order on one worker, whose queue closes at `ResponseEnded`. Each request has its
 deadline; a miss or a failure comes back as a `StageFailure`, so it fails the response,
 never the session. Results go back through `feed` (the session fences anything late).
 
+A `PrepareFrame` (a frame arrived, and the VLM works on frames ahead of their turn) is
+handed to the VLM stage fire and forget: the stage bounds and drops, and nothing comes back.
+
 Preemptive responses (B35): their requests run like any other, keyed by the
 speculation's id; the executor keeps the stage seconds each one spends, so that a
 discarded one's are counted (`SpeculationOutcome`), and lets go of its TTS queue then.
@@ -39,6 +42,7 @@ from backends.base import (
 from spec.effects import (
     Abort,
     EvictReplica,
+    PrepareFrame,
     ResponseEnded,
     SpeculationOutcome,
     SubmitAsr,
@@ -86,6 +90,7 @@ StageEffect = (
     | EvictReplica
     | ResponseEnded
     | SpeculationOutcome
+    | PrepareFrame
 )
 
 
@@ -170,8 +175,18 @@ class StageExecutor:
                 self._end_tts(effect.response_id)
             case SpeculationOutcome():
                 self._speculation(effect)
+            case PrepareFrame():
+                tg.start_soon(self._prepare_frame, effect)
             case _:
                 assert_never(effect)
+
+    async def _prepare_frame(self, effect: PrepareFrame) -> None:
+        """Fire and forget: the VLM stage bounds how many frames it prepares at once and
+        drops the rest; nothing of it may reach the session, a failure least of all."""
+        try:
+            await self.backend.vlm.prepare_frame(effect.frame)
+        except Exception:
+            log.debug("preparing %s failed", effect.frame_id, exc_info=True)
 
     def _end_tts(self, key: str) -> None:
         ended = self._tts.pop(key, None)

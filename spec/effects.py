@@ -27,6 +27,7 @@ __all__ = [
     "EvictReplica",
     "HistoryTurn",
     "ItemRef",
+    "PrepareFrame",
     "PromptInput",
     "ResponseEnded",
     "ScoreVad",
@@ -224,6 +225,18 @@ class SubmitTurnEnd:
 
 
 @dataclass(frozen=True, slots=True)
+class PrepareFrame:
+    """A camera frame was accepted into the session: the VLM may do its share of work on
+    it now, before the turn that shows it (its vision encoding). Emitted only where the
+    VLM stage says it `prepares_frames`; best effort, answered by nothing: a frame not
+    prepared is handled at its turn as always. `frame_id` names it in the session's
+    order of arrival (`frame_1`, ...)."""
+
+    frame_id: str
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class CloseSession:
     """Close the connection after sending what is queued."""
 
@@ -264,4 +277,5 @@ Effect: TypeAlias = (
     | CloseSession
     | ResponseEnded
     | SpeculationOutcome
+    | PrepareFrame
 )

@@ -177,8 +177,16 @@ def _finish(model: Any, tokenizer: Any, out: Path, *, suppress: bool = True) -> 
     return out
 
 
-def build_tiny_vlm(out: Path, tokenizer: Any | None = None) -> Path:
-    """Tiny Qwen3-VL (`Qwen3VLForConditionalGeneration`) plus its image processor."""
+def build_tiny_vlm(
+    out: Path,
+    tokenizer: Any | None = None,
+    *,
+    text: dict[str, Any] | None = None,
+    vision: dict[str, Any] | None = None,
+) -> Path:
+    """Tiny Qwen3-VL (`Qwen3VLForConditionalGeneration`) plus its image processor;
+    `text` / `vision` override sizes of the decoder and the vision tower (a larger
+    random model for CPU measurements, `tools/hf_prefill_reuse.py`)."""
     import torch
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
@@ -197,6 +205,7 @@ def build_tiny_vlm(out: Path, tokenizer: Any | None = None) -> Path:
                 "mrope_section": [12, 10, 10],
                 "mrope_interleaved": True,
             },
+            **(text or {}),
         ),
         vision_config={
             "depth": 1,
@@ -209,6 +218,7 @@ def build_tiny_vlm(out: Path, tokenizer: Any | None = None) -> Path:
             "out_hidden_size": 128,
             "num_position_embeddings": 256,
             "deepstack_visual_indexes": [0],
+            **(vision or {}),
         },
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],

@@ -240,6 +240,12 @@ class FrameDescriber(StageLifecycle):
     async def abort(self, request_id: str) -> None:
         """No-op: a reply is computed at once; the runtime stops consuming the stream."""
 
+    #: a frame costs nothing before its turn here
+    prepares_frames = False
+
+    async def prepare_frame(self, frame: bytes) -> None:
+        """No-op (`prepares_frames` is False)."""
+
     # --- generation --------------------------------------------------------------------
 
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from backends.base import Backend, BackendUnavailable
 from backends.gpu.asr import AsrStage
@@ -51,14 +51,22 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
         dtype = stage.dtype
         if dtype == "auto":
             dtype = "float32" if stage.device == "cpu" else "bfloat16"
-        engine = HfAsrEngine if stage.stage == "asr" else HfVlmEngine
-        return engine(
+        options: dict[str, Any] = {
+            "dtype": dtype,
+            "device": stage.torch_device,
+            "load_format": stage.load_format,
+            "max_len": stage.max_model_len,
+            "cuda_graphs": stage.cuda_graphs,
+        }
+        if stage.stage == "asr":
+            return HfAsrEngine(stage.model, **options)
+        mib = stage.kv_slot_mib
+        return HfVlmEngine(
             stage.model,
-            dtype=dtype,
-            device=stage.torch_device,
-            load_format=stage.load_format,
-            max_len=stage.max_model_len,
-            cuda_graphs=stage.cuda_graphs,
+            kv_slots=stage.kv_slots,
+            kv_slot_bytes=None if mib is None else int(mib * 2**20),
+            encoded_frames=stage.encoded_frames,
+            **options,
         )
     return VllmEngine(stage)
 

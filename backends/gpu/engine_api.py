@@ -77,6 +77,9 @@ class GenerationEngine(Protocol):
     """One loaded model replica that streams text for prompts."""
 
     name: str
+    #: `prepare_image` does something: the transformers VLM engine, which keeps frames'
+    #: vision encodings (`prompt_reuse.py`); False for vLLM and the ASR
+    prepares_frames: bool
 
     async def start(self) -> None:
         """Load the model (and capture CUDA Graphs where the runtime does)."""
@@ -94,6 +97,11 @@ class GenerationEngine(Protocol):
 
     async def abort(self, request_id: str) -> None:
         """Stop a request; a no-op for unknown or finished ones."""
+        ...
+
+    def prepare_image(self, image: Any) -> bool:
+        """Encode a decoded frame ahead of the request that shows it (blocking: call it
+        in a worker thread); False when nothing was done."""
         ...
 
 

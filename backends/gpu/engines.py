@@ -175,6 +175,9 @@ class _CollectorStream:
 class VllmEngine:
     """One `AsyncLLM` for one stage, on the placement's device."""
 
+    #: vLLM's own processor cache and prefix caching cover what preparing would save
+    prepares_frames = False
+
     def __init__(
         self,
         placement: StagePlacement,
@@ -243,3 +246,6 @@ class VllmEngine:
     async def abort(self, request_id: str) -> None:
         if self._llm is not None:
             await self._llm.abort(request_id)
+
+    def prepare_image(self, image: Any) -> bool:
+        return False

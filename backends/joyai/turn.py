@@ -90,6 +90,15 @@ class JoyAITurn:
         """The stage's own reply cap (it also bounds a session's `max_output_tokens`)."""
         raise NotImplementedError
 
+    @property
+    def prepares_frames(self) -> bool:
+        """Whether a frame is worth handing over when it arrives (the transformers
+        engine encodes it then); a remote server or vLLM does its own caching."""
+        return False
+
+    async def prepare_frame(self, frame: bytes) -> None:
+        """No-op unless `prepares_frames`."""
+
     # --- the turn ------------------------------------------------------------------------
 
     def build(self, request: VlmRequest) -> BuiltPrompt:

@@ -28,6 +28,8 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
     records      `requests` (every request received, in order) and `aborts`; with
                  `max_records` only about the latest that many of each are kept (a long-
                  running served backend, such as a soak's, must not grow with every turn)
+    frames       `prepares_frames` says whether the VLM takes frames as they arrive
+                 (off by default); `prepared_frames` records those it was handed
 
 Tests may mutate a Script while a server runs with it, also from another thread: queues
 are deques, parked requests are woken through their own event loop's token.
@@ -217,6 +219,8 @@ class Script:
     warmed_up: set[StageName] = field(default_factory=set)
     #: keep between this many and twice this many of the latest records (None: all)
     max_records: int | None = None
+    prepares_frames: bool = False
+    prepared_frames: deque[bytes] = field(default_factory=lambda: deque(maxlen=256))
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

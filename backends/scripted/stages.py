@@ -253,6 +253,15 @@ class ScriptedVlm(_ScriptedStage):
 
     stage: ClassVar[StageName] = "vlm"
 
+    @property
+    def prepares_frames(self) -> bool:
+        """Whether it takes frames as they arrive: as the script says."""
+        return self.script.prepares_frames
+
+    async def prepare_frame(self, frame: bytes) -> None:
+        """Records the frame (`Script.prepared_frames`)."""
+        self.script.prepared_frames.append(frame)
+
     async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:
         """Raises: whatever the script has due (at submission or after some items)."""
         self._require_entered()

@@ -37,6 +37,9 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
         assert vlm[f"ttft_{frames}_frames_ms"] > 0, vlm
         assert vlm[f"decode_tokens_per_s_{frames}_frames"] > 0, vlm
     assert vlm["prompt_tokens_8_frames"] > vlm["prompt_tokens_1_frames"]
+    camera = vlm["camera_turn_8_frames"]  # the previous turn's KV kept, its frame prepared
+    assert 0 < camera["reused_tokens"] < camera["prompt_tokens"], camera
+    assert camera["images_encoded"] == {"cold": 8, "reused": 1, "reused_prepared": 0}, camera
     assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
     e2e = report["e2e_graphs_off"]
     assert e2e["turns_measured"] == 5 and e2e["end_of_commit_to_first_audio_p50_ms"] > 0, e2e

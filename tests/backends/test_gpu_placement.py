@@ -114,6 +114,13 @@ def test_transformers_runtime_allows_cpu_stages(tmp_path: Path) -> None:
         ({"runtime": "transformers", "asr": {"device": "gpu"}}, "asr.device"),
         ({"tts": {"max_num_batched_tokens": 512}}, "tts.max_num_batched_tokens"),
         ({"vlm": {"max_num_batched_tokens": 0}}, "vlm.max_num_batched_tokens"),
+        ({"vlm": {"kv_slots": 2}}, "vlm.kv_slots"),  # vLLM: its own prefix cache
+        ({"runtime": "transformers", "vlm": {"kv_slots": -1}}, "vlm.kv_slots"),
+        ({"runtime": "transformers", "vlm": {"kv_slots": True}}, "vlm.kv_slots"),
+        ({"runtime": "transformers", "vlm": {"kv_slot_mib": 0}}, "vlm.kv_slot_mib"),
+        ({"runtime": "transformers", "vlm": {"kv_slot_mib": "1G"}}, "vlm.kv_slot_mib"),
+        ({"runtime": "transformers", "vlm": {"encoded_frames": -2}}, "vlm.encoded_frames"),
+        ({"runtime": "transformers", "asr": {"kv_slots": 2}}, "asr.kv_slots"),
     ],
 )
 def test_runtime_and_cpu_device_errors_name_the_key(doc: dict[str, object], key: str) -> None:
@@ -164,10 +171,28 @@ def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> No
     assert isinstance(backend.asr.engine, HfAsrEngine)  # type: ignore[union-attr]
     assert backend.asr.engine.dtype == "float32"  # type: ignore[union-attr]
     assert isinstance(backend.vlm.engine, HfVlmEngine)  # type: ignore[attr-defined]
+    assert backend.vlm.prepares_frames  # frames are encoded as they arrive (16 kept)
     synthesizer = backend.tts.synthesizer  # type: ignore[attr-defined]
     assert isinstance(synthesizer, EagerSynthesizer)
     assert synthesizer.device == "cpu" and synthesizer.max_new_tokens == 6
     assert "tts on cpu (qwen_tts eager)" in backend.description
+
+
+def test_transformers_runtime_vlm_keeps_what_the_placement_says(tmp_path: Path) -> None:
+    from backends.gpu.backend import create_backend
+
+    path = tmp_path / "cpu.toml"
+    path.write_text(
+        'runtime = "transformers"\n[vlm]\ndevice = "cpu"\nkv_slots = 2\nkv_slot_mib = 1.5\n'
+        "encoded_frames = 0\n",
+        encoding="utf-8",
+    )
+    backend = create_backend(placement=str(path), profile="camera")
+    engine = backend.vlm.engine  # type: ignore[attr-defined]
+    assert engine.slots.slots == 2 and engine.slots.max_bytes == 3 * 2**19
+    assert not backend.vlm.prepares_frames  # no frame kept: none prepared
+    defaults = parse_placement({"runtime": "transformers"}).vlm
+    assert (defaults.kv_slots, defaults.kv_slot_mib, defaults.encoded_frames) == (4, None, 16)
 
 
 def test_b18_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Path) -> None:

@@ -78,6 +78,11 @@ class FakeEngine:
     async def abort(self, request_id: str) -> None:
         self.aborted.append(request_id)
 
+    prepares_frames = False
+
+    def prepare_image(self, image: Any) -> bool:
+        raise AssertionError("not an engine that prepares frames")
+
 
 def _vlm(engine: FakeEngine, **changes: Any) -> VlmStage:
     placement = replace(default_placement().vlm, max_model_len=512, **changes)
@@ -176,6 +181,74 @@ def test_vlm_frames_are_decoded_only_at_submission() -> None:
     assert image.size == (448, 224)
     with pytest.raises(InvalidPromptContext, match="frames"):
         anyio.run(_collect, _vlm(engine), VlmRequest("r2", replace(CTX, frames=(b"not an image",))))
+
+
+class PreparingEngine(FakeEngine):
+    """A fake engine that prepares frames: each `prepare_image` waits for `go`."""
+
+    prepares_frames = True
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__([])
+        self.fail = fail
+        self.go = threading.Event()
+        self.prepared: list[tuple[int, int]] = []  # the decoded images' sizes
+
+    def prepare_image(self, image: Any) -> bool:
+        if self.fail:
+            raise RuntimeError("vision tower out of memory")
+        self.go.wait()
+        self.prepared.append(image.size)
+        return True
+
+
+def _png(width: int, height: int) -> bytes:
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    out = io.BytesIO()
+    pil.new("RGB", (width, height)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_vlm_prepares_frames_decoded_as_at_their_turn_and_drops_them_when_busy() -> None:
+    from backends.gpu.vlm import MAX_PREPARING
+
+    engine = PreparingEngine()
+    stage = _vlm(engine)
+    frame = _png(1000, 500)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_PREPARING + 1):
+                tg.start_soon(stage.prepare_frame, frame)
+            # the frame past the bound returns at once: dropped, not queued
+            while stage._preparing < MAX_PREPARING:
+                await anyio.sleep(0)
+            await stage.prepare_frame(frame)
+            engine.go.set()
+
+    assert stage.prepares_frames
+    anyio.run(main)
+    assert engine.prepared == [(448, 224)] * MAX_PREPARING  # scaled as `pieces` scales it
+    assert stage._preparing == 0
+
+
+@pytest.mark.parametrize(
+    ("engine", "frame"),
+    [(PreparingEngine(), b"not an image"), (PreparingEngine(fail=True), None)],
+    ids=["undecodable frame", "engine failure"],
+)
+def test_vlm_frame_preparation_never_raises(engine: PreparingEngine, frame: bytes | None) -> None:
+    engine.go.set()
+    anyio.run(_vlm(engine).prepare_frame, frame or _png(64, 64))
+    assert engine.prepared == []
+
+
+def test_vlm_over_an_engine_that_prepares_nothing_does_nothing() -> None:
+    stage = _vlm(FakeEngine([]))
+    assert not stage.prepares_frames
+    anyio.run(stage.prepare_frame, _png(64, 64))
 
 
 # --- ASR (B2) -------------------------------------------------------------------------

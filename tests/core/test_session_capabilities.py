@@ -1,6 +1,7 @@
-"""The ASR's languages reach the session as data (runtime/host.py): `session.created`
-names them (docs/session-semantics.md section 1) and `session.update` refuses to pin any
-other (section 7, D36)."""
+"""The backend's capabilities reach the session as data (runtime/host.py): the ASR's
+languages, which `session.created` names (docs/session-semantics.md section 1) and
+`session.update` refuses to pin any other of (section 7, D36); and a VLM that works on
+frames as they arrive, which gets a `PrepareFrame` effect for every frame accepted."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 
 from core.session import SessionProtocol
 from spec import events as ev
-from spec.effects import SubmitAsr
-from spec.errors import ERROR_TYPE, ErrorCode, ErrorType, InvalidSessionConfig
-from tests.conformance.harness import speech_pcm
+from spec.effects import PrepareFrame, SubmitAsr
+from spec.errors import ERROR_TYPE, ErrorCode, ErrorType, InvalidSessionConfig, RemoteProtocolError
+from tests.conformance.harness import jpeg, speech_pcm
 
 
 def _created(protocol: SessionProtocol) -> ev.SessionCreated:
@@ -98,3 +99,40 @@ def test_a_multilingual_asr_takes_any_pin_to_its_requests() -> None:
     protocol.receive(ev.ResponseCreate(), 40)
     submits = [o for o in protocol.next_outputs() if isinstance(o, SubmitAsr)]
     assert [s.language for s in submits] == ["de"]
+
+
+def _prepared_frames(protocol: SessionProtocol) -> list[PrepareFrame]:
+    return [o for o in protocol.next_outputs() if isinstance(o, PrepareFrame)]
+
+
+def test_a_vlm_that_prepares_frames_gets_every_accepted_frame_as_it_arrives() -> None:
+    protocol = SessionProtocol(session_id="s", prepares_frames=True)
+    protocol.next_outputs()
+    red, green, blue = jpeg("red"), jpeg("green"), jpeg("blue")
+    protocol.receive(ev.InputAudioBufferAppend(video_frames=[red, green]), 10)
+    assert _prepared_frames(protocol) == [
+        PrepareFrame("frame_1", red),
+        PrepareFrame("frame_2", green),
+    ]
+    # a frame with audio in the same append
+    protocol.receive(ev.InputAudioBufferAppend(audio=speech_pcm(100), video_frames=[blue]), 20)
+    assert _prepared_frames(protocol) == [PrepareFrame("frame_3", blue)]
+    protocol.receive(ev.InputAudioBufferAppend(audio=speech_pcm(100)), 30)
+    assert _prepared_frames(protocol) == []  # no frame, nothing to prepare
+
+
+def test_a_refused_append_prepares_none_of_its_frames() -> None:
+    protocol = SessionProtocol(session_id="s", prepares_frames=True)
+    protocol.next_outputs()
+    with pytest.raises(RemoteProtocolError):  # over `max_video_frames_per_append`
+        protocol.receive(ev.InputAudioBufferAppend(video_frames=[jpeg()] * 3), 10)
+    assert _prepared_frames(protocol) == []
+
+
+def test_without_the_capability_frames_wait_for_their_turn() -> None:
+    protocol = SessionProtocol(session_id="s")
+    protocol.next_outputs()
+    protocol.receive(ev.InputAudioBufferAppend(video_frames=[jpeg("red")]), 10)
+    protocol.receive(ev.ResponseCreate(), 20)
+    outputs = protocol.next_outputs()
+    assert not any(isinstance(o, PrepareFrame) for o in outputs)

@@ -11,7 +11,9 @@ downloaded; start-up takes seconds):
 
     asr   Qwen3-ASR-1.7B: 3 s of audio to 32 tokens                     graphs on / off
     vlm   JoyAI-VL-Interaction (Qwen3-VL 8B): time to first token with 1
-          and 8 448-px frames, decode tokens/s                           graphs on / off
+          and 8 448-px frames (cold: nothing kept from earlier requests),
+          decode tokens/s; a camera session's 8th turn cold, reusing the
+          previous turn's KV, and with its frame prepared on arrival     graphs on / off
     tts   Qwen3-TTS-12Hz-1.7B (Talker + code predictor + Code2Wav):
           time to first audio chunk, real-time factor                    graphs on / off
     e2e   `joyduplex serve --backend gpu`, one GPU, over loopback: end of
@@ -84,6 +86,7 @@ E2E_TURNS = 5
 VAD_TURNS = 3 if REHEARSAL else 10  # measured server_vad turns, after one warm-up
 VAD_SPEECH_S = 1.5  # of synthetic voice per turn, then silence until the reply is done
 VLM_DECODE_TOKENS = 8 if REHEARSAL else 64
+CAMERA_TOKENS = 8  # per turn of the camera sequence: its time to first token is measured
 DEVICE = "cpu" if REHEARSAL else "cuda:0"
 DTYPE = "float32" if REHEARSAL else "bfloat16"
 VLLM_NOTE = (
@@ -131,6 +134,75 @@ async def _timed_request(engine: Any, request_id: str, prompt: Any, tokens: int)
         "tokens": timing.tokens,
         "decode_ms": timing.decode_ms,
         "graph_captured": bool(engine.decoder.captured),
+        # the VLM keeps prompts' KV and frames' encodings (backends/gpu/prompt_reuse.py)
+        "prompt_tokens": timing.prompt_tokens,
+        "reused_tokens": timing.reused_tokens,
+        "prefilled_tokens": timing.prefilled_tokens,
+        "images_encoded": timing.images_encoded,
+    }
+
+
+async def _cold_request(engine: Any, request_id: str, prompt: Any, tokens: int) -> dict[str, Any]:
+    """`_timed_request` with nothing kept from earlier requests: a full prefill, every
+    frame encoded (the time-to-first-token figures, comparable with runs before reuse)."""
+    engine.forget()
+    return await _timed_request(engine, request_id, prompt, tokens)
+
+
+async def _camera_turn(stage: Any, frames: int) -> dict[str, Any]:
+    """Turn `frames` of a camera session (a new frame each tick; the earlier ticks'
+    frames and replies in its history, as JoyAI's prompt builder keeps them): its time
+    to first token cold (nothing kept), after the previous turn (its KV kept, the new
+    frame encoded at the prefill), and after it with the new frame prepared on arrival."""
+    from backends.base import HistoryTurn, PromptContext, VlmRequest
+    from backends.gpu.engine_api import EnginePrompt
+    from backends.gpu.frames import decode_frames
+
+    engine = stage.engine
+    engine.forget()
+    history: list[HistoryTurn] = []
+    shown: list[tuple[bytes, ...]] = []
+    prompts = []
+    for turn in range(frames):
+        frame = _noise_jpeg(100 + turn)
+        ctx = PromptContext(
+            system="",
+            transcript="What do you see right now?" if turn == 0 else None,
+            frames=(frame,),
+            history=tuple(history),
+            history_frames=tuple(shown),
+            time_s=float(turn),
+            history_times_s=tuple(float(i // 2) for i in range(len(history))),
+            asked_before=turn > 0,
+        )
+        built = stage.build(VlmRequest(f"cam{turn}", ctx))
+        prompts.append(EnginePrompt(built.text, images=decode_frames(built.images)))
+        if turn < frames - 1:
+            run = await _timed_request(engine, f"cam{turn}", prompts[-1], CAMERA_TOKENS)
+            history += [
+                HistoryTurn("user", ctx.transcript or ""),
+                HistoryTurn("assistant", run["text"]),
+            ]
+            shown += [(frame,), ()]
+    previous, prompt = prompts[-2:]
+    cold = await _cold_request(engine, "cam-cold", prompt, CAMERA_TOKENS)
+    await _cold_request(engine, "cam-previous", previous, CAMERA_TOKENS)
+    reused = await _timed_request(engine, "cam-reused", prompt, CAMERA_TOKENS)
+    await _cold_request(engine, "cam-previous-2", previous, CAMERA_TOKENS)
+    await stage.prepare_frame(frame)  # as it arrives, before its turn
+    prepared = await _timed_request(engine, "cam-prepared", prompt, CAMERA_TOKENS)
+    return {
+        "prompt_tokens": cold["prompt_tokens"],
+        "ttft_cold_ms": round(cold["first_token_ms"], 1),
+        "ttft_reused_ms": round(reused["first_token_ms"], 1),
+        "ttft_reused_prepared_ms": round(prepared["first_token_ms"], 1),
+        "reused_tokens": reused["reused_tokens"],
+        "prefilled_tokens": reused["prefilled_tokens"],
+        "images_encoded": {
+            "cold": cold["images_encoded"],
+            "reused": reused["images_encoded"],
+            "reused_prepared": prepared["images_encoded"],
+        },
     }
 
 
@@ -237,7 +309,7 @@ async def child_vlm(paths: dict[str, str]) -> dict[str, Any]:
             for frames, (prompt, built) in prompts.items():
                 try:
                     runs = [
-                        await _timed_request(
+                        await _cold_request(
                             engine, f"v{graphs}{frames}{r}", prompt, VLM_DECODE_TOKENS
                         )
                         for r in range(REPS + 1)
@@ -255,6 +327,11 @@ async def child_vlm(paths: dict[str, str]) -> dict[str, Any]:
                     ),
                     1,
                 )
+            if "error" not in figures:
+                try:
+                    figures["camera_turn_8_frames"] = await _camera_turn(stage, 8)
+                except Exception as exc:  # its own error; the figures above stay
+                    figures["camera_turn_error"] = f"{type(exc).__name__}: {exc}"[:2000]
             figures["graph_captured"] = bool(engine.decoder.captured)
         for frames in prompts:
             pair = {g: texts[(g, frames)] for g in _modes() if (g, frames) in texts}

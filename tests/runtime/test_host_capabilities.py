@@ -1,12 +1,15 @@
-"""The host hands the backend's ASR languages to each session (`Asr.languages`): its
-`session.created` names them and a pin of another language is an `error` event."""
+"""The host hands the backend's capabilities to each session: the ASR's languages
+(`Asr.languages`), which its `session.created` names and a pin of another of is an
+`error` event; and whether the VLM takes frames as they arrive (`Vlm.prepares_frames`),
+each accepted frame then reaching `Vlm.prepare_frame` while the session goes on."""
 
 from __future__ import annotations
 
 import pytest
 
 from spec import events as ev
-from tests.runtime.conftest import Harness
+from tests.conformance.harness import jpeg
+from tests.runtime.conftest import Harness, eventually, tone
 
 pytestmark = pytest.mark.anyio
 
@@ -43,3 +46,29 @@ async def test_english_only_asr_refuses_a_german_pin(harness: Harness) -> None:
     await client.send(ev.SessionUpdate(event_id="evt_en", session=patch))
     updated = await client.until("session.updated")
     assert updated.session.audio["input"]["transcription"] == {"language": "en"}
+
+
+async def test_frames_reach_a_vlm_that_prepares_them_as_they_arrive(harness: Harness) -> None:
+    harness.script.prepares_frames = True
+    client = await harness.connect()
+    await client.send(ev.SessionUpdate(session=ev.SessionPatch(turn_detection=None)))
+    await client.until("session.updated")
+    red, green = jpeg("red"), jpeg("green")
+    await client.send(ev.InputAudioBufferAppend(audio=tone(200), video_frames=[red]))
+    await client.send(ev.InputAudioBufferAppend(video_frames=[green]))
+    await eventually("both frames prepared", lambda: len(harness.script.prepared_frames) == 2)
+    assert list(harness.script.prepared_frames) == [red, green]
+    await client.send(ev.InputAudioBufferCommit())
+    await client.send(ev.ResponseCreate())
+    await client.until("response.done")  # the turn itself is as without preparation
+
+
+async def test_a_vlm_without_the_capability_is_handed_no_frame(harness: Harness) -> None:
+    client = await harness.connect()
+    await client.send(ev.SessionUpdate(session=ev.SessionPatch(turn_detection=None)))
+    await client.until("session.updated")
+    await client.send(ev.InputAudioBufferAppend(audio=tone(200), video_frames=[jpeg()]))
+    await client.send(ev.InputAudioBufferCommit())
+    await client.send(ev.ResponseCreate())
+    await client.until("response.done")
+    assert list(harness.script.prepared_frames) == []
