@@ -106,9 +106,10 @@ class EndOfTurnPolicy(msgspec.Struct, frozen=True):
 #: the silence (Silero frames below threshold - 0.15) after which `semantic_vad` asks the
 #: end-of-turn model whether the turn is over (Smart Turn is trained for a 200 ms stop)
 SEMANTIC_PAUSE_MS = 200
-#: `high` asks first after 64 ms of silence: on 48 clips in three voices Smart Turn's
+#: `high` asks first after 64 ms of silence: on 48 clips in two voices Smart Turn's
 #: verdicts there agreed with its 200 ms ones but for two or three a voice, and those get
-#: their second review at 200 ms (docs/performance.md, "semantic_vad high")
+#: their second review at 200 ms; the price is a comma pause of 150 ms or more that both
+#: models call finished (docs/performance.md, "The pause's words sooner")
 EAGER_FIRST_REVIEW_MS = 64
 
 #: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
