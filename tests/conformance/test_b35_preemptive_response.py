@@ -40,7 +40,8 @@ def _driver(*, preempt: bool = True, **config: Any) -> Driver:
 
 
 def _pause(d: Driver, words: str = WORDS) -> list[Any]:
-    """Speech, then a pause (224 ms of silence) whose live partial heard `words`."""
+    """Speech, then a pause (224 ms of silence; its partial asked on the first frame)
+    whose live partial heard `words`."""
     d.append(speech_pcm(32 * 60))
     d.vad(*([HI] * 10), *([LO] * 7))
     partial = d.last(SubmitPartialAsr)

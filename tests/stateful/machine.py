@@ -94,7 +94,8 @@ LIMITS = Limits(
 VAD = TurnDetection(silence_duration_ms=96, min_speech_duration_ms=64, prefix_padding_ms=64)
 #: semantic VAD at its shortest wait (2 s: 63 frames, a few score rules)
 SEMANTIC = TurnDetection(type="semantic_vad", eagerness="high")
-#: with live transcripts: turns end after 640 ms, so a pause (224 ms) comes well before
+#: with live transcripts: turns end after 640 ms, so a pause's partial (asked on its first
+#: silent frame) comes well before
 VAD_LIVE = TurnDetection(silence_duration_ms=640, min_speech_duration_ms=64, prefix_padding_ms=64)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"j" * 40

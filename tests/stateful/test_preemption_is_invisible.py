@@ -47,7 +47,7 @@ from spec.stage_results import (
 )
 from tests.stateful.observer import project, tag
 
-#: turns end after 640 ms of silence; a pause's partial is asked at 224 ms
+#: turns end after 640 ms of silence; a pause's partial is asked on its first silent frame
 DETECTION = TurnDetection(silence_duration_ms=640, min_speech_duration_ms=64, prefix_padding_ms=64)
 FRAME_BYTES = 512 * 2  # one 32 ms VAD frame of 16 kHz pcm16
 HI, LO = 0.9, 0.1
