@@ -318,9 +318,12 @@ class TurnTaking:
 
     def on_partial(self, result: AsrPartial, now_ms: int) -> None:
         asked = self.live.in_flight
-        # a pause's words, for the utterance still being spoken: a reply may start (B35)
+        heard = self.live.asked(result.request_id)
+        # a pause's words, for the utterance still being spoken, and all that was said (no
+        # speech scored since they were asked): a reply may start (B35)
         pause = asked is not None and asked[0] == result.request_id and asked[2]
-        utterance = asked[1] if pause and asked is not None else None
+        still = heard is not None and heard.quiet
+        utterance = asked[1] if pause and still and asked is not None else None
         self.live.on_partial(result)
         held = self._held
         if held is not None and held.partial_request_id == result.request_id:

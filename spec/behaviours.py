@@ -1034,6 +1034,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         rows=(RowRef("speculation", "adopt"), RowRef("speculation", "discard")),
         invariants=("P1", "P2", "P3"),
         tests=(
+            "tests/conformance/test_b35_preemptive_response.py::test_b35_words_that_speech_outran_prepare_no_reply",
             "tests/conformance/test_b35_preemptive_response.py::test_b35_a_reply_prepared_in_the_pause_is_adopted_with_the_events_the_client_would_see",
             "tests/conformance/test_b35_preemptive_response.py::test_b35_results_that_come_after_the_turn_ended_stream_to_the_adopted_response",
             "tests/conformance/test_b35_preemptive_response.py::test_b35_speech_after_the_pause_discards_the_prepared_reply_silently",

@@ -219,3 +219,16 @@ def test_b35_clear_and_close_discard_the_prepared_reply() -> None:
     [vlm] = again.effects(SubmitVlm)
     again.send(ev.SessionClose())
     assert any(a.request_id == vlm.request_id for a in again.effects(Abort))
+
+
+def test_b35_words_that_speech_outran_prepare_no_reply() -> None:
+    """A pause's words that answer after speech went on are no longer all that was said:
+    no reply is prepared from them, and the turn is transcribed afresh."""
+    d = _driver()
+    d.append(speech_pcm(32 * 60))
+    d.vad(*([HI] * 10), LO)
+    partial = d.last(SubmitPartialAsr)
+    d.vad(HI, HI, LO)  # speech again, then a pause whose partial waits for this one
+    out = d.result(AsrPartial(partial.request_id, WORDS))
+    assert not [o for o in out if isinstance(o, SpeculationOutcome)]
+    assert not d.effects(SubmitVlm)
