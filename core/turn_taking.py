@@ -74,7 +74,6 @@ class TurnTaking:
         "_held",
         "_interrupt",
         "_out",
-        "_pause_partial",
         "_preempt",
         "_preempting",
         "_speech_went_on",
@@ -113,8 +112,6 @@ class TurnTaking:
         self._preempt = preempt
         self._speech_went_on = speech_went_on  # drop the reply prepared at the pause
         self._preempting = False  # a reply is being prepared for the current pause
-        #: the partial asked in the current silence run of the utterance, if one was
-        self._pause_partial: str | None = None
         self.detector = TurnDetector(out)
         self.live = LiveTranscript(out)
         self.live.enabled = live_transcripts
@@ -128,6 +125,15 @@ class TurnTaking:
         #: transcripts decided here, for the session to apply as stage results
         self.settled: list[AsrTranscript] = []
 
+    @property
+    def _pause_partial(self) -> str | None:
+        """The partial asked in the current pause of the utterance, if one was: the
+        latest, a pause's, with no speech scored since (D41)."""
+        latest = self.live.latest
+        if self.live.item_id is None or latest is None or not (latest.pause and latest.quiet):
+            return None
+        return latest.request_id
+
     # --- the session's calls --------------------------------------------------------------
 
     def reset(self, *, restart: bool = False) -> None:
@@ -135,14 +141,12 @@ class TurnTaking:
         before now may start speech; `restart`: the scores start over too) and the
         utterance being spoken ends."""
         self.detector.reset(self._clock.samples, restart=restart)
-        self._pause_partial = None
         self.live.end()
 
     def end_utterance(self) -> None:
         """A commit: the utterance it holds is no longer spoken."""
         if self.detector.speaking:
             self.detector.reset(self._clock.samples)
-        self._pause_partial = None
         self.live.end()
 
     def deadlines(self) -> list[int | None]:
@@ -177,9 +181,8 @@ class TurnTaking:
                 return
             boundary = detector.feed(probability, config)
             if probability >= config.threshold:
-                # speech: a later pause asks its own partial, and the latest one's audio
-                # is no longer all that was said (D41)
-                self._pause_partial = None
+                # speech: the latest partial's audio is no longer all that was said, and a
+                # later pause asks its own (D41)
                 self.live.speech_scored()
             if self._preempting and detector.silence_frames == 0 and detector.speaking:
                 # speech after the pause whose words the prepared reply answers (B35)
@@ -218,7 +221,6 @@ class TurnTaking:
             self.live.turn_ended(self._buffer.audio()[: self.buffered_bytes_before(keep_until)])
         item_id = detector.stop(trigger)
         self._preempting = False  # the turn ended in the pause: its commit decides (B35)
-        self._pause_partial = None
         self.live.end()
         self._end_turn(config, item_id, keep_until)
 
@@ -312,9 +314,7 @@ class TurnTaking:
         if not self.live.due(at, pause=pause):
             return
         audio = self._buffer.audio()[: self.buffered_bytes_before(at)]
-        request_id = self.live.ask(audio, self._config().transcription_language, at, pause=pause)
-        if pause:
-            self._pause_partial = request_id
+        self.live.ask(audio, self._config().transcription_language, at, pause=pause)
 
     def on_partial(self, result: AsrPartial, now_ms: int) -> None:
         asked = self.live.in_flight

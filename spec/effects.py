@@ -16,7 +16,6 @@ __all__ = [
     "ASR",
     "DELEGATION",
     "LIVE_CADENCE_MS",
-    "LIVE_PAUSE_FRAMES",
     "TTS",
     "TURN_END",
     "TURN_END_WINDOW_MS",
@@ -118,10 +117,8 @@ class SubmitAsr:
     language: str | None = None
 
 
-#: live transcripts (B33, section 5.2): a pause is this many silent 32 ms VAD frames after
-#: speech (the first frame past the 200 ms of silence a VAD-ended utterance keeps) ...
-LIVE_PAUSE_FRAMES = 7
-#: ... and while speech goes on, a partial at most this often (of scored audio): long, so
+#: live transcripts (B33, section 5.2): a pause's partial is asked on its first silent
+#: frame (D41); while speech goes on, a partial at most this often (of scored audio): long, so
 #: that on a small CPU a partial rarely runs when the turn ends (the final transcription
 #: would wait for it); most utterances get only their pause partials
 LIVE_CADENCE_MS = 3000
