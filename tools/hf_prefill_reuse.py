@@ -73,33 +73,24 @@ def _frame(seed: int) -> bytes:
 
 
 async def _session(path: str, options: dict[str, Any], turns: int, prepare: bool) -> list[Any]:
-    from backends.base import HistoryTurn, PromptContext, VlmRequest
+    from backends.base import VlmRequest
     from backends.gpu.engine_api import EnginePrompt, Sampling
     from backends.gpu.frames import decode_frames
     from backends.gpu.hf_engines import HfVlmEngine
     from backends.gpu.placement import default_placement
     from backends.gpu.vlm import VlmStage
+    from tests.gpu.camera_session import CameraSession
 
     placement = replace(default_placement(1).vlm, model=path, max_model_len=4096)
     engine = HfVlmEngine(path, max_len=4096, **options)
     rows = []
     async with VlmStage(engine, placement, image_tokens=196) as stage:
-        history: list[HistoryTurn] = []
-        shown: list[tuple[bytes, ...]] = []
+        session = CameraSession("What do you see right now?")
         for turn in range(turns):
             frame = _frame(turn)
             if prepare:
                 await stage.prepare_frame(frame)  # as it arrives
-            ctx = PromptContext(
-                system="",
-                transcript="What do you see right now?" if turn == 0 else None,
-                frames=(frame,),
-                history=tuple(history),
-                history_frames=tuple(shown),
-                time_s=float(turn),
-                history_times_s=tuple(float(i // 2) for i in range(len(history))),
-                asked_before=turn > 0,
-            )
+            ctx = session.context(frame)
             built = stage.build(VlmRequest(f"t{turn}", ctx))
             prompt = EnginePrompt(built.text, images=decode_frames(built.images))
             started = time.perf_counter()
@@ -118,8 +109,7 @@ async def _session(path: str, options: dict[str, Any], turns: int, prepare: bool
                     "first_token_ms": round(submitted + timing.prefill_ms, 1),
                 }
             )
-            history += [HistoryTurn("user", ctx.transcript or ""), HistoryTurn("assistant", text)]
-            shown += [(frame,), ()]
+            session.answered(ctx, text)
     return rows
 
 

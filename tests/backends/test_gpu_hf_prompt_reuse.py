@@ -29,11 +29,12 @@ pytest.importorskip("PIL")
 import torch
 from PIL import Image
 
-from backends.base import HistoryTurn, PromptContext, VlmDecisionResult, VlmRequest
+from backends.base import VlmDecisionResult, VlmRequest
 from backends.gpu.engine_api import EnginePrompt, Sampling
 from backends.gpu.hf_engines import HfVlmEngine
 from backends.gpu.placement import default_placement
 from backends.gpu.vlm import VlmStage
+from tests.gpu.camera_session import CameraSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from gpu_tiny_models import build_tiny_vlm
@@ -260,30 +261,18 @@ def test_the_stage_prepares_a_camera_session_and_decides_as_without(tiny_vlm: st
         timings = []
         async with stage() as keeping, stage(kv_slots=0, encoded_frames=0) as plain:
             for keeps, vlm in ((True, keeping), (False, plain)):
-                history: list[HistoryTurn] = []
-                frames: list[tuple[bytes, ...]] = []
+                session = CameraSession("What do you see?", system="s")
                 for turn in range(4):
                     frame = _jpeg(40 + turn)
                     await vlm.prepare_frame(frame)  # a no-op for `plain`
-                    ctx = PromptContext(
-                        system="s",
-                        transcript="What do you see?" if turn == 0 else None,
-                        frames=(frame,),
-                        history=tuple(history),
-                        history_frames=tuple(frames),
-                        asked_before=turn > 0,
-                    )
+                    ctx = session.context(frame)
                     items = [i async for i in vlm.generate(VlmRequest(f"t{turn}", ctx))]
                     decision = items[-1]
                     assert isinstance(decision, VlmDecisionResult)
                     decisions[keeps].append(decision)
                     if keeps:
                         timings.append(vlm.engine.last_timing)  # type: ignore[attr-defined]
-                    history += [
-                        HistoryTurn("user", ctx.transcript or ""),
-                        HistoryTurn("assistant", decision.text),
-                    ]
-                    frames += [(frame,), ()]
+                    session.answered(ctx, decision.text)
         return decisions[True], decisions[False], timings
 
     kept, plain, timings = anyio.run(main)

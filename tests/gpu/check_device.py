@@ -154,36 +154,23 @@ async def _camera_turn(stage: Any, frames: int) -> dict[str, Any]:
     frames and replies in its history, as JoyAI's prompt builder keeps them): its time
     to first token cold (nothing kept), after the previous turn (its KV kept, the new
     frame encoded at the prefill), and after it with the new frame prepared on arrival."""
-    from backends.base import HistoryTurn, PromptContext, VlmRequest
+    from backends.base import VlmRequest
     from backends.gpu.engine_api import EnginePrompt
     from backends.gpu.frames import decode_frames
+    from tests.gpu.camera_session import CameraSession
 
     engine = stage.engine
     engine.forget()
-    history: list[HistoryTurn] = []
-    shown: list[tuple[bytes, ...]] = []
+    session = CameraSession("What do you see right now?")
     prompts = []
     for turn in range(frames):
         frame = _noise_jpeg(100 + turn)
-        ctx = PromptContext(
-            system="",
-            transcript="What do you see right now?" if turn == 0 else None,
-            frames=(frame,),
-            history=tuple(history),
-            history_frames=tuple(shown),
-            time_s=float(turn),
-            history_times_s=tuple(float(i // 2) for i in range(len(history))),
-            asked_before=turn > 0,
-        )
+        ctx = session.context(frame)
         built = stage.build(VlmRequest(f"cam{turn}", ctx))
         prompts.append(EnginePrompt(built.text, images=decode_frames(built.images)))
         if turn < frames - 1:
             run = await _timed_request(engine, f"cam{turn}", prompts[-1], CAMERA_TOKENS)
-            history += [
-                HistoryTurn("user", ctx.transcript or ""),
-                HistoryTurn("assistant", run["text"]),
-            ]
-            shown += [(frame,), ()]
+            session.answered(ctx, run["text"])
     previous, prompt = prompts[-2:]
     cold = await _cold_request(engine, "cam-cold", prompt, CAMERA_TOKENS)
     await _cold_request(engine, "cam-previous", previous, CAMERA_TOKENS)
