@@ -17,9 +17,12 @@ __all__ = ["Outbox"]
 
 
 class Outbox:
-    __slots__ = ("_counters", "closed", "epoch", "items")
+    __slots__ = ("_counters", "_event_prefix", "closed", "epoch", "items")
 
-    def __init__(self) -> None:
+    def __init__(self, event_prefix: str = "event") -> None:
+        """`event_prefix`: of the event ids it stamps (a call's own events use another,
+        so its ids never collide with its session's on the same channel)."""
+        self._event_prefix = event_prefix
         self.items: list[ServerEvent | Effect] = []
         self.epoch = 0
         self.closed = False
@@ -34,7 +37,7 @@ class Outbox:
     def emit(self, event: ServerEvent) -> None:
         if self.closed:
             return  # I9: nothing after session.closed
-        event.event_id = self.next_id("event")
+        event.event_id = self.next_id(self._event_prefix)
         if hasattr(event, "epoch"):
             event.epoch = self.epoch
         self.items.append(event)

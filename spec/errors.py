@@ -31,6 +31,7 @@ __all__ = [
     "ResumeExpected",
     "ResumeRefused",
     "SessionNotResumable",
+    "UnknownCall",
     "UnknownSession",
 ]
 
@@ -62,6 +63,12 @@ class ErrorCode(enum.StrEnum):
     SESSION_NOT_RESUMABLE = "session_not_resumable"
     RESUME_EXPECTED = "resume_expected"
     SESSION_CLOSED = "session_closed"
+    #: a WebRTC offer (`POST /v1/realtime/calls`) that cannot be used: not SDP, no audio
+    INVALID_OFFER = "invalid_offer"
+    #: a call id (a sideband websocket's `call_id`, a hangup) that names no live call
+    UNKNOWN_CALL = "unknown_call"
+    #: this install cannot take WebRTC calls (the `webrtc` extra, aiortc, is missing)
+    WEBRTC_UNAVAILABLE = "webrtc_unavailable"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported_audio_format"
     UNSUPPORTED_TURN_DETECTION = "unsupported_turn_detection"
     MODEL_UPDATE_UNSUPPORTED = "model_update_unsupported"
@@ -112,6 +119,7 @@ _SERVER = {
     ErrorCode.COMMIT_ABORTED,
     ErrorCode.SERVER_VAD_UNAVAILABLE,
     ErrorCode.DELEGATION_FAILED,
+    ErrorCode.WEBRTC_UNAVAILABLE,
 }
 _RATE_LIMIT = {
     ErrorCode.RESOURCE_EXHAUSTED,
@@ -214,6 +222,12 @@ class ResumeRefused(RemoteProtocolError):
     (`resume_expected`). The connection is refused; the session, if any, is untouched."""
 
     code = ErrorCode.UNKNOWN_SESSION
+
+
+class UnknownCall(RemoteProtocolError):
+    """No live WebRTC call of that id in this worker (a sideband's `call_id`)."""
+
+    code = ErrorCode.UNKNOWN_CALL
 
 
 class UnknownSession(ResumeRefused):

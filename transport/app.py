@@ -1,4 +1,5 @@
-"""The Starlette application: realtime websocket, health, readiness, metrics, web UI.
+"""The Starlette application: realtime websocket, WebRTC calls, health, readiness,
+metrics, web UI.
 
 `/healthz` is always open; with `protect_probes`, `/readyz` and `/metrics` need the API key
 as `Authorization: Bearer` and answer 401 without it."""
@@ -18,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from runtime.host import HostSettings, SessionHost
 from runtime.metrics import CONTENT_TYPE
 from transport.access_policy import probe_refusal
+from transport.calls import CallRegistry, calls_endpoint, hangup_endpoint
 from transport.settings import ServerSettings
 from transport.websocket import realtime_endpoint
 
@@ -135,6 +137,8 @@ def create_app(
         worker=worker,
     )
 
+    calls = CallRegistry()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await host.start()
@@ -142,6 +146,7 @@ def create_app(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(host.watch)
                 tg.start_soon(host.timers.run)
+                tg.start_soon(calls.run)
                 try:
                     yield
                 finally:
@@ -152,6 +157,8 @@ def create_app(
     routes: list[Route | WebSocketRoute | Mount] = [
         WebSocketRoute("/v1/realtime", realtime_endpoint),
         WebSocketRoute("/v1/duplex", realtime_endpoint),
+        Route("/v1/realtime/calls", calls_endpoint, methods=["POST"]),
+        Route("/v1/realtime/calls/{call_id}/hangup", hangup_endpoint, methods=["POST"]),
         Route("/healthz", _healthz),
         Route("/readyz", _protected(_readyz)),
         Route("/metrics", _protected(_metrics)),
@@ -164,4 +171,5 @@ def create_app(
     app.state.host = host
     app.state.settings = settings
     app.state.run_dir = run_dir
+    app.state.calls = calls
     return app

@@ -14,6 +14,10 @@
            delegated questions are dropped and only the note is spoken
 [limits]   any field of spec.limits.Limits
 [session]  the default session object, checked by the public session validator
+[webrtc]   WebRTC calls (transport/calls.py): ice_servers (STUN/TURN, each {urls,
+           username, credential}), host_addresses (host candidates added to the
+           interfaces' own; default loopback), setup_timeout_s (ICE and the events data
+           channel must be up within it)
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from spec.limits import Limits
 from spec.session_config import SessionConfig, validate_session
 from transport.access_policy import check_origin_setting
 
-__all__ = ["BACKEND_NAMES", "ServerSettings", "default_workers", "load_settings"]
+__all__ = [
+    "BACKEND_NAMES",
+    "IceServer",
+    "ServerSettings",
+    "WebRtcSettings",
+    "default_workers",
+    "load_settings",
+]
 
 BACKEND_NAMES = ("cpu", "scripted", "gpu", "remote")
 _SERVER_KEYS = {
@@ -54,6 +65,53 @@ def default_workers(backend: str) -> int:
 
 
 @dataclass(frozen=True)
+class IceServer:
+    """A STUN or TURN server offered to a call's ICE agent (none is contacted unless set)."""
+
+    urls: tuple[str, ...]
+    username: str | None = None
+    credential: str | None = None
+
+
+@dataclass(frozen=True)
+class WebRtcSettings:
+    ice_servers: tuple[IceServer, ...] = ()
+    #: added to the host candidates ICE gathers from the interfaces (which leave out
+    #: loopback): a client on the same machine connects even with no other interface
+    host_addresses: tuple[str, ...] = ("127.0.0.1",)
+    #: a call whose ICE and `oai-events` data channel are not up within this ends
+    setup_timeout_s: float = 20.0
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> WebRtcSettings:
+        """Raises: ValueError naming the key."""
+        bad = set(data) - {"ice_servers", "host_addresses", "setup_timeout_s"}
+        if bad:
+            raise ValueError(f"unknown key `webrtc.{sorted(bad)[0]}`")
+        servers = []
+        for n, entry in enumerate(data.get("ice_servers", [])):
+            if not isinstance(entry, dict) or not set(entry) <= {"urls", "username", "credential"}:
+                raise ValueError(
+                    f"webrtc.ice_servers[{n}] must be a table of urls, username, credential"
+                )
+            urls = entry.get("urls")
+            urls = [urls] if isinstance(urls, str) else urls
+            if not urls or not all(
+                isinstance(u, str) and u.split(":")[0] in ("stun", "stuns", "turn", "turns")
+                for u in urls
+            ):
+                raise ValueError(f"webrtc.ice_servers[{n}].urls must be stun: or turn: URLs")
+            servers.append(IceServer(tuple(urls), entry.get("username"), entry.get("credential")))
+        addresses = data.get("host_addresses", list(cls.host_addresses))
+        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+            raise ValueError("webrtc.host_addresses must be a list of IP addresses")
+        timeout = data.get("setup_timeout_s", cls.setup_timeout_s)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError("webrtc.setup_timeout_s must be a positive number of seconds")
+        return cls(tuple(servers), tuple(addresses), float(timeout))
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
@@ -72,6 +130,7 @@ class ServerSettings:
     backend_options: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     session_defaults: SessionConfig = field(default_factory=SessionConfig)
+    webrtc: WebRtcSettings = field(default_factory=WebRtcSettings)
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSettings:
@@ -90,6 +149,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
             "session",
             "remote",
             "delegation",
+            "webrtc",
         }
         if unknown:
             raise ValueError(f"unknown config table [{sorted(unknown)[0]}]")
@@ -119,6 +179,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
             backend_options=backend_options,
             limits=Limits.from_mapping(data.get("limits", {})),
             session_defaults=session,
+            webrtc=WebRtcSettings.from_mapping(dict(data.get("webrtc", {}))),
         )
     given = {k: v for k, v in overrides.items() if v is not None}
     if "backend_options" in given:

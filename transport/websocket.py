@@ -53,6 +53,7 @@ from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, 
 from spec.events import SessionResume
 from spec.session_config import validate_session
 from transport.access_policy import Refusal, handshake_refusal
+from transport.calls import attach_sideband
 from transport.codec import (
     decode_client_event,
     encode_server_event,
@@ -303,6 +304,10 @@ async def realtime_endpoint(websocket: WebSocket) -> None:
         return
     await websocket.accept(subprotocol="realtime" if "realtime" in offered else None)
     limits = settings.limits
+    call_id = websocket.query_params.get("call_id")
+    if call_id:
+        await attach_sideband(websocket, call_id)
+        return
     if _resume_only(websocket):
         await _serve_resume(websocket, host, limits)
         return

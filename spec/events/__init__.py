@@ -59,6 +59,8 @@ from spec.events.server import (
     InputAudioTranscriptionDelta,
     InputAudioTranscriptionFailed,
     OutputAudioBufferCleared,
+    OutputAudioBufferStarted,
+    OutputAudioBufferStopped,
     PlaybackAcknowledged,
     RateLimitsUpdated,
     ResponseContentPartAdded,
@@ -138,6 +140,8 @@ ServerEventT: TypeAlias = (
     | ResponseDone
     | ResponseListen
     | OutputAudioBufferCleared
+    | OutputAudioBufferStarted
+    | OutputAudioBufferStopped
     | PlaybackAcknowledged
     | RateLimitsUpdated
     | Error
@@ -176,6 +180,8 @@ __all__ = [
     "InputCommitAlias",
     "OutputAudioBufferClear",
     "OutputAudioBufferCleared",
+    "OutputAudioBufferStarted",
+    "OutputAudioBufferStopped",
     "PlaybackAck",
     "PlaybackAcknowledged",
     "RateLimitsUpdated",

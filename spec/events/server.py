@@ -35,6 +35,8 @@ __all__ = [
     "InputAudioTranscriptionDelta",
     "InputAudioTranscriptionFailed",
     "OutputAudioBufferCleared",
+    "OutputAudioBufferStarted",
+    "OutputAudioBufferStopped",
     "PlaybackAcknowledged",
     "RateLimitsUpdated",
     "ResponseContentPartAdded",
@@ -345,6 +347,18 @@ class OutputAudioBufferCleared(_Duplex, tag="output_audio_buffer.cleared", kw_on
     """Queued reply audio must be dropped by the client now."""
 
     response_id: str | None = None
+
+
+class OutputAudioBufferStarted(ServerEvent, tag="output_audio_buffer.started", kw_only=True):
+    """WebRTC calls: the server began playing a response's audio on the media track."""
+
+    response_id: str
+
+
+class OutputAudioBufferStopped(ServerEvent, tag="output_audio_buffer.stopped", kw_only=True):
+    """WebRTC calls: a response is done and its audio has all been played on the track."""
+
+    response_id: str
 
 
 class PlaybackAcknowledged(_Duplex, tag="playback.acknowledged", kw_only=True):

@@ -14,6 +14,7 @@ from spec.tables.base import T, Table
 from spec.tables.commit import COMMIT, CommitState
 from spec.tables.input_buffer import INPUT_BUFFER, BufferState
 from spec.tables.item import ITEM, ItemState
+from spec.tables.output_audio_buffer import OUTPUT_AUDIO_BUFFER, OutputBufferState
 from spec.tables.playback import PLAYBACK, PlaybackState
 from spec.tables.response import RESPONSE, ResponseState
 from spec.tables.speculation import SPECULATION, SpeculationState
@@ -24,6 +25,7 @@ __all__ = [
     "COMMIT",
     "INPUT_BUFFER",
     "ITEM",
+    "OUTPUT_AUDIO_BUFFER",
     "PLAYBACK",
     "RESPONSE",
     "SPECULATION",
@@ -34,6 +36,7 @@ __all__ = [
     "CommitState",
     "DetectorState",
     "ItemState",
+    "OutputBufferState",
     "PlaybackState",
     "ResponseState",
     "SpeculationState",
@@ -51,4 +54,5 @@ TABLES: tuple[Table, ...] = (
     PLAYBACK,
     SPECULATION,
     ATTACHMENT,
+    OUTPUT_AUDIO_BUFFER,
 )

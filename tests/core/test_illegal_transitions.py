@@ -19,6 +19,7 @@ from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
+from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from core.statemachines.speculation import ReplyTerms, Speculation
 from core.statemachines.turn_detector import TurnDetector
 from spec import events as ev
@@ -53,6 +54,7 @@ FACTORIES: dict[str, Callable[[Outbox], Any]] = {
     ),
     "playback": lambda out: Playback(out, response_id="resp_1", item_id="item_2"),
     "attachment": lambda out: Attachment("sess_1", "token_1"),
+    "output_audio_buffer": OutputAudioBuffer,
     "speculation": lambda out: Speculation(
         out,
         "spec_1",

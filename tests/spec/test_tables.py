@@ -15,6 +15,7 @@ from core.statemachines.client_watchdog import Watchdog
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
+from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
 from core.statemachines.speculation import Speculation
@@ -31,6 +32,7 @@ MODELS = {
     "playback": Playback,
     "attachment": Attachment,
     "speculation": Speculation,
+    "output_audio_buffer": OutputAudioBuffer,
     "client_connection": Connection,
     "client_hold": Hold,
     "client_playback": ClientPlayback,

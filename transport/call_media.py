@@ -1,0 +1,211 @@
+"""The media of a WebRTC call: the microphone track in, the reply track out, the camera.
+
+Everything here executes; what to say about playback is decided by the call's
+`OutputAudioBuffer` (`core/statemachines/output_audio_buffer.py`).
+
+- `ReplyTrack` paces reply audio onto the outgoing track in real time, 20 ms a frame, and
+  silence between replies (a track never stops while the call lasts). So what it has sent
+  is what the person heard, give or take the jitter buffer: the played cursor the call
+  reports to the session, and that a barge-in truncates to, is the audio actually sent.
+- `microphone_appends` turns the incoming Opus track (decoded by aiortc, 48 kHz) into
+  16 kHz pcm16 appends, one per 20 ms packet, as a websocket client sends them.
+- `camera_appends` samples the incoming video track at the web client's camera cadence
+  and turns each sample into a JPEG frame of the same size bound, so a camera on a call
+  enters the very frame path `video_frames` feeds.
+
+aiortc and PyAV are imported here only: the module is loaded when the first call comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import fractions
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import av
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from spec.tables.client_constants import CAMERA_INTERVAL_MS, CAMERA_MAX_SIDE_PX
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from core.statemachines.output_audio_buffer import OutputAudioBuffer
+
+__all__ = [
+    "TRACK_RATE_HZ",
+    "ReplyTrack",
+    "camera_appends",
+    "jpeg_of",
+    "microphone_appends",
+    "reply_pcm",
+]
+
+log = logging.getLogger("joyduplex.transport")
+
+#: the rate of both tracks (Opus runs at 48 kHz)
+TRACK_RATE_HZ = 48_000
+#: samples of one 20 ms frame at the track rate
+_FRAME_SAMPLES = TRACK_RATE_HZ // 50
+#: the rate of the appends the microphone track makes (the session's own)
+MICROPHONE_RATE_HZ = 16_000
+
+
+def _resampler(rate_hz: int) -> av.AudioResampler:
+    return av.AudioResampler(format="s16", layout="mono", rate=rate_hz)
+
+
+def _resample(resampler: av.AudioResampler, frame: av.AudioFrame | None) -> bytes:
+    return b"".join(bytes(out.planes[0])[: out.samples * 2] for out in resampler.resample(frame))
+
+
+def _decode(audio: bytes, fmt: str) -> np.ndarray:
+    """The session's output audio as int16 samples (pcm16 or pcm_f32le)."""
+    if fmt == "pcm_f32le":
+        floats = np.frombuffer(audio[: len(audio) // 4 * 4], dtype="<f4")
+        samples: np.ndarray = (np.clip(floats, -1.0, 1.0) * 32767).astype(np.int16)
+        return samples
+    pcm: np.ndarray = np.frombuffer(audio[: len(audio) // 2 * 2], dtype="<i2")
+    return pcm
+
+
+def reply_pcm(audio: bytes, fmt: str, rate_hz: int) -> np.ndarray:
+    """One reply chunk in the session's output format, as int16 at the track rate.
+
+    G.711 outputs are carried as their 16-bit expansion by the caller; a call's session
+    keeps pcm16 unless a client changes it over the data channel.
+    """
+    samples = _decode(audio, fmt)
+    if rate_hz == TRACK_RATE_HZ or samples.size == 0:
+        return samples.copy()
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = rate_hz
+    resampler = _resampler(TRACK_RATE_HZ)
+    # one resampler per chunk, flushed: a cleared reply leaves no samples behind in it
+    pcm = _resample(resampler, frame) + _resample(resampler, None)
+    return np.frombuffer(pcm, dtype=np.int16).copy()
+
+
+class ReplyTrack(MediaStreamTrack):
+    """The outgoing audio track: queued reply audio paced out in real time."""
+
+    kind = "audio"
+
+    def __init__(self, buffer: OutputAudioBuffer, on_paced: Callable[[], None]) -> None:
+        super().__init__()
+        self._buffer = buffer
+        #: called after each frame: the call sends what the buffer emitted
+        self._on_paced = on_paced
+        self._queue: collections.deque[tuple[str, np.ndarray]] = collections.deque()
+        self._start: float | None = None
+        self._timestamp = 0
+
+    @property
+    def queued_samples(self) -> int:
+        return sum(chunk.size for _, chunk in self._queue)
+
+    def enqueue(self, response_id: str, samples: np.ndarray) -> None:
+        if samples.size:
+            self._queue.append((response_id, samples))
+
+    def drop(self, response_id: str | None) -> None:
+        """Drop the queued audio of `response_id` (None: all of it)."""
+        self._queue = collections.deque(
+            (rid, chunk)
+            for rid, chunk in self._queue
+            if response_id is not None and rid != response_id
+        )
+
+    def _take(self) -> np.ndarray:
+        """The next frame's samples, each response's share reported to the buffer."""
+        out = np.zeros(_FRAME_SAMPLES, dtype=np.int16)
+        filled = 0
+        while filled < _FRAME_SAMPLES and self._queue:
+            response_id, chunk = self._queue[0]
+            n = min(chunk.size, _FRAME_SAMPLES - filled)
+            out[filled : filled + n] = chunk[:n]
+            filled += n
+            if n == chunk.size:
+                self._queue.popleft()
+            else:
+                self._queue[0] = (response_id, chunk[n:])
+            self._buffer.paced(response_id, n * 1000 / TRACK_RATE_HZ)
+        if not self._queue:
+            self._buffer.ran_dry()
+        return out
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        else:
+            self._timestamp += _FRAME_SAMPLES
+            wait = self._start + self._timestamp / TRACK_RATE_HZ - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        samples = self._take()
+        self._on_paced()
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = TRACK_RATE_HZ
+        frame.pts = self._timestamp
+        frame.time_base = fractions.Fraction(1, TRACK_RATE_HZ)
+        return frame
+
+
+async def microphone_appends(track: MediaStreamTrack) -> AsyncIterator[bytes]:
+    """16 kHz mono pcm16, one chunk per packet of the incoming audio track, until it
+    ends."""
+    resampler = _resampler(MICROPHONE_RATE_HZ)
+    while True:
+        try:
+            frame = await track.recv()
+        except MediaStreamError:
+            return
+        pcm = _resample(resampler, frame)  # type: ignore[arg-type]
+        if pcm:
+            yield pcm
+
+
+def jpeg_of(frame: av.VideoFrame, max_side_px: int = CAMERA_MAX_SIDE_PX) -> bytes:
+    """One video frame as a JPEG whose longest side is at most `max_side_px`."""
+    scale = min(1.0, max_side_px / max(frame.width, frame.height))
+    # even sizes: the JPEG encoder's 4:2:0 chroma needs them
+    width = max(2, int(frame.width * scale) // 2 * 2)
+    height = max(2, int(frame.height * scale) // 2 * 2)
+    codec = av.CodecContext.create("mjpeg", "w")
+    codec.width, codec.height = width, height
+    codec.pix_fmt = "yuvj420p"
+    codec.time_base = fractions.Fraction(1, 1)
+    codec.options = {"qmin": "2", "qmax": "6"}
+    image = frame.reformat(width=width, height=height, format="yuvj420p")
+    image.pts = 0
+    packets = codec.encode(image) + codec.encode(None)
+    return b"".join(bytes(p) for p in packets)
+
+
+async def camera_appends(
+    track: MediaStreamTrack, interval_ms: int = CAMERA_INTERVAL_MS
+) -> AsyncIterator[bytes]:
+    """A JPEG of the incoming video track every `interval_ms` (the newest frame then),
+    until the track ends. Frames in between are decoded and dropped."""
+    next_at = 0.0
+    while True:
+        try:
+            frame = await track.recv()
+        except MediaStreamError:
+            return
+        now = time.monotonic()
+        if now < next_at:
+            continue
+        next_at = now + interval_ms / 1000
+        try:
+            jpeg = await asyncio.to_thread(jpeg_of, frame)  # type: ignore[arg-type]
+        except (av.FFmpegError, ValueError) as exc:  # a frame it cannot encode: the next one
+            log.warning("dropped a camera frame of a call that could not be encoded: %s", exc)
+            continue
+        yield jpeg

@@ -1,0 +1,648 @@
+"""WebRTC calls: `POST /v1/realtime/calls`, as OpenAI's GA Realtime API defines it.
+
+A call is a session whose media ride WebRTC and whose events ride the `oai-events` data
+channel (JSON, the same events as the websocket). It is served by the same
+`SessionProtocol` through the same runner: `CallChannel` is only another `Channel`.
+
+Order of a call: the origin and the key are checked (`transport/access_policy.py`, the
+key as `Authorization: Bearer`, as OpenAI's SDKs send it) and the session's admission
+(`SessionHost.refusal`), all before any media is set up; then the offer is read
+(`application/sdp`, or `multipart/form-data` with `sdp` and an optional `session` object,
+validated as a `session.update` would be), answered `201` with the SDP answer and a
+`Location: /v1/realtime/calls/{call_id}`. A refusal is an HTTP status whose JSON body is
+the wire's `error` object: 400 `invalid_offer` (or the session's own code), 401, 403,
+503 `resource_exhausted`.
+
+What differs from the websocket (decision D42):
+- the microphone is the offer's audio track (Opus), made into 16 kHz appends; the camera is
+  its video track, sampled at the web client's cadence (`transport/call_media.py`);
+- reply audio goes out on the answer's audio track, paced by the server in real time, and
+  never as `response.output_audio.delta` on the data channel. What was sent is what was
+  played: the call reports it to the session as its playback position before each
+  microphone packet, so a barge-in truncates to the audio actually sent, and those
+  internal reports get no `playback.acknowledged` echo;
+- `output_audio_buffer.started` / `.stopped` are the call's own events, decided by its
+  `OutputAudioBuffer` machine; `.cleared` and the client's `output_audio_buffer.clear`
+  are the session's, as on the websocket.
+
+A call whose ICE fails, whose data channel does not open within `[webrtc] setup_timeout_s`
+or whose peer goes away ends its session (the slot is freed) and closes the peer
+connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose. A websocket to
+`/v1/realtime?call_id=...` (sideband, `attach_sideband`) sees the call's events from then
+on and may send it client events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+from starlette.responses import JSONResponse, Response
+
+from core.connection_budget import ConnectionBudget
+from core.outbox import Outbox
+from core.statemachines.output_audio_buffer import OutputAudioBuffer
+from runtime.channel import ChannelClosed
+from spec.errors import ErrorCode, InvalidEvent, InvalidSessionConfig, ProtocolError, UnknownCall
+from spec.events import (
+    InputAudioBufferAppend,
+    OutputAudioBufferCleared,
+    PlaybackAck,
+    PlaybackAcknowledged,
+    ResponseDone,
+    ResponseOutputAudioDelta,
+    SessionCreated,
+    SessionUpdated,
+)
+from spec.session_config import validate_session
+from transport.access_policy import Refusal, handshake_refusal
+from transport.codec import decode_client_event, encode_server_event, refused_event_id
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine
+
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from starlette.datastructures import UploadFile
+    from starlette.requests import Request
+    from starlette.websockets import WebSocket
+
+    from runtime.host import SessionHost
+    from spec.events import ClientEvent, ServerEvent
+    from spec.limits import Limits
+    from spec.session_config import SessionConfig
+    from transport.settings import ServerSettings, WebRtcSettings
+
+__all__ = [
+    "EVENTS_CHANNEL",
+    "CallChannel",
+    "CallRegistry",
+    "attach_sideband",
+    "calls_endpoint",
+    "hangup_endpoint",
+]
+
+log = logging.getLogger("joyduplex.transport")
+
+#: the data channel the events ride (OpenAI's name)
+EVENTS_CHANNEL = "oai-events"
+#: largest offer read (a browser's offer is a few KB)
+MAX_OFFER_BYTES = 64 * 1024
+#: client events (data channel, microphone, camera, sidebands) queued for the session;
+#: a data channel peer that outruns it is closed like a flood
+_INBOX_EVENTS = 1024
+#: server events held while the data channel is not open yet
+_HELD_EVENTS = 512
+#: bytes the data channel may hold unsent before its peer counts as gone (slow consumer)
+_MAX_BUFFERED_BYTES = 8 * 1024 * 1024
+#: the prefix of the call's own event ids (its session's are `event_N`)
+_CALL_EVENT_PREFIX = "event_call"
+#: the prefix of the playback reports a call makes for its session
+_ACK_PREFIX = "call_ack"
+
+
+def _refusal(status: int, code: ErrorCode, message: str) -> JSONResponse:
+    body = Refusal(status, code, message)
+    return JSONResponse(body.body(), status_code=status, headers=body.headers())
+
+
+class OfferRefused(Exception):
+    """An offer or its session that cannot be used: answered with this HTTP refusal."""
+
+    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+    def response(self) -> JSONResponse:
+        return _refusal(self.status, self.code, self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOffer:
+    sdp: str
+    session: dict[str, Any] | None
+
+
+async def read_offer(request: Request) -> CallOffer:
+    """The offer of a call request: `application/sdp`, or a form with `sdp` and an
+    optional `session` (JSON).
+
+    Raises:
+        OfferRefused: what is wrong with it (400 `invalid_offer`, 413).
+    """
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    size = int(request.headers.get("content-length") or 0)
+    if size > MAX_OFFER_BYTES:
+        raise OfferRefused(
+            413, ErrorCode.INVALID_OFFER, f"an offer is at most {MAX_OFFER_BYTES} bytes"
+        )
+    if ctype == "application/sdp":
+        body = await request.body()
+        if len(body) > MAX_OFFER_BYTES:
+            raise OfferRefused(
+                413, ErrorCode.INVALID_OFFER, f"an offer is at most {MAX_OFFER_BYTES} bytes"
+            )
+        return CallOffer(_text(body, "the body"), None)
+    if ctype == "multipart/form-data":
+        async with request.form(max_files=2, max_fields=4, max_part_size=MAX_OFFER_BYTES) as form:
+            sdp = await _form_text(form.get("sdp"), "sdp")
+            if sdp is None:
+                raise OfferRefused(400, ErrorCode.INVALID_OFFER, "the form has no `sdp` part")
+            raw = await _form_text(form.get("session"), "session")
+        session = None
+        if raw is not None:
+            try:
+                session = json.loads(raw)
+            except ValueError:
+                raise OfferRefused(
+                    400, ErrorCode.INVALID_OFFER, "the `session` part is not JSON"
+                ) from None
+            if not isinstance(session, dict):
+                raise OfferRefused(
+                    400, ErrorCode.INVALID_OFFER, "the `session` part is not an object"
+                )
+        return CallOffer(sdp, session)
+    raise OfferRefused(
+        400,
+        ErrorCode.INVALID_OFFER,
+        f"an offer is `application/sdp` or `multipart/form-data`, not `{ctype or 'none'}`",
+    )
+
+
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise OfferRefused(400, ErrorCode.INVALID_OFFER, f"{what} is not UTF-8") from None
+
+
+async def _form_text(value: UploadFile | str | None, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return _text(await value.read(), f"the `{what}` part")
+
+
+def _session_config(offer: CallOffer, settings: ServerSettings, host: SessionHost) -> SessionConfig:
+    """The call's session configuration: the server's defaults, then the offer's session
+    object, checked as the first `session.update` would be."""
+    config = settings.session_defaults
+    if offer.session is None:
+        return config
+    patch = {k: v for k, v in offer.session.items() if k != "type"}  # `realtime`: implied
+    backend = host.backend
+    try:
+        return validate_session(
+            patch,
+            config,
+            voices=backend.tts.voices if backend is not None else None,
+            languages=backend.asr.languages if backend is not None and backend.asr else None,
+        )
+    except InvalidSessionConfig as exc:
+        where = f"session.{exc.param}" if exc.param else "session"
+        raise OfferRefused(400, exc.code, f"{where}: {exc.message}") from None
+
+
+class Sideband:
+    """A websocket attached to a live call: it sees the call's events from the moment it
+    attached, and its client events go to the call's session."""
+
+    def __init__(self, websocket: WebSocket, budget: ConnectionBudget | None) -> None:
+        self.websocket = websocket
+        self.budget = budget
+        self.outbox: MemoryObjectSendStream[str]
+        self.inbox: MemoryObjectReceiveStream[str]
+        self.outbox, self.inbox = anyio.create_memory_object_stream[str](_HELD_EVENTS)
+
+
+class CallChannel:
+    """A WebRTC call as the session's channel: events from and to the data channel (and
+    any sideband), appends from the microphone and camera tracks, reply audio to the
+    paced track."""
+
+    peer_close_code: int | None = None
+
+    def __init__(self, call_id: str, limits: Limits) -> None:
+        from transport.call_media import ReplyTrack
+
+        self.call_id = call_id
+        self.max_bytes = limits.max_event_bytes
+        self.limits = limits
+        self._budget = ConnectionBudget.from_limits(limits, anyio.current_time())
+        send, receive = anyio.create_memory_object_stream[Any](_INBOX_EVENTS)
+        self._inbox_send, self._inbox = send, receive
+        self._outbox = Outbox(event_prefix=_CALL_EVENT_PREFIX)
+        self.buffer = OutputAudioBuffer(self._outbox)
+        self.track = ReplyTrack(self.buffer, self._flush_call_events)
+        self._datachannel: Any = None
+        self._held: list[str] = []
+        self._acks = 0
+        self._output_format = ("pcm16", 24_000)
+        self.sidebands: list[Sideband] = []
+        self.opened = anyio.Event()
+        self.ended = anyio.Event()
+        self.end_reason = ""
+        self._tg: TaskGroup | None = None
+        self._pending: list[Coroutine[Any, Any, None]] = []
+
+    # --- the call's media tasks ---------------------------------------------------------
+
+    def bind(self, tg: TaskGroup) -> None:
+        """Run the call's media tasks in `tg` (those that came before it, too)."""
+        self._tg = tg
+        pending, self._pending = self._pending, []
+        for coro in pending:
+            tg.start_soon(_await, coro)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` (a track's pump) until it or the call ends."""
+        if self._tg is None:
+            self._pending.append(coro)
+        else:
+            self._tg.start_soon(_await, coro)
+
+    # --- the data channel --------------------------------------------------------------
+
+    def open(self, datachannel: Any) -> None:
+        """The `oai-events` data channel opened: what was held goes out, in order."""
+        self._datachannel = datachannel
+        self.opened.set()
+        held, self._held = self._held, []
+        for text in held:
+            self._send_text(text)
+
+    def on_message(self, data: str | bytes) -> None:
+        """A data channel message: charged to the call's budget, decoded, queued."""
+        self._accept(data, self._budget)
+
+    def _accept(self, data: str | bytes, budget: ConnectionBudget | None) -> None:
+        if self.ended.is_set():
+            return
+        item: ClientEvent | ProtocolError
+        refusal = None
+        if budget is not None and budget.enabled:
+            refusal = budget.refusal(len(data), anyio.current_time())
+            if budget.abusive:
+                self.end(
+                    f"rate limit: {budget.max_refusals} events refused within "
+                    f"{budget.refusal_window_s:g} s"
+                )
+                return
+        if refusal is not None:
+            refusal.event_id = refused_event_id(data)
+            item = refusal
+        else:
+            try:
+                item = decode_client_event(data, max_bytes=self.max_bytes)
+            except InvalidEvent as exc:
+                item = exc
+        try:
+            self._inbox_send.send_nowait(item)
+        except anyio.WouldBlock:
+            self.end("the peer sent events faster than its session handles them")
+
+    # --- media -------------------------------------------------------------------------
+
+    async def put(self, event: ClientEvent) -> None:
+        """An event the call makes for its session (an append, a playback report)."""
+        if not self.ended.is_set():
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._inbox_send.send(event)
+
+    async def microphone(self, appends: AsyncIterator[bytes]) -> None:
+        async for pcm in appends:
+            due = self.buffer.ack_due()
+            if due is not None:
+                # AMBIGUITY (docs/session-semantics.md, decision D42): on a call the
+                # server plays the reply, so it reports the audio it sent as played
+                self._acks += 1
+                response_id, played_ms = due
+                await self.put(
+                    PlaybackAck(
+                        event_id=f"{_ACK_PREFIX}_{self._acks}",
+                        played_ms=played_ms,
+                        response_id=response_id,
+                    )
+                )
+            await self.put(InputAudioBufferAppend(audio=pcm, format="pcm16", sample_rate_hz=16_000))
+
+    async def camera(self, frames: AsyncIterator[bytes]) -> None:
+        async for jpeg in frames:
+            await self.put(InputAudioBufferAppend(video_frames=[jpeg]))
+
+    # --- Channel ----------------------------------------------------------------------
+
+    async def receive(self) -> ClientEvent | ProtocolError | None:
+        await anyio.lowlevel.checkpoint()  # fairness, as the websocket channel
+        if self.ended.is_set():
+            return None
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                async def _ended() -> None:
+                    await self.ended.wait()
+                    scope.cancel()
+
+                tg.start_soon(_ended)
+                try:
+                    item = await self._inbox.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    item = None
+                tg.cancel_scope.cancel()
+                return item  # type: ignore[no-any-return]
+        return None
+
+    async def send(self, event: ServerEvent) -> None:
+        if self.ended.is_set():
+            raise ChannelClosed
+        if isinstance(event, ResponseOutputAudioDelta):
+            self._play(event)
+            return
+        if isinstance(event, PlaybackAcknowledged):
+            return  # the answer to the call's own playback report
+        if _answers_call_ack(event):
+            log.debug("call %s: a playback report was refused: %s", self.call_id, event)
+            return
+        if isinstance(event, (SessionCreated, SessionUpdated)):
+            self._output_format = _output_format(event)
+        elif isinstance(event, ResponseDone):
+            self.buffer.finished(event.response.id)
+        elif isinstance(event, OutputAudioBufferCleared):
+            if self.buffer.cleared(event.response_id):
+                self.track.drop(event.response_id)
+            self._flush_call_events()
+        self._forward(encode_server_event(event).decode())  # type: ignore[arg-type]
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.end(reason or f"closed {code}")
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def end(self, reason: str) -> None:
+        if not self.ended.is_set():
+            self.end_reason = reason
+            log.info("call %s ended: %s", self.call_id, reason)
+            self.ended.set()
+            self.track.stop()
+            for coro in self._pending:
+                coro.close()
+            self._pending = []
+
+    def _play(self, event: ResponseOutputAudioDelta) -> None:
+        from transport.call_media import reply_pcm
+
+        fmt, rate = self._output_format
+        samples = reply_pcm(event.delta, fmt, rate)
+        self.buffer.queued(event.response_id, samples.size * 1000 / 48_000)
+        self.track.enqueue(event.response_id, samples)
+
+    def _flush_call_events(self) -> None:
+        for item in self._outbox.drain():
+            self._forward(encode_server_event(item).decode())  # type: ignore[arg-type]
+
+    def _forward(self, text: str) -> None:
+        self._send_text(text)
+        for sideband in list(self.sidebands):
+            try:
+                sideband.outbox.send_nowait(text)
+            except anyio.WouldBlock:
+                log.warning("call %s: a sideband that does not read was detached", self.call_id)
+                self.sidebands.remove(sideband)
+                sideband.outbox.close()
+
+    def _send_text(self, text: str) -> None:
+        dc = self._datachannel
+        if dc is None:
+            if len(self._held) >= _HELD_EVENTS:
+                self.end("the data channel never opened and the events before it overflowed")
+                return
+            self._held.append(text)
+            return
+        if dc.readyState != "open":
+            self.end("the data channel closed")
+            return
+        if dc.bufferedAmount > _MAX_BUFFERED_BYTES:
+            self.end("the peer does not read its events (slow consumer)")
+            return
+        dc.send(text)
+
+
+async def _await(coro: Coroutine[Any, Any, None]) -> None:
+    await coro
+
+
+def _answers_call_ack(event: ServerEvent) -> bool:
+    error = getattr(event, "error", None)
+    source = getattr(error, "event_id", None)
+    return isinstance(source, str) and source.startswith(f"{_ACK_PREFIX}_")
+
+
+def _output_format(event: SessionCreated | SessionUpdated) -> tuple[str, int]:
+    fmt = event.session.audio.get("output", {}).get("format", {})
+    if isinstance(fmt, dict):
+        name = {"audio/pcm": "pcm16"}.get(fmt.get("type", "audio/pcm"), fmt.get("type"))
+        return str(name), int(fmt.get("rate") or 24_000)
+    return "pcm16", 24_000
+
+
+@dataclass
+class Call:
+    id: str
+    channel: CallChannel
+    peer: Any
+    session_id: str
+
+
+def new_call_id() -> str:
+    return f"rtc_{secrets.token_hex(12)}"
+
+
+class CallRegistry:
+    """The live calls of this worker process, and the task group their sessions run in
+    (the app's lifespan runs it)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Call] = {}
+        self._tg: TaskGroup | None = None
+        self._started = anyio.Event()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self._started.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                for call in list(self.calls.values()):
+                    call.channel.end("the server is stopping")
+
+    def start(self, call: Call, serve: Any) -> None:
+        if self._tg is None:
+            raise RuntimeError("the call registry is not running")
+        self.calls[call.id] = call
+        self._tg.start_soon(self._run, call, serve)
+
+    async def _run(self, call: Call, serve: Any) -> None:
+        try:
+            await serve()
+        finally:
+            self.calls.pop(call.id, None)
+            call.channel.end("its session ended")
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await call.peer.close()
+
+
+def _webrtc_settings(request: Request) -> WebRtcSettings:
+    settings: ServerSettings = request.app.state.settings
+    return settings.webrtc
+
+
+async def calls_endpoint(request: Request) -> Response:
+    """`POST /v1/realtime/calls`: answer an offer and start its session."""
+    host: SessionHost = request.app.state.host
+    settings: ServerSettings = request.app.state.settings
+    denial = handshake_refusal(
+        api_key=settings.api_key,
+        allowed_origins=settings.allowed_origins,
+        headers=request.headers,
+        subprotocols=(),
+        query={},  # a call's key is a header, never a query (it would be logged)
+    )
+    if denial is not None:
+        host.metrics.session_refused()
+        log.info("refused a call: %d %s", denial.status, denial.code.value)
+        return JSONResponse(denial.body(), status_code=denial.status, headers=denial.headers())
+    refusal = host.refusal()
+    if refusal is not None:
+        host.metrics.session_refused()
+        log.info("refused a call: %s", refusal.message)
+        return _refusal(503, refusal.code, refusal.message)
+    try:
+        offer = await read_offer(request)
+        config = _session_config(offer, settings, host)
+    except OfferRefused as exc:
+        log.info("refused a call's offer: %d %s: %s", exc.status, exc.code.value, exc.message)
+        return exc.response()
+    try:
+        from transport import call_peer
+    except ImportError as exc:  # the `webrtc` extra is not installed
+        return _refusal(
+            501,
+            ErrorCode.WEBRTC_UNAVAILABLE,
+            f"this server cannot take WebRTC calls: install joyduplex[webrtc] ({exc.name})",
+        )
+    registry: CallRegistry = request.app.state.calls
+    call_id = new_call_id()
+    channel = CallChannel(call_id, settings.limits)
+    try:
+        peer, answer = await call_peer.answer(offer.sdp, channel, _webrtc_settings(request))
+    except OfferRefused as exc:
+        log.info("refused a call's offer: %s", exc.message)
+        return exc.response()
+    # admission again: another call or socket may have taken the last slot meanwhile
+    refusal = host.refusal()
+    if refusal is not None:
+        with anyio.CancelScope(shield=True):
+            await peer.close()
+        return _refusal(503, refusal.code, refusal.message)
+    session_id = host.new_session_id()
+    call = Call(call_id, channel, peer, session_id)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call_peer.watch, peer, channel, _webrtc_settings(request).setup_timeout_s)
+            try:
+                await host.serve(channel, config=config, session_id=session_id)
+            except Exception:
+                log.exception("call %s: its session crashed", call_id)
+            finally:
+                tg.cancel_scope.cancel()
+
+    registry.start(call, serve)
+    log.info("call %s opened (session %s)", call_id, session_id)
+    return Response(
+        answer,
+        status_code=201,
+        media_type="application/sdp",
+        headers={"Location": f"/v1/realtime/calls/{call_id}"},
+    )
+
+
+async def hangup_endpoint(request: Request) -> Response:
+    """`POST /v1/realtime/calls/{call_id}/hangup`: end a live call."""
+    settings: ServerSettings = request.app.state.settings
+    denial = handshake_refusal(
+        api_key=settings.api_key,
+        allowed_origins=settings.allowed_origins,
+        headers=request.headers,
+        subprotocols=(),
+        query={},
+    )
+    if denial is not None:
+        return JSONResponse(denial.body(), status_code=denial.status, headers=denial.headers())
+    registry: CallRegistry = request.app.state.calls
+    call = registry.calls.get(request.path_params["call_id"])
+    if call is None:
+        return _refusal(404, ErrorCode.UNKNOWN_CALL, "no live call of that id on this worker")
+    call.channel.end("hung up")
+    return Response(status_code=200)
+
+
+async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
+    """An accepted websocket that names a live call: copy the call's events to it and
+    its events to the call's session until either ends."""
+    registry: CallRegistry = websocket.app.state.calls
+    settings: ServerSettings = websocket.app.state.settings
+    call = registry.calls.get(call_id)
+    if call is None:
+        from transport.codec import error_event
+
+        exc = UnknownCall(f"no live call `{call_id}` on this worker", param="call_id")
+        with contextlib.suppress(Exception):
+            await websocket.send_text(
+                encode_server_event(error_event(exc, event_id="event_0")).decode()
+            )
+            await websocket.close(1008, "unknown call")
+        return
+    budget = ConnectionBudget.from_limits(settings.limits, anyio.current_time())
+    sideband = Sideband(websocket, budget if budget.enabled else None)
+    channel = call.channel
+    channel.sidebands.append(sideband)
+    log.info("call %s: a sideband attached", call_id)
+    async with anyio.create_task_group() as tg:
+
+        async def events_out() -> None:
+            async with sideband.inbox:
+                async for text in sideband.inbox:
+                    await websocket.send_text(text)
+            tg.cancel_scope.cancel()
+
+        async def events_in() -> None:
+            with contextlib.suppress(Exception):
+                while True:
+                    message = await websocket.receive()
+                    if message["type"] == "websocket.disconnect":
+                        break
+                    data = message.get("text")
+                    channel._accept(
+                        data if data is not None else message.get("bytes") or b"", sideband.budget
+                    )
+            tg.cancel_scope.cancel()
+
+        async def call_ended() -> None:
+            await channel.ended.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(events_out)
+        tg.start_soon(events_in)
+        tg.start_soon(call_ended)
+    with contextlib.suppress(ValueError):
+        channel.sidebands.remove(sideband)
+    with contextlib.suppress(Exception):
+        await websocket.close(1000, "call ended" if channel.ended.is_set() else "")
+    log.info("call %s: a sideband detached", call_id)
