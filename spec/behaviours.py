@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B35 as data.
+"""The behaviour catalogue: B1..B36 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -119,6 +119,8 @@ _DELEGATION = "3.6 Delegation (B31)"
 _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 _PREEMPTION = "3.7 Preemptive response (B35)"
 _D40 = "D40 What a preemptive response may change (3.7)"
+_CALLS = "10.2 WebRTC calls (B36)"
+_D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -1049,6 +1051,50 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/stateful/test_preemption_is_invisible.py::test_b35_the_programs_reach_an_adopted_and_a_discarded_reply",
             "tests/runtime/test_preemption_runner.py::test_b35_a_reply_prepared_in_the_pause_is_the_turns_reply",
             "tests/runtime/test_preemption_runner.py::test_b35_speech_after_the_pause_drops_the_prepared_reply",
+        ),
+    ),
+    Behaviour(
+        id="B36",
+        title="A WebRTC call is the same session, its reply played by the server",
+        summary=(
+            "`POST /v1/realtime/calls` answers an offer with 201 and the SDP answer after "
+            "the origin, key and admission checks (refusals are HTTP with the wire's error "
+            "object). Events ride the `oai-events` data channel, the microphone and camera "
+            "ride media tracks, and reply audio goes out on the answer's track, paced in "
+            "real time: `output_audio_buffer.started` with its first frame, `.stopped` "
+            "after `response.done` and its last sample, none after a clear; what was sent "
+            "is the played position a barge-in truncates to. A call whose peer never "
+            "connects or goes away frees its slot; a sideband websocket can watch and drive it."
+        ),
+        sections=(_CALLS, _D42, _PLAYBACK),
+        rows=(
+            RowRef("output_audio_buffer", "start"),
+            RowRef("output_audio_buffer", "follow"),
+            RowRef("output_audio_buffer", "stop"),
+            RowRef("output_audio_buffer", "clear"),
+        ),
+        invariants=("O1", "O2", "O3", "O4"),
+        tests=(
+            "tests/conformance/test_b36_calls.py::test_b36_a_barge_in_on_a_call_keeps_what_its_track_sent",
+            "tests/core/test_output_audio_buffer.py::test_b36_started_goes_out_with_a_responses_first_paced_frame",
+            "tests/core/test_output_audio_buffer.py::test_b36_stopped_waits_for_response_done_and_the_last_sample",
+            "tests/core/test_output_audio_buffer.py::test_b36_a_clear_ends_playing_without_a_stop",
+            "tests/core/test_output_audio_buffer.py::test_b36_a_clear_of_another_response_keeps_the_playing_one",
+            "tests/core/test_output_audio_buffer.py::test_b36_a_response_that_follows_another_stops_it_and_starts_itself",
+            "tests/core/test_output_audio_buffer.py::test_b36_the_played_position_never_passes_what_was_generated",
+            "tests/core/test_output_audio_buffer.py::test_b36_kept_positions_are_bounded",
+            "tests/core/test_output_audio_buffer.py::test_b36_random_pacing_keeps_the_output_buffer_invariants",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_spoken_turn_over_a_call_equals_the_websockets",
+            "tests/transport/test_webrtc_calls.py::test_b36_the_answer_is_201_sdp_with_the_calls_location",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_clear_keeps_in_history_only_the_audio_actually_sent",
+            "tests/transport/test_webrtc_calls.py::test_b36_the_camera_track_reaches_the_frame_path",
+            "tests/transport/test_webrtc_calls.py::test_b36_the_offers_session_object_configures_the_session",
+            "tests/transport/test_webrtc_calls.py::test_b36_an_offer_that_cannot_be_used_is_refused_400",
+            "tests/transport/test_webrtc_calls.py::test_b36_key_origin_and_capacity_are_checked_before_any_media",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_call_whose_peer_never_connects_frees_its_slot",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_call_whose_peer_goes_away_frees_its_slot",
+            "tests/transport/test_webrtc_calls.py::test_b36_hangup_ends_the_call",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_websocket_sees_the_calls_events_and_drives_it",
         ),
     ),
 )

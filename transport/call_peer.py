@@ -12,7 +12,7 @@ of `[webrtc] host_addresses` (loopback by default) are added to what it gathers.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aioice.ice
 import anyio
@@ -25,15 +25,36 @@ from aiortc import (
 
 from spec.errors import ErrorCode
 from transport.call_media import camera_appends, microphone_appends
-from transport.calls import EVENTS_CHANNEL, OfferRefused
+from transport.call_offer import EVENTS_CHANNEL, OfferRefused
 
 if TYPE_CHECKING:
-    from transport.calls import CallChannel
+    from collections.abc import AsyncIterator, Coroutine
+
+    from anyio.abc import TaskGroup
+
     from transport.settings import WebRtcSettings
 
 __all__ = ["answer", "watch"]
 
 log = logging.getLogger("joyduplex.transport")
+
+
+class CallChannel(Protocol):
+    """What the peer needs of the call's channel (`transport.calls.CallChannel`)."""
+
+    call_id: str
+    track: Any
+    opened: anyio.Event
+    ended: anyio.Event
+
+    def open(self, datachannel: Any) -> None: ...
+    def on_message(self, data: str | bytes) -> None: ...
+    def end(self, reason: str) -> None: ...
+    def bind(self, tg: TaskGroup) -> None: ...
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+    async def microphone(self, appends: AsyncIterator[bytes]) -> None: ...
+    async def camera(self, frames: AsyncIterator[bytes]) -> None: ...
+
 
 _gather = aioice.ice.get_host_addresses
 _extra_addresses: tuple[str, ...] = ()

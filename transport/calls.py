@@ -61,7 +61,8 @@ from spec.events import (
     SessionUpdated,
 )
 from spec.session_config import validate_session
-from transport.access_policy import Refusal, handshake_refusal
+from transport.access_policy import handshake_refusal
+from transport.call_offer import EVENTS_CHANNEL, OfferRefused, refusal_response
 from transport.codec import decode_client_event, encode_server_event, refused_event_id
 
 if TYPE_CHECKING:
@@ -90,8 +91,6 @@ __all__ = [
 
 log = logging.getLogger("joyduplex.transport")
 
-#: the data channel the events ride (OpenAI's name)
-EVENTS_CHANNEL = "oai-events"
 #: largest offer read (a browser's offer is a few KB)
 MAX_OFFER_BYTES = 64 * 1024
 #: client events (data channel, microphone, camera, sidebands) queued for the session;
@@ -105,22 +104,6 @@ _MAX_BUFFERED_BYTES = 8 * 1024 * 1024
 _CALL_EVENT_PREFIX = "event_call"
 #: the prefix of the playback reports a call makes for its session
 _ACK_PREFIX = "call_ack"
-
-
-def _refusal(status: int, code: ErrorCode, message: str) -> JSONResponse:
-    body = Refusal(status, code, message)
-    return JSONResponse(body.body(), status_code=status, headers=body.headers())
-
-
-class OfferRefused(Exception):
-    """An offer or its session that cannot be used: answered with this HTTP refusal."""
-
-    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-    def response(self) -> JSONResponse:
-        return _refusal(self.status, self.code, self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +372,8 @@ class CallChannel:
             log.info("call %s ended: %s", self.call_id, reason)
             self.ended.set()
             self.track.stop()
+            self._inbox_send.close()
+            self._inbox.close()
             for coro in self._pending:
                 coro.close()
             self._pending = []
@@ -521,7 +506,7 @@ async def calls_endpoint(request: Request) -> Response:
     if refusal is not None:
         host.metrics.session_refused()
         log.info("refused a call: %s", refusal.message)
-        return _refusal(503, refusal.code, refusal.message)
+        return refusal_response(503, refusal.code, refusal.message)
     try:
         offer = await read_offer(request)
         config = _session_config(offer, settings, host)
@@ -531,7 +516,7 @@ async def calls_endpoint(request: Request) -> Response:
     try:
         from transport import call_peer
     except ImportError as exc:  # the `webrtc` extra is not installed
-        return _refusal(
+        return refusal_response(
             501,
             ErrorCode.WEBRTC_UNAVAILABLE,
             f"this server cannot take WebRTC calls: install joyduplex[webrtc] ({exc.name})",
@@ -542,14 +527,16 @@ async def calls_endpoint(request: Request) -> Response:
     try:
         peer, answer = await call_peer.answer(offer.sdp, channel, _webrtc_settings(request))
     except OfferRefused as exc:
+        channel.end("its offer was refused")
         log.info("refused a call's offer: %s", exc.message)
         return exc.response()
     # admission again: another call or socket may have taken the last slot meanwhile
     refusal = host.refusal()
     if refusal is not None:
+        channel.end("refused: no slot left")
         with anyio.CancelScope(shield=True):
             await peer.close()
-        return _refusal(503, refusal.code, refusal.message)
+        return refusal_response(503, refusal.code, refusal.message)
     session_id = host.new_session_id()
     call = Call(call_id, channel, peer, session_id)
 
@@ -588,7 +575,9 @@ async def hangup_endpoint(request: Request) -> Response:
     registry: CallRegistry = request.app.state.calls
     call = registry.calls.get(request.path_params["call_id"])
     if call is None:
-        return _refusal(404, ErrorCode.UNKNOWN_CALL, "no live call of that id on this worker")
+        return refusal_response(
+            404, ErrorCode.UNKNOWN_CALL, "no live call of that id on this worker"
+        )
     call.channel.end("hung up")
     return Response(status_code=200)
 
@@ -643,6 +632,8 @@ async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
         tg.start_soon(call_ended)
     with contextlib.suppress(ValueError):
         channel.sidebands.remove(sideband)
+    sideband.outbox.close()
+    sideband.inbox.close()
     with contextlib.suppress(Exception):
         await websocket.close(1000, "call ended" if channel.ended.is_set() else "")
     log.info("call %s: a sideband detached", call_id)

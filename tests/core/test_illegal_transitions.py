@@ -17,9 +17,9 @@ from core.statemachines.attachment import Attachment
 from core.statemachines.commit import Commit
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
+from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
-from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from core.statemachines.speculation import ReplyTerms, Speculation
 from core.statemachines.turn_detector import TurnDetector
 from spec import events as ev

@@ -13,7 +13,12 @@ SEMANTICS = ROOT / "docs/session-semantics.md"
 MODEL = ROOT / "spec/reference_model.py"
 #: where a decision outside the session model is made (the transport's origin policy and
 #: its handling of frames no session sees)
-DECIDING_CODE = (MODEL, ROOT / "transport/access_policy.py", ROOT / "transport/websocket.py")
+DECIDING_CODE = (
+    MODEL,
+    ROOT / "transport/access_policy.py",
+    ROOT / "transport/websocket.py",
+    ROOT / "transport/calls.py",
+)
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".js", ".mjs", ".html", ".css", ".sh", ".yaml"}
 SKIPPED_DIRS = {"node_modules", "__pycache__", "build", "dist", "test-artifacts"}
 #: a Markdown document named in running text or a link
