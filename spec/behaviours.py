@@ -1095,6 +1095,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_webrtc_calls.py::test_b36_a_call_whose_peer_goes_away_frees_its_slot",
             "tests/transport/test_webrtc_calls.py::test_b36_hangup_ends_the_call",
             "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_websocket_sees_the_calls_events_and_drives_it",
+            "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call",
         ),
     ),
 )

@@ -443,8 +443,18 @@ class Call:
     session_id: str
 
 
-def new_call_id() -> str:
-    return f"rtc_{secrets.token_hex(12)}"
+def new_call_id(session_id: str) -> str:
+    """`rtc_<the session id's own part>_<random>`: the id names the worker process that
+    holds the call (as a session id does, D39), so that a sideband that reaches another
+    worker is relayed to it; the random part keeps it unguessable."""
+    return f"rtc_{session_id.removeprefix('sess_')}_{secrets.token_hex(8)}"
+
+
+def call_session_id(call_id: str) -> str | None:
+    """The session id a call id names (None: not a call id this server issues)."""
+    if not call_id.startswith("rtc_") or "_" not in call_id[4:]:
+        return None
+    return "sess_" + call_id[4:].rsplit("_", 1)[0]
 
 
 class CallRegistry:
@@ -522,7 +532,8 @@ async def calls_endpoint(request: Request) -> Response:
             f"this server cannot take WebRTC calls: install joyduplex[webrtc] ({exc.name})",
         )
     registry: CallRegistry = request.app.state.calls
-    call_id = new_call_id()
+    session_id = host.new_session_id()
+    call_id = new_call_id(session_id)
     channel = CallChannel(call_id, settings.limits)
     try:
         peer, answer = await call_peer.answer(offer.sdp, channel, _webrtc_settings(request))
@@ -537,7 +548,6 @@ async def calls_endpoint(request: Request) -> Response:
         with anyio.CancelScope(shield=True):
             await peer.close()
         return refusal_response(503, refusal.code, refusal.message)
-    session_id = host.new_session_id()
     call = Call(call_id, channel, peer, session_id)
 
     async def serve() -> None:
@@ -582,12 +592,39 @@ async def hangup_endpoint(request: Request) -> Response:
     return Response(status_code=200)
 
 
+async def _relay_sideband(websocket: WebSocket, call_id: str) -> bool:
+    """Carry a sideband whose call lives in another worker process of this server to
+    that worker (D39's relay); False when no other worker holds it."""
+    from transport.worker_relay import carry_frames, open_worker_socket, relay_socket_path
+
+    host: SessionHost = websocket.app.state.host
+    session_id = call_session_id(call_id)
+    run_dir = getattr(websocket.app.state, "run_dir", None)
+    owner = host.owner_elsewhere(session_id) if session_id is not None else None
+    if owner is None or run_dir is None:
+        return False
+    settings: ServerSettings = websocket.app.state.settings
+    query = list(websocket.query_params.multi_items())
+    try:
+        owner_ws = await open_worker_socket(
+            websocket, relay_socket_path(run_dir, owner), query, settings.limits.max_event_bytes
+        )
+    except Exception as exc:  # the owner did not take it: answered as an unknown call
+        log.warning("sideband of call %s: worker %d did not take it (%r)", call_id, owner, exc)
+        return False
+    log.info("sideband of call %s relayed to worker %d", call_id, owner)
+    await carry_frames(websocket, owner_ws)
+    return True
+
+
 async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
     """An accepted websocket that names a live call: copy the call's events to it and
     its events to the call's session until either ends."""
     registry: CallRegistry = websocket.app.state.calls
     settings: ServerSettings = websocket.app.state.settings
     call = registry.calls.get(call_id)
+    if call is None and await _relay_sideband(websocket, call_id):
+        return
     if call is None:
         from transport.codec import error_event
 

@@ -42,7 +42,14 @@ if TYPE_CHECKING:
 
     from spec.events import SessionResume
 
-__all__ = ["bind_relay_socket", "carry_resume", "open_relay", "relay_socket_path"]
+__all__ = [
+    "bind_relay_socket",
+    "carry_frames",
+    "carry_resume",
+    "open_relay",
+    "open_worker_socket",
+    "relay_socket_path",
+]
 
 log = logging.getLogger("joyduplex.transport")
 
@@ -94,24 +101,8 @@ async def open_relay(
         UnknownSession: the owner did not take the connection (nothing was relayed).
     """
     query = [(k, v) for k, v in websocket.query_params.multi_items() if k != "resume"]
-    uri = "ws://worker" + websocket.url.path + "?" + urlencode([*query, ("resume", "1")])
-    headers = [(k, v) for k, v in websocket.headers.items() if k.lower() not in _HOP_HEADERS]
-    client = websocket.client
-    if client is not None:
-        headers.append(("x-forwarded-for", client.host))
-    subprotocols = websocket.scope.get("subprotocols") or None
     try:
-        owner_ws = await unix_connect(
-            str(path),
-            uri,
-            additional_headers=headers,
-            subprotocols=subprotocols,
-            user_agent_header=None,
-            open_timeout=_OPEN_TIMEOUT_S,
-            ping_interval=None,  # a local socket: the client's own keepalive crosses it
-            max_size=max_bytes * 2,  # the owner enforces the real limit, as on one worker
-            compression=None,
-        )
+        owner_ws = await open_worker_socket(websocket, path, [*query, ("resume", "1")], max_bytes)
     except (OSError, TimeoutError, InvalidHandshake) as exc:
         why = f"HTTP {exc.response.status_code}" if isinstance(exc, InvalidStatus) else repr(exc)
         log.warning("resume of %s: worker %d did not take it (%s)", first.session_id, owner, why)
@@ -124,6 +115,34 @@ async def open_relay(
     return owner_ws
 
 
+async def open_worker_socket(
+    websocket: WebSocket, path: Path, query: list[tuple[str, str]], max_bytes: int
+) -> ClientConnection:
+    """A websocket to the worker listening on `path`, with the accepted `websocket`'s
+    path, `query`, credentials, origin and subprotocols (a resume, a call's sideband).
+
+    Raises:
+        OSError, TimeoutError, InvalidHandshake: the worker did not take it.
+    """
+    uri = "ws://worker" + websocket.url.path + "?" + urlencode(query)
+    headers = [(k, v) for k, v in websocket.headers.items() if k.lower() not in _HOP_HEADERS]
+    client = websocket.client
+    if client is not None:
+        headers.append(("x-forwarded-for", client.host))
+    subprotocols = websocket.scope.get("subprotocols") or None
+    return await unix_connect(
+        str(path),
+        uri,
+        additional_headers=headers,
+        subprotocols=subprotocols,
+        user_agent_header=None,
+        open_timeout=_OPEN_TIMEOUT_S,
+        ping_interval=None,  # a local socket: the client's own keepalive crosses it
+        max_size=max_bytes * 2,  # the owner enforces the real limit, as on one worker
+        compression=None,
+    )
+
+
 async def carry_resume(
     websocket: WebSocket, owner_ws: ClientConnection, first: SessionResume
 ) -> None:
@@ -131,6 +150,12 @@ async def carry_resume(
     async with owner_ws:
         with contextlib.suppress(ConnectionClosed):
             await owner_ws.send(msgspec.json.encode(first).decode())
+        await _pump(websocket, owner_ws)
+
+
+async def carry_frames(websocket: WebSocket, owner_ws: ClientConnection) -> None:
+    """Copy frames both ways between `websocket` and the worker's until one closes."""
+    async with owner_ws:
         await _pump(websocket, owner_ws)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from aiortc import RTCPeerConnection
 
 from spec.events import OutputAudioBufferClear
 from spec.limits import Limits
+from tests.served_process import serve
 from tests.transport.conftest import LiveServer, start_server
 from transport.call_client import MicrophoneTrack, open_call
 from transport.client import DuplexClient
@@ -317,3 +319,38 @@ def test_b36_a_sideband_websocket_sees_the_calls_events_and_drives_it(
     seen, result = asyncio.run(sideband())
     assert seen[-1] == "session.updated"
     assert result == "from the side|unknown_call"
+
+
+@pytest.mark.slow
+def test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call(
+    tmp_path: Path,
+) -> None:
+    """`--workers 4`: the kernel hands each sideband websocket to any worker; twelve of
+    them (all but surely some on another worker than the call's) each drive the call."""
+    with serve(["--backend", "scripted"], tmp_path / "server.log", workers=4) as served:
+
+        async def sidebands() -> list[str]:
+            async with open_call(served.base) as call:
+                await call.wait_for("session.created", timeout=60)
+                got = []
+                for n in range(12):
+                    url = f"{served.ws_url}?call_id={call.call_id}"
+                    async with websockets.connect(url) as ws:
+                        update = {"instructions": f"side {n}"}
+                        event = {
+                            "type": "session.update",
+                            "event_id": f"side_{n}",
+                            "session": update,
+                        }
+                        await ws.send(json.dumps(event))
+                        while True:
+                            async with asyncio.timeout(60):
+                                data = json.loads(await ws.recv())
+                            assert data["type"] != "error", data
+                            if data["type"] == "session.updated":
+                                got.append(data["session"]["instructions"])
+                                break
+                return got
+
+        assert asyncio.run(sidebands()) == [f"side {n}" for n in range(12)]
+        assert "relayed to worker" in (tmp_path / "server.log").read_text()
