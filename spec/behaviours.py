@@ -1096,6 +1096,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_webrtc_calls.py::test_b36_hangup_ends_the_call",
             "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_websocket_sees_the_calls_events_and_drives_it",
             "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call",
+            "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_places_a_call",
+            "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_sends_the_session_with_the_offer",
         ),
     ),
 )

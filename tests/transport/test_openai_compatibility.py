@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,3 +61,59 @@ def test_openai_sdk_realtime_client_completes_a_turn(live_server: LiveServer) ->
     assert "session.updated" in seen
     assert "response.output_audio.delta" in seen
     assert seen[-1] == "response.done"
+
+
+async def _sdk_call(url: str, **create: Any) -> tuple[Any, dict[str, Any]]:
+    """Place a call with the SDK's `realtime.calls.create`; return (raw response,
+    the `session.created` event off the `oai-events` channel)."""
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    from transport.call_client import MicrophoneTrack
+
+    peer = RTCPeerConnection()
+    mic = MicrophoneTrack()
+    peer.addTrack(mic)
+    channel = peer.createDataChannel("oai-events")
+    opened = asyncio.Event()
+    created: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    channel.on("open", opened.set)
+
+    @channel.on("message")
+    def _message(message: str | bytes) -> None:
+        event = json.loads(message)
+        if event.get("type") == "session.created" and not created.done():
+            created.set_result(event)
+
+    client = openai.AsyncOpenAI(api_key="sk-local", base_url=url + "/v1")
+    try:
+        await peer.setLocalDescription(await peer.createOffer())
+        raw = await client.realtime.calls.with_raw_response.create(
+            sdp=peer.localDescription.sdp, **create
+        )
+        answer = raw.parse().text
+        assert "m=audio" in answer
+        await peer.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        await asyncio.wait_for(opened.wait(), 20)
+        return raw, await asyncio.wait_for(created, 20)
+    finally:
+        mic.stop()
+        await client.close()
+        await peer.close()
+
+
+def test_b36_the_openai_sdk_places_a_call(live_server: LiveServer) -> None:
+    raw, created = asyncio.run(_sdk_call(live_server.url))
+    assert raw.status_code == 201
+    assert raw.headers["content-type"].startswith("application/sdp")
+    location = raw.headers["location"]
+    assert location.startswith("/v1/realtime/calls/")
+    assert len(location) > len("/v1/realtime/calls/")
+    assert created["session"]["id"]
+
+
+def test_b36_the_openai_sdk_sends_the_session_with_the_offer(live_server: LiveServer) -> None:
+    raw, created = asyncio.run(
+        _sdk_call(live_server.url, session={"type": "realtime", "instructions": "be brief"})
+    )
+    assert raw.status_code == 201
+    assert created["session"]["instructions"] == "be brief"
