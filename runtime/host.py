@@ -350,6 +350,20 @@ class SessionHost:
             return RemoteProtocolError(f"{limit}; retry later", code=ErrorCode.RESOURCE_EXHAUSTED)
         return None
 
+    def reserve(self, session_id: str) -> ProtocolError | None:
+        """Take a slot now for the session `serve` runs as `session_id` shortly, or say
+        why not. A WebRTC call is answered before its session starts, and offers answered
+        together must not all pass admission before any takes its slot; `serve` keeps
+        the reserved slot and gives it back when the session ends."""
+        refusal = self.refusal()
+        if refusal is not None:
+            return refusal
+        try:
+            self.slots.admit(session_id)
+        except RemoteProtocolError as exc:
+            return exc
+        return None
+
     async def serve(
         self,
         channel: Channel,
@@ -358,7 +372,8 @@ class SessionHost:
         session_id: str | None = None,
         resumable: bool = False,
     ) -> None:
-        """Run one session over `channel` until it ends. The caller checked `refusal()`.
+        """Run one session over `channel` until it ends. The caller checked `refusal()`
+        (or took the slot with `reserve(session_id)`).
 
         `resumable` (D27): a dropped connection detaches the session for
         `limits.resume_grace_s` instead of ending it; it keeps its slot meanwhile.

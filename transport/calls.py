@@ -541,9 +541,12 @@ async def calls_endpoint(request: Request) -> Response:
         channel.end("its offer was refused")
         log.info("refused a call's offer: %s", exc.message)
         return exc.response()
-    # admission again: another call or socket may have taken the last slot meanwhile
-    refusal = host.refusal()
+    # the slot is taken before the answer leaves: another call or socket may have taken
+    # the last one meanwhile, and offers answered together would all pass a mere check
+    refusal = host.reserve(session_id)
     if refusal is not None:
+        host.metrics.session_refused()
+        log.info("refused a call: %s", refusal.message)
         channel.end("refused: no slot left")
         with anyio.CancelScope(shield=True):
             await peer.close()

@@ -229,6 +229,38 @@ def test_b36_key_origin_and_capacity_are_checked_before_any_media() -> None:
         stop()
 
 
+def test_b36_offers_that_arrive_together_past_capacity_are_refused_not_answered() -> None:
+    # Regression: every concurrent offer passed admission before any of their sessions
+    # took its slot, so the one past capacity was answered 201 and then its session was
+    # refused with no data channel to say so: its peer waited out its setup timeout.
+    settings = replace(ServerSettings(backend="scripted"), limits=Limits(max_sessions=2))
+    live, stop = start_server(settings)
+    try:
+
+        async def offer(http: httpx.AsyncClient) -> int:
+            peer = RTCPeerConnection()
+            peer.addTrack(MicrophoneTrack())
+            peer.createDataChannel("oai-events")
+            try:
+                await peer.setLocalDescription(await peer.createOffer())
+                response = await http.post(
+                    f"{live.url}/v1/realtime/calls",
+                    content=peer.localDescription.sdp,
+                    headers={"Content-Type": "application/sdp"},
+                )
+                return response.status_code
+            finally:
+                await peer.close()
+
+        async def together() -> list[int]:
+            async with httpx.AsyncClient(timeout=30) as http:
+                return sorted(await asyncio.gather(*(offer(http) for _ in range(6))))
+
+        assert asyncio.run(together()) == [201, 201, 503, 503, 503, 503]
+    finally:
+        stop()
+
+
 def _sessions(url: str) -> int:
     return int(httpx.get(f"{url}/readyz").json()["sessions"])
 
