@@ -22,6 +22,7 @@ import asyncio
 import collections
 import fractions
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRACK_RATE_HZ",
+    "MicrophoneDecimator",
     "ReplyTrack",
+    "audio_level_dbov",
     "camera_appends",
     "jpeg_of",
     "microphone_appends",
@@ -157,18 +160,63 @@ class ReplyTrack(MediaStreamTrack):
         return frame
 
 
+class MicrophoneDecimator:
+    """48 kHz pcm16 frames (mono or interleaved stereo, as aiortc decodes Opus) to 16 kHz
+    mono pcm16: a 63-tap windowed-sinc low-pass at 7.2 kHz, evaluated only at every third
+    sample, with the filter's history and phase kept across frames.
+
+    Why not PyAV's resampler: it runs in the event loop's thread for every 20 ms packet of
+    every call, and its filter graph cost about 140 us a packet there (a tenth of the loop
+    at a dozen calls); this costs a few microseconds and keeps speech below 7 kHz intact."""
+
+    TAPS = 63
+    FACTOR = TRACK_RATE_HZ // MICROPHONE_RATE_HZ
+
+    def __init__(self) -> None:
+        n = np.arange(self.TAPS) - (self.TAPS - 1) / 2
+        cutoff = 7_200 / TRACK_RATE_HZ
+        taps = 2 * cutoff * np.sinc(2 * cutoff * n) * np.hamming(self.TAPS)
+        self._taps = (taps / taps.sum()).astype(np.float32)
+        self._history = np.zeros(self.TAPS - 1, dtype=np.float32)
+        self._phase = 0  # input samples to skip before the next output
+
+    def __call__(self, frame: av.AudioFrame) -> bytes:
+        samples = frame.to_ndarray().reshape(-1, len(frame.layout.channels))
+        mono = samples.mean(axis=1, dtype=np.float32)
+        signal = np.concatenate([self._history, mono])
+        self._history = signal[-(self.TAPS - 1) :]
+        windows = np.lib.stride_tricks.sliding_window_view(signal, self.TAPS)
+        picked = windows[self._phase :: self.FACTOR]
+        self._phase = (self._phase - mono.size) % self.FACTOR
+        out = np.clip(np.rint(picked @ self._taps), -32768, 32767).astype("<i2")
+        pcm: bytes = out.tobytes()
+        return pcm
+
+
 async def microphone_appends(track: MediaStreamTrack) -> AsyncIterator[bytes]:
     """16 kHz mono pcm16, one chunk per packet of the incoming audio track, until it
     ends."""
-    resampler = _resampler(MICROPHONE_RATE_HZ)
+    decimate = MicrophoneDecimator()
     while True:
         try:
             frame = await track.recv()
         except MediaStreamError:
             return
-        pcm = _resample(resampler, frame)  # type: ignore[arg-type]
+        pcm = decimate(frame)  # type: ignore[arg-type]
         if pcm:
             yield pcm
+
+
+def audio_level_dbov(frame: av.AudioFrame) -> int:
+    """RFC 6465's audio level of an s16 frame, the number aiortc's own computes for every
+    packet it sends, from numpy instead of a Python loop over each sample (which cost
+    the event loop about 7% at a dozen calls)."""
+    samples = np.frombuffer(bytes(frame.planes[0]), dtype=np.int16).astype(np.int64)
+    energy = float(np.dot(samples, samples))  # exact: below 2**53 for any packet
+    rms = math.sqrt(energy / (frame.samples * 32767 * 32767))
+    if rms <= 0:
+        return -127
+    return round(min(max(20 * math.log10(rms), -127), 0))
 
 
 def jpeg_of(frame: av.VideoFrame, max_side_px: int = CAMERA_MAX_SIDE_PX) -> bytes:
