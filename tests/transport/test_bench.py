@@ -8,6 +8,7 @@ how fast anything was: the machine running the tests may be loaded.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import wave
@@ -48,6 +49,17 @@ REPORT_KEYS = {
     "errors_total",
     "errors_by_code",
     "bench",
+    "baseline",
+    "comparison",
+}
+COMPARED = {
+    "sessions_held",
+    "server_cores_used",
+    "sessions_per_core",
+    "heartbeat_rtt_p50_ms",
+    "end_of_speech_to_first_audio_p50_ms",
+    "bench_cpu_fraction_of_core",
+    "bottleneck",
 }
 SESSION_KEYS = {
     "offered",
@@ -105,6 +117,8 @@ def test_bench_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> Non
         assert option in out
     for option in ("--frames", "--no-vad", "--api-key", "--json", "--quiet", "--server-pid"):
         assert option in out
+    for option in ("--transport", "--no-baseline"):
+        assert option in out
 
 
 @pytest.mark.parametrize(
@@ -116,6 +130,8 @@ def test_bench_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> Non
         ["--probes", "1"],  # no speech to speak
         ["--sessions", "2", "--probes", "3", "--speech", "x.wav"],
         ["http://127.0.0.1:1/v1/realtime"],
+        ["--transport", "webrtc", "--frames", "500"],
+        ["--transport", "webrtc", "--append-ms", "100"],  # a call's frames are 20 ms
     ],
 )
 def test_bench_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,3 +272,81 @@ def test_bench_counts_refusals_past_max_sessions(
     if printed["server"]["source"] is None:  # no CPU counter in /metrics, no --server-pid
         assert "process_cpu_seconds_total" in printed["server"]["note"]
         assert printed["server"]["cores_used"] is None
+
+
+# --- over WebRTC calls (the webrtc extra) -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_bench_over_webrtc_holds_calls_and_reports_them_beside_the_websocket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
+    with serve(["--backend", "scripted"], tmp_path / "server.log") as served:
+        args = ["bench", served.ws_url, "--transport", "webrtc", "--sessions", "3"]
+        pid = ["--server-pid", str(served.process.pid)]
+        assert main([*args, "--duration", "2", "--quiet", *pid]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == REPORT_KEYS
+    assert report["options"]["transport"] == "webrtc"
+    assert report["options"]["append_ms"] == 20
+    baseline = report["baseline"]
+    assert set(baseline) == REPORT_KEYS and baseline["baseline"] is None
+    assert baseline["options"]["transport"] == "websocket"
+    for run in (baseline, report):
+        sessions = run["sessions"]
+        assert sessions["offered"] == sessions["connected"] == sessions["held"] == 3
+        assert sessions["refused"] == sessions["connect_failed"] == sessions["dropped"] == 0
+        assert run["appends_per_s"] > 0
+        _assert_stats(run["heartbeat_rtt_ms"], filled=True)
+        assert run["errors_total"] == 0, run["errors_by_code"]
+        assert run["server"]["cores_used"] is not None  # --server-pid: /proc at least
+    compared = report["comparison"]
+    assert set(compared) == COMPARED
+    assert compared["sessions_held"] == {"websocket": 3, "webrtc": 3, "ratio": 1.0}
+    per_core = compared["sessions_per_core"]
+    assert per_core["websocket"] == baseline["server"]["sessions_per_core"]
+    assert per_core["webrtc"] == report["server"]["sessions_per_core"]
+
+
+@pytest.mark.slow
+def test_bench_webrtc_probe_hears_its_reply_on_the_audio_track(tmp_path: Path) -> None:
+    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
+    wav = _tone_wav(tmp_path / "tone.wav")
+    with serve(["--backend", "scripted"], tmp_path / "server.log") as served:
+        options = BenchOptions(
+            served.ws_url,
+            sessions=2,
+            append_ms=20,
+            duration_s=8,
+            speech=str(wav),
+            transport="webrtc",
+            baseline=False,
+        )
+        report = asyncio.run(run_bench(options))
+    assert report.baseline is None and report.comparison is None
+    probes = report.probes
+    assert probes.utterances >= 1
+    assert probes.speech_started_delay_ms.count >= 1
+    # no audio deltas on a call: the first reply audio is what the track played
+    assert probes.end_of_speech_to_first_audio_ms.count >= 1
+    assert report.unexpected_speech_started == 0
+    assert report.sessions.held == 2
+
+
+@pytest.mark.slow
+def test_bench_webrtc_counts_calls_refused_past_max_sessions(tmp_path: Path) -> None:
+    pytest.importorskip("aiortc", reason="the webrtc extra (aiortc) is not installed")
+    config = tmp_path / "limits.toml"
+    config.write_text("[limits]\nmax_sessions = 2\n")
+    with serve(["--backend", "scripted", "--config", str(config)], tmp_path / "s.log") as served:
+        options = BenchOptions(
+            served.ws_url, sessions=3, append_ms=20, duration_s=1, transport="webrtc"
+        )
+        options = dataclasses.replace(options, baseline=False)
+        report = asyncio.run(run_bench(options))
+    sessions = report.sessions
+    assert (sessions.offered, sessions.held, sessions.refused) == (3, 2, 1), sessions
+    assert sessions.refused_by_close_code == {"http_503": 1}
+    assert sessions.refused_by_error_code == {"resource_exhausted": 1}
+    assert report.errors_by_code == {"resource_exhausted": 1}

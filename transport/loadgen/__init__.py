@@ -17,6 +17,8 @@ By concern:
 - `payloads`: the appends it sends, encoded once: quiet noise, the probe speech, a frame;
 - `schedule`: when sessions connect, which ones speak and when, and the clock;
 - `session` and `probe`: one offered session, and what a probe speaks and measures;
+- `call_session`: one offered session as a WebRTC call (`--transport webrtc`, the webrtc
+  extra), whose report carries a websocket run of the same sessions as its baseline;
 - `run_state` and `run`: what the sessions of a run share, and the run with its window;
 - `server_cpu` and `self_watch`: the server's CPU, and the tool watching itself;
 - `report`: the JSON report and its summary lines.

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transport.client_cli import DEFAULT_URL
-from transport.loadgen.options import BenchOptions
+from transport.loadgen.options import WEBRTC_FRAME_MS, BenchOptions
 from transport.log_redaction import REDACTED, redact
 
 if TYPE_CHECKING:
@@ -34,7 +34,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--ramp", type=float, default=0.0, metavar="SECONDS", help="spread the connects (0)"
     )
     parser.add_argument(
-        "--append-ms", type=int, default=100, help="audio per append, sent that often (100)"
+        "--append-ms",
+        type=int,
+        help="audio per append, sent that often (100; with --transport webrtc: 20, "
+        "one Opus packet)",
     )
     parser.add_argument(
         "--duration",
@@ -60,6 +63,21 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="server_vad turn detection in the session.update (default on)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("websocket", "webrtc"),
+        default="websocket",
+        help="how each session connects: the websocket URL itself, or a WebRTC call "
+        "(POST to the URL's path + /calls over http(s); audio on Opus tracks, events on "
+        "the data channel) (websocket)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --transport webrtc: first hold the same sessions over the websocket, "
+        "and report both figures side by side (default on)",
     )
     parser.add_argument("--api-key", help="sent as `Authorization: Bearer <key>`")
     parser.add_argument(
@@ -96,7 +114,11 @@ def options_from_args(args: argparse.Namespace, argv: Sequence[str] | None = Non
         url=args.url,
         sessions=args.sessions,
         ramp_s=args.ramp,
-        append_ms=args.append_ms,
+        append_ms=args.append_ms
+        if args.append_ms is not None
+        else WEBRTC_FRAME_MS
+        if args.transport == "webrtc"
+        else 100,
         duration_s=args.duration,
         speech=args.speech,
         probes=args.probes,
@@ -106,4 +128,6 @@ def options_from_args(args: argparse.Namespace, argv: Sequence[str] | None = Non
         metrics_url=args.metrics_url,
         server_pid=args.server_pid,
         command_line=command,
+        transport=args.transport,
+        baseline=args.baseline,
     )

@@ -10,9 +10,11 @@ from typing import Any
 
 from transport.client_cli import DEFAULT_URL
 
-__all__ = ["RATE_HZ", "TURN_DETECTION", "BenchOptions", "BenchUsageError"]
+__all__ = ["RATE_HZ", "TURN_DETECTION", "WEBRTC_FRAME_MS", "BenchOptions", "BenchUsageError"]
 
 RATE_HZ = 24_000
+#: what a call's microphone track carries per frame (one Opus packet)
+WEBRTC_FRAME_MS = 20
 #: the turn detection `--vad` sends (the decision-point arithmetic uses these values)
 TURN_DETECTION: dict[str, Any] = {
     "type": "server_vad",
@@ -48,6 +50,10 @@ class BenchOptions:
     metrics_url: str | None = None  # None: the websocket URL's host, /metrics
     server_pid: int | None = None
     command_line: str | None = None  # what the report names as the command
+    #: "websocket", or "webrtc": each session is a call (POST /v1/realtime/calls)
+    transport: str = "websocket"
+    #: with webrtc: first the same sessions over the websocket, reported beside the calls
+    baseline: bool = True
 
     def checked(self) -> BenchOptions:
         """These options, validated.
@@ -66,6 +72,15 @@ class BenchOptions:
             raise BenchUsageError("--ramp must be >= 0 seconds")
         if self.duration_s <= 0 or not math.isfinite(self.duration_s):
             raise BenchUsageError("--duration must be > 0 seconds")
+        if self.transport not in ("websocket", "webrtc"):
+            raise BenchUsageError("--transport must be websocket or webrtc")
+        if self.transport == "webrtc" and self.frames_ms is not None:
+            raise BenchUsageError("--frames is not supported with --transport webrtc")
+        if self.transport == "webrtc" and self.append_ms != WEBRTC_FRAME_MS:
+            raise BenchUsageError(
+                f"--append-ms must be {WEBRTC_FRAME_MS} with --transport webrtc "
+                "(one Opus packet per microphone frame)"
+            )
         if self.frames_ms is not None and self.frames_ms < 20:
             raise BenchUsageError("--frames must be at least 20 ms")
         if self.probes is not None:
@@ -74,6 +89,14 @@ class BenchOptions:
             if self.probes > 0 and self.speech is None:
                 raise BenchUsageError("--probes needs --speech (a WAV file or `piper`)")
         return self
+
+    @property
+    def calls_url(self) -> str:
+        """Where a call's offer goes: the websocket URL's host, its path + `/calls`."""
+        parts = urllib.parse.urlsplit(self.url)
+        scheme = "https" if parts.scheme == "wss" else "http"
+        path = (parts.path.rstrip("/") or "/v1/realtime") + "/calls"
+        return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))
 
     @property
     def probe_count(self) -> int:

@@ -28,6 +28,7 @@ __all__ = [
     "Speech",
     "append_json",
     "load_speech",
+    "noise_chunks",
     "noise_payloads",
     "speech_payloads",
     "voiced_span",
@@ -57,6 +58,8 @@ class Speech:
     """The probe clip as pre-encoded appends, and where its voice is (chunk indices)."""
 
     chunks: list[bytes]
+    #: the same chunks as raw 24 kHz pcm16 (what a WebRTC microphone track sends)
+    pcm_chunks: list[bytes]
     voiced_first: int | None
     voiced_last: int | None
     seconds: float
@@ -68,12 +71,17 @@ def append_json(pcm16: bytes) -> bytes:
     return b'{"type":"input_audio_buffer.append","audio":"' + audio + b'"}'
 
 
-def noise_payloads(append_ms: int, count: int = NOISE_POOL) -> list[bytes]:
+def noise_chunks(append_ms: int, count: int = NOISE_POOL) -> list[bytes]:
+    """`count` distinct chunks of quiet noise (raw 24 kHz pcm16), `append_ms` each."""
     samples = RATE_HZ * append_ms // 1000
     sigma = 32768.0 * 10 ** (NOISE_DBFS / 20)
     rng = np.random.default_rng(12)
     chunks = np.clip(np.round(rng.normal(0.0, sigma, (count, samples))), -32768, 32767)
-    return [append_json(chunk.astype("<i2").tobytes()) for chunk in chunks]
+    return [chunk.astype("<i2").tobytes() for chunk in chunks]
+
+
+def noise_payloads(append_ms: int, count: int = NOISE_POOL) -> list[bytes]:
+    return [append_json(chunk) for chunk in noise_chunks(append_ms, count)]
 
 
 def voiced_span(pcm: npt.NDArray[np.int16]) -> tuple[int, int] | None:
@@ -103,12 +111,17 @@ def speech_payloads(pcm16: bytes, append_ms: int, source: str) -> Speech:
     sigma = 32768.0 * 10 ** (NOISE_DBFS / 20)
     noise = np.round(np.random.default_rng(13).normal(0.0, sigma, pad)).astype("<i2")
     padded = np.concatenate([pcm, noise])
-    chunks = [
-        append_json(padded[i : i + samples].tobytes()) for i in range(0, padded.size, samples)
-    ]
+    pcm_chunks = [padded[i : i + samples].tobytes() for i in range(0, padded.size, samples)]
     span = voiced_span(pcm)
     first, last = (span[0] // samples, span[1] // samples) if span else (None, None)
-    return Speech(chunks, first, last, round(pcm.size / RATE_HZ, 3), source)
+    return Speech(
+        [append_json(c) for c in pcm_chunks],
+        pcm_chunks,
+        first,
+        last,
+        round(pcm.size / RATE_HZ, 3),
+        source,
+    )
 
 
 async def load_speech(speech: str, append_ms: int) -> Speech:

@@ -68,9 +68,13 @@ class ProbeSpeaker:
 
     # --- sending -----------------------------------------------------------------------
 
-    def payload(self, index: int, noise: list[bytes], at: float) -> bytes:
-        """The append `index`, leaving at `at`: noise, or the next chunk of an utterance."""
+    def payload(
+        self, index: int, noise: list[bytes], at: float, speech_chunks: list[bytes] | None = None
+    ) -> bytes:
+        """The append `index`, leaving at `at`: noise, or the next chunk of an utterance
+        (`speech_chunks`: the clip as the transport sends it; default its append events)."""
         speech = self.speech
+        chunks = speech.chunks if speech_chunks is None else speech_chunks
         u = self.utterance
         if u is not None and u.ended_at is None:
             offset = index - u.first
@@ -78,7 +82,7 @@ class ProbeSpeaker:
                 u.eos_sent_at = at
             if offset == u.chunks - 1:
                 u.ended_at = at
-            return speech.chunks[offset]
+            return chunks[offset]
         if u is not None and not u.answered and at - (u.ended_at or at) > REPLY_TIMEOUT_S:
             u.answered = True
             self.next_utterance_at = at
@@ -89,7 +93,7 @@ class ProbeSpeaker:
             )
             self.next_utterance_at = math.inf
             self.bench.probe.utterances += 1
-            return self.payload(index, noise, at)
+            return self.payload(index, noise, at, speech_chunks)
         return noise[index % len(noise)]
 
     def sent(self, at: float) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "ServerCpu",
     "SessionCounts",
     "Stats",
+    "comparison",
     "rounded",
     "summary",
 ]
@@ -138,13 +139,91 @@ class BenchReport:
     errors_total: int = 0
     errors_by_code: dict[str, int] = field(default_factory=dict)
     bench: SelfReport = field(default_factory=SelfReport)
+    #: with `--transport webrtc`: the websocket run of the same sessions, before this one
+    baseline: dict[str, Any] | None = None
+    #: with a baseline: the two runs' figures side by side (`comparison()`)
+    comparison: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
+def comparison(websocket: BenchReport, calls: BenchReport) -> dict[str, Any]:
+    """The websocket run and the WebRTC run of the same sessions, side by side; a ratio
+    is the calls' figure over the websocket's (None where either is missing)."""
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return rounded(b / a) if a and b is not None else None
+
+    figures: dict[str, Any] = {}
+    pairs = {
+        "sessions_held": (websocket.sessions.held, calls.sessions.held),
+        "server_cores_used": (websocket.server.cores_used, calls.server.cores_used),
+        "sessions_per_core": (websocket.server.sessions_per_core, calls.server.sessions_per_core),
+        "heartbeat_rtt_p50_ms": (websocket.heartbeat_rtt_ms.p50, calls.heartbeat_rtt_ms.p50),
+        "end_of_speech_to_first_audio_p50_ms": (
+            websocket.probes.end_of_speech_to_first_audio_ms.p50,
+            calls.probes.end_of_speech_to_first_audio_ms.p50,
+        ),
+        "bench_cpu_fraction_of_core": (
+            websocket.bench.cpu_fraction_of_core,
+            calls.bench.cpu_fraction_of_core,
+        ),
+    }
+    for name, (a, b) in pairs.items():
+        figures[name] = {"websocket": a, "webrtc": b, "ratio": ratio(a, b)}
+    figures["bottleneck"] = {
+        "websocket": websocket.bench.bottleneck,
+        "webrtc": calls.bench.bottleneck,
+    }
+    return figures
+
+
 def summary(report: BenchReport) -> str:
-    """A few human lines for stderr."""
+    """A few human lines for stderr (with a baseline: both runs, then the comparison)."""
+    if report.baseline is None or report.comparison is None:
+        return _summary(report)
+    per_core = report.comparison["sessions_per_core"]
+    lines = [
+        "websocket (baseline):",
+        _summary(_report_of(report.baseline)),
+        "webrtc:",
+        _summary(report),
+        f"sessions per core: websocket {_figure(per_core['websocket'])}, webrtc "
+        f"{_figure(per_core['webrtc'])} (ratio {_figure(per_core['ratio'], '.2f')})",
+    ]
+    return "\n".join(lines)
+
+
+def _figure(value: float | None, spec: str = ",.1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _report_of(data: dict[str, Any]) -> BenchReport:
+    """A report back from its JSON (the baseline's, for its summary lines)."""
+
+    def stats(value: dict[str, Any]) -> Stats:
+        return Stats(**value)
+
+    probes = dict(data["probes"])
+    for key in ("speech_started_delay_ms", "end_of_speech_to_first_audio_ms"):
+        probes[key] = stats(probes[key])
+    own = dict(data["bench"])
+    for key in ("loop_lag_ms", "send_lag_ms"):
+        own[key] = stats(own[key])
+    return BenchReport(
+        **{
+            **data,
+            "sessions": SessionCounts(**data["sessions"]),
+            "heartbeat_rtt_ms": stats(data["heartbeat_rtt_ms"]),
+            "server": ServerCpu(**data["server"]),
+            "probes": ProbeReport(**probes),
+            "bench": SelfReport(**own),
+        }
+    )
+
+
+def _summary(report: BenchReport) -> str:
     c, s, b = report.sessions, report.server, report.bench
 
     def ms(stats: Stats) -> str:

@@ -13,9 +13,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, TextIO
 
 from spec.version import __version__
-from transport.loadgen.options import RATE_HZ, TURN_DETECTION
+from transport.loadgen.options import RATE_HZ, TURN_DETECTION, BenchUsageError
 from transport.loadgen.payloads import load_speech
-from transport.loadgen.report import BenchReport, Stats, rounded
+from transport.loadgen.report import BenchReport, Stats, comparison, rounded
 from transport.loadgen.run_state import BenchRun
 from transport.loadgen.schedule import now
 from transport.loadgen.self_watch import (
@@ -28,10 +28,13 @@ from transport.loadgen.self_watch import (
 )
 from transport.loadgen.self_watch import progress as watch_progress
 from transport.loadgen.server_cpu import default_metrics_url, server_cpu_report, server_cpu_sample
-from transport.loadgen.session import CLOSE_TIMEOUT_S, SessionDriver
+from transport.loadgen.session import CLOSE_TIMEOUT_S, SETUP_TIMEOUT_S, SessionDriver
 
 if TYPE_CHECKING:
+    import httpx
+
     from transport.loadgen.options import BenchOptions
+    from transport.loadgen.payloads import Speech
 
 __all__ = ["run_bench"]
 
@@ -44,6 +47,10 @@ async def run_bench(
 ) -> BenchReport:
     """Offer `options.sessions` sessions, hold them for the steady window, report.
 
+    With `--transport webrtc` and `baseline` (the default), the same sessions are first
+    held over the websocket, on the same server in the same run: the report of the calls
+    carries that run as `baseline` and both figures side by side in `comparison`.
+
     `progress`: where to write the progress line (None: nowhere); `stop`: set it to end
     the window early (the report covers what ran). The process's open-file soft limit is
     raised to fit one socket per session when it is lower.
@@ -54,6 +61,23 @@ async def run_bench(
     options = options.checked()
     raise_fd_limit(options.sessions)
     speech = await load_speech(options.speech, options.append_ms) if options.speech else None
+    if options.transport != "webrtc" or not options.baseline:
+        return await _run_once(options, speech, progress, stop)
+    websocket = await _run_once(
+        dataclasses.replace(options, transport="websocket"), speech, progress, stop
+    )
+    calls = await _run_once(options, speech, progress, stop)
+    calls.baseline = websocket.to_json()
+    calls.comparison = comparison(websocket, calls)
+    return calls
+
+
+async def _run_once(
+    options: BenchOptions,
+    speech: Speech | None,
+    progress: TextIO | None,
+    stop: asyncio.Event | None,
+) -> BenchReport:
     bench = BenchRun(options, speech)
     event_loop = event_loop_name()
     report = BenchReport(
@@ -62,6 +86,7 @@ async def run_bench(
         command=options.command_line,
         url=options.url,
         options={
+            "transport": options.transport,
             "sessions": options.sessions,
             "ramp_s": options.ramp_s,
             "append_ms": options.append_ms,
@@ -80,7 +105,11 @@ async def run_bench(
     helpers = [asyncio.create_task(lag_monitor(bench))]
     if progress is not None:
         helpers.append(asyncio.create_task(watch_progress(bench, progress)))
-    sessions = [SessionDriver(bench, index, index in probes) for index in range(options.sessions)]
+    http = None
+    if options.transport == "webrtc":
+        sessions, http = await _calls(bench, probes)
+    else:
+        sessions = [SessionDriver(bench, i, i in probes) for i in range(options.sessions)]
     for session in sessions:
         bench.tasks.add(asyncio.create_task(session.run()))
     stopped = stop or asyncio.Event()
@@ -116,6 +145,8 @@ async def run_bench(
         await asyncio.gather(*helpers, return_exceptions=True)
         for failure in await _finish(bench.tasks):
             bench.error(f"bench_internal_{type(failure).__name__}")  # a bug here, not there
+        if http is not None:
+            await http.aclose()
         if progress is not None:
             progress.write("\n" if progress.isatty() else "")
             progress.flush()
@@ -141,6 +172,25 @@ async def run_bench(
     )
     report.bench = self_report(event_loop, bench, own_cpu, window)
     return report
+
+
+async def _calls(
+    bench: BenchRun, probes: set[int]
+) -> tuple[list[SessionDriver], httpx.AsyncClient]:
+    """The run's sessions as WebRTC calls, and the HTTP client their offers share."""
+    try:
+        import httpx
+
+        from transport.loadgen.call_session import CallSessionDriver
+    except ImportError as exc:
+        raise BenchUsageError(f"--transport webrtc needs the webrtc extra (aiortc): {exc}") from exc
+    count = bench.options.sessions
+    limits = httpx.Limits(max_connections=min(count, 64), max_keepalive_connections=8)
+    http = httpx.AsyncClient(timeout=SETUP_TIMEOUT_S, limits=limits, trust_env=False)
+    drivers: list[SessionDriver] = [
+        CallSessionDriver(bench, i, i in probes, http) for i in range(count)
+    ]
+    return drivers, http
 
 
 async def _finish(tasks: set[asyncio.Task[None]]) -> list[BaseException]:

@@ -8,7 +8,7 @@ import asyncio
 import math
 from typing import TYPE_CHECKING
 
-from transport.loadgen.payloads import FRAME_JPEG_BASE64, noise_payloads
+from transport.loadgen.payloads import FRAME_JPEG_BASE64, noise_chunks, noise_payloads
 from transport.loadgen.report import ProbeReport, SessionCounts
 from transport.loadgen.schedule import Schedule, now
 
@@ -32,6 +32,8 @@ class BenchRun:
         self.speech = speech
         self.schedule = Schedule(options, now())
         self.noise = noise_payloads(options.append_ms)
+        #: the same noise as raw pcm16, for a call's microphone track
+        self.noise_pcm = noise_chunks(options.append_ms)
         self.frame_suffix = (',"video_frames":["' + FRAME_JPEG_BASE64 + '"]}').encode()
         self.counts = SessionCounts(offered=options.sessions)
         self.probe = ProbeReport(

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from transport.loadgen.run_state import BenchRun
 
-__all__ = ["CLOSE_TIMEOUT_S", "SessionDriver"]
+__all__ = ["CLOSE_TIMEOUT_S", "SETUP_TIMEOUT_S", "SessionDriver"]
 
 SETUP_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
