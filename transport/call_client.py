@@ -33,6 +33,7 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from transport.call_jitter import release_audio_at_once
 from transport.client import DuplexClient
 from transport.client_errors import ConnectionLost, HandshakeRefused
 
@@ -272,6 +273,9 @@ async def open_call(
             raise HandshakeRefused(url, response.status_code, response.content)
         client.call_id = response.headers.get("location", "").rsplit("/", 1)[-1] or None
         await peer.setRemoteDescription(RTCSessionDescription(sdp=response.text, type="answer"))
+        for transceiver in peer.getTransceivers():
+            if transceiver.kind == "audio":
+                release_audio_at_once(transceiver.receiver)  # `heard_at` is the arrival
         with anyio.move_on_after(timeout):
             await opened.wait()
         if not opened.is_set():

@@ -25,6 +25,7 @@ from aiortc import (
 )
 
 from spec.errors import ErrorCode
+from transport.call_jitter import release_audio_at_once
 from transport.call_media import audio_level_dbov, camera_appends, microphone_appends
 from transport.call_offer import EVENTS_CHANNEL, OfferRefused
 
@@ -113,6 +114,7 @@ async def answer(sdp: str, channel: CallChannel, settings: WebRtcSettings) -> tu
             if transceiver.kind == "audio":
                 transceiver.sender.replaceTrack(channel.track)
                 transceiver.direction = "sendrecv"
+                release_audio_at_once(transceiver.receiver)
                 break
         else:  # pragma: no cover - checked above
             raise ValueError("no audio transceiver")

@@ -35,6 +35,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from spec.version import __version__
+from transport.call_jitter import release_audio_at_once
 from transport.loadgen.options import RATE_HZ, TURN_DETECTION, WEBRTC_FRAME_MS
 from transport.loadgen.run_state import bump
 from transport.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
@@ -111,6 +112,9 @@ class CallSessionDriver(SessionDriver):
                 bench.connect_failed(reason)
             return False
         await peer.setRemoteDescription(RTCSessionDescription(sdp=response.text, type="answer"))
+        for transceiver in peer.getTransceivers():
+            if transceiver.kind == "audio":
+                release_audio_at_once(transceiver.receiver)  # time arrival, not a playout
         try:
             await asyncio.wait_for(opened.wait(), SETUP_TIMEOUT_S)
         except TimeoutError:
