@@ -40,9 +40,11 @@ from transport.client_errors import ConnectionLost, HandshakeRefused
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-__all__ = ["CallClient", "open_call"]
+__all__ = ["CALL_RATE_HZ", "CallClient", "open_call"]
 
-_RATE = 48_000
+#: the rate of the call's audio as `heard` keeps it
+CALL_RATE_HZ = 48_000
+_RATE = CALL_RATE_HZ
 _FRAME = _RATE // 50
 #: a packet quieter than this (int16 peak) counts as silence in `heard_at`
 _SILENT_PEAK = 64
@@ -207,6 +209,12 @@ class CallClient(DuplexClient):
                 if peak > _SILENT_PEAK and self.heard_at is None:
                     self.heard_at = now
                 self.heard += pcm.tobytes()
+
+    def audible_since(self, offset: int) -> bytes:
+        """What `heard` holds after byte `offset`, from its first audible packet on."""
+        tail = np.frombuffer(bytes(self.heard[offset:]), dtype="<i2")
+        loud = np.flatnonzero(np.abs(tail.astype(np.int32)) > _SILENT_PEAK)
+        return tail[loud[0] :].tobytes() if loud.size else b""
 
     def heard_since(self, since: float) -> list[tuple[float, int]]:
         return [(t, p) for t, p in self.packets if t >= since]

@@ -11,6 +11,7 @@ a timeout or a lost connection, 2 on unusable input files.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 import wave
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ from transport.client import ConnectionLost, DuplexClient, HandshakeRefused, Ser
 
 if TYPE_CHECKING:
     import argparse
+
+    from transport.client_responses import ResponseResult
 
 __all__ = [
     "INPUT_RATE_HZ",
@@ -63,12 +66,26 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--token", help="API key, sent as `Authorization: Bearer <token>`")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the reply")
+    parser.add_argument(
+        "--transport",
+        choices=("websocket", "webrtc"),
+        default="websocket",
+        help="the websocket at --url, or a WebRTC call to its host (POST .../calls; the "
+        "WAV goes out on the microphone track in real time, the image on a camera track, "
+        "the reply is what the audio track played, 48 kHz) (websocket)",
+    )
 
 
 async def run_client_from_args(args: argparse.Namespace) -> int:
     """`run_client` with the options `add_client_arguments` parsed."""
     return await run_client(
-        args.url, args.wav, args.image, args.out, args.token, timeout=args.timeout
+        args.url,
+        args.wav,
+        args.image,
+        args.out,
+        args.token,
+        timeout=args.timeout,
+        transport=args.transport,
     )
 
 
@@ -80,29 +97,26 @@ async def run_client(
     token: str | None,
     *,
     timeout: float = 60.0,
+    transport: str = "websocket",
 ) -> int:
     """Speak one turn to the server at `url`; write and print the reply. Returns the
     exit status (messages go to stderr)."""
     try:
         pcm16 = read_wav_16k_mono(Path(wav_path))
         frames = [_read_image(Path(image_path))] if image_path is not None else []
+        picture = _picture(Path(image_path)) if image_path and transport == "webrtc" else None
     except InputFileError as exc:
         print(f"joyduplex client: {exc}", file=sys.stderr)
         return 2
     try:
-        async with DuplexClient.connect(url, token=token) as client:
-            await client.update_session(
-                turn_detection=None,
-                audio={
-                    "input": {"format": {"type": "audio/pcm", "rate": INPUT_RATE_HZ}},
-                    "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE_HZ}},
-                },
-            )
-            await client.stream_audio(
-                pcm16, chunk_ms=CHUNK_MS, frames=frames, sample_rate_hz=INPUT_RATE_HZ
-            )
-            await client.commit(create_response=True)
-            result = await client.collect_response(timeout)
+        if transport == "webrtc":
+            result, audio, rate = await _call_turn(url, pcm16, picture, token, timeout)
+        else:
+            result = await _websocket_turn(url, pcm16, frames, token, timeout)
+            audio, rate = result.audio, OUTPUT_RATE_HZ
+    except ImportError as exc:
+        print(f"joyduplex client: a WebRTC call needs the webrtc extra: {exc}", file=sys.stderr)
+        return 1
     except ServerError as exc:
         print(f"joyduplex client: the server refused: {exc}", file=sys.stderr)
         return 1
@@ -123,12 +137,76 @@ async def run_client(
         print(f"assistant: {result.transcript}")
     for error in result.errors:
         print(f"joyduplex client: error {error.code}: {error.message}", file=sys.stderr)
-    write_wav_mono(Path(out_path), result.audio, OUTPUT_RATE_HZ)
-    print(f"reply audio: {result.audio_ms(OUTPUT_RATE_HZ) / 1000:.2f} s -> {out_path}")
+    write_wav_mono(Path(out_path), audio, rate)
+    print(f"reply audio: {len(audio) / 2 / rate:.2f} s -> {out_path}")
     if result.status not in ("completed", "listen"):
         print(f"joyduplex client: the response ended {result.status}", file=sys.stderr)
         return 1
     return 0
+
+
+_SESSION_AUDIO = {
+    "input": {"format": {"type": "audio/pcm", "rate": INPUT_RATE_HZ}},
+    "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE_HZ}},
+}
+
+
+async def _websocket_turn(
+    url: str, pcm16: bytes, frames: list[bytes], token: str | None, timeout: float
+) -> ResponseResult:
+    async with DuplexClient.connect(url, token=token) as client:
+        await client.update_session(turn_detection=None, audio=_SESSION_AUDIO)
+        await client.stream_audio(
+            pcm16, chunk_ms=CHUNK_MS, frames=frames, sample_rate_hz=INPUT_RATE_HZ
+        )
+        await client.commit(create_response=True)
+        return await client.collect_response(timeout)
+
+
+async def _call_turn(
+    url: str,
+    pcm16: bytes,
+    picture: npt.NDArray[np.uint8] | None,
+    token: str | None,
+    timeout: float,
+) -> tuple[ResponseResult, bytes, int]:
+    """One turn over a WebRTC call to `url`'s host: (the response, the reply audio as the
+    track played it from its first audible packet, its rate)."""
+    from transport.call_client import CALL_RATE_HZ, open_call
+
+    async with open_call(_http_base(url), token=token, camera=picture) as call:
+        await call.update_session(turn_detection=None, audio=_SESSION_AUDIO)
+        await call.speak(pcm16)
+        since = len(call.heard)
+        await call.commit(create_response=True)
+        result = await call.collect_response(timeout)
+        played = any(
+            getattr(e, "type", None) == "output_audio_buffer.stopped" for e in call.history
+        )
+        if result.status == "completed" and not played:  # it plays on in real time
+            await call.wait_for("output_audio_buffer.stopped", timeout=timeout)
+        return result, call.audible_since(since), CALL_RATE_HZ
+
+
+def _http_base(url: str) -> str:
+    """`ws://host:port/...` -> `http://host:port` (wss -> https): where calls go."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = "https" if parts.scheme in ("wss", "https") else "http"
+    return f"{scheme}://{parts.netloc}"
+
+
+def _picture(path: Path) -> npt.NDArray[np.uint8]:
+    """A JPEG or PNG as the RGB picture a call's camera track sends."""
+    _read_image(path)  # the same checks as on the websocket
+    try:
+        import av
+
+        with av.open(str(path)) as container:
+            frame = next(container.decode(video=0))
+            picture = np.asarray(frame.to_ndarray(format="rgb24"), dtype=np.uint8)
+    except (ImportError, StopIteration, OSError, ValueError) as exc:
+        raise InputFileError(f"cannot decode image `{path}`: {exc}") from exc
+    return picture
 
 
 def read_wav_16k_mono(path: Path) -> bytes:

@@ -386,3 +386,33 @@ def test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call(
 
         assert asyncio.run(sidebands()) == [f"side {n}" for n in range(12)]
         assert "relayed to worker" in (tmp_path / "server.log").read_text()
+
+
+def test_b36_joyduplex_client_speaks_its_turn_over_a_call(
+    live_server: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import wave
+
+    import av
+
+    from transport.call_media import jpeg_of
+    from transport.client_cli import run_client
+
+    wav = tmp_path / "in.wav"
+    with wave.open(str(wav), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16_000)
+        out.writeframes(_tone(600))
+    image = tmp_path / "red.jpg"
+    image.write_bytes(jpeg_of(av.VideoFrame.from_ndarray(RED, format="rgb24")))
+    reply = tmp_path / "reply.wav"
+    status = asyncio.run(
+        run_client(live_server.ws_url, wav, image, reply, None, timeout=30, transport="webrtc")
+    )
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "assistant:" in printed
+    with wave.open(str(reply), "rb") as played:
+        assert played.getframerate() == 48_000
+        assert played.getnframes() > 0  # what the call's audio track played
