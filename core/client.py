@@ -28,6 +28,15 @@ Theory of operation. Five kinds of machine, built from `spec/tables/client_*.py`
 Couplings live in one place, `_couple`, run after every input: it moves the camera
 between off/standalone/riding and arms or disarms the watchdog from the holds' states.
 
+Media (`media`): `events` on a websocket (microphone and camera as appends, reply audio
+as deltas the host plays), or `tracks` on a WebRTC call: the call's tracks carry the
+microphone and the camera, so `mic_chunk` only counts a hold's samples (the audio clock)
+and sends nothing, the camera asks for no capture, and the server plays the reply: its
+`output_audio_buffer.started` / `.stopped` are the playback's started / drained reports
+(no `play`, `drain` or `playback.ack`). Since the track streams all the time, a
+push-to-talk press first sends `input_audio_buffer.clear`, so a commit holds the hold's
+audio only.
+
 Interrupts: VAD `speech_started` (when the session interrupts responses), an
 `output_audio_buffer.cleared` (for its response, or for all without an id), a cancelled
 `response.done` (its response), and the stop button (all) clear playback; the first two
@@ -58,6 +67,7 @@ from spec.tables.client_camera import CameraState
 from spec.tables.client_connection import ConnectionState
 from spec.tables.client_constants import (
     CAMERA_INTERVAL_MS,
+    CLIENT_MEDIA,
     CLIENT_MODES,
     HANDSHAKE_TIMEOUT_MS,
     TURN_WATCHDOG_MS,
@@ -111,10 +121,15 @@ class ClientProtocol:
         camera_interval_ms: int = CAMERA_INTERVAL_MS,
         event_ids: EventIds | None = None,
         turn_detection: str = "server_vad",
+        media: str = "events",
     ) -> None:
         if mode not in CLIENT_MODES:
             raise ValueError(f"unknown client mode `{mode}`; expected one of {CLIENT_MODES}")
+        if media not in CLIENT_MEDIA:
+            raise ValueError(f"unknown media `{media}`; expected one of {CLIENT_MEDIA}")
         self.mode = mode
+        self.media = media
+        self.on_tracks = media == "tracks"
         self.muted = muted
         self.camera_wanted = camera
         self.camera_interval_ms = camera_interval_ms
@@ -127,9 +142,9 @@ class ClientProtocol:
         self.event_ids = self._out.event_ids
         self.connection = Connection(self._out, payload)
         self.watchdog = Watchdog(self._out, watchdog_ms)
-        self.camera = Camera(self._out)
+        self.camera = Camera(self._out, captures=not self.on_tracks)
         self.turns = ClientHolds(self._out)
-        self.replies = ClientReplies(self._out)
+        self.replies = ClientReplies(self._out, on_track=self.on_tracks)
         self.user_speaking = False
         self._restart_watchdog = False
         self._handshake_deadline: float | None = None
@@ -188,7 +203,10 @@ class ClientProtocol:
 
     def press(self, now_ms: float) -> list[Output]:
         """The push-to-talk button (or space bar) went down."""
-        if self.mode == "ptt" and self._ready():
+        if self.mode == "ptt" and self._ready() and self.turns.live() is None:
+            if self.on_tracks:
+                # the track streamed since the last commit: the hold's audio starts now
+                self._out.send({"type": "input_audio_buffer.clear"})
             self.turns.press(muted=self.muted)
         return self._finish(now_ms)
 
@@ -216,10 +234,13 @@ class ClientProtocol:
         return self._finish(now_ms)
 
     def mic_chunk(self, audio_b64: str, samples: int, now_ms: float) -> list[Output]:
-        """Microphone audio (pcm16 at the capture rate, base64) from the capture worklet."""
+        """Microphone audio (pcm16 at the capture rate, base64) from the capture worklet;
+        on tracks only its sample count matters (the track carries the audio)."""
         if self._audio_flowing() and samples > 0:
             if self.mode == "ptt":
                 self.turns.upload(samples)
+            if self.on_tracks:
+                return self._finish(now_ms)
             event: dict[str, Any] = {"type": "input_audio_buffer.append", "audio": audio_b64}
             frames = self.camera.take_stashed()
             if frames:
@@ -357,6 +378,14 @@ class ClientProtocol:
             self._on_response_done(_object(event.get("response")))
         elif kind == "output_audio_buffer.cleared":
             self._interrupt(_id(event.get("response_id")))
+        elif kind == "output_audio_buffer.started" and self.on_tracks:
+            response_id = _id(event.get("response_id"))
+            if response_id is not None:
+                self.replies.track_started(response_id, _id(event.get("item_id")), now_ms)
+        elif kind == "output_audio_buffer.stopped" and self.on_tracks:
+            response_id = _id(event.get("response_id"))
+            if response_id is not None:
+                self.replies.track_stopped(response_id)
 
     def _on_error(self, error: Mapping[str, Any]) -> None:
         event_id = _id(error.get("event_id"))
@@ -456,7 +485,8 @@ class ClientProtocol:
         flowing = self._audio_flowing()
         if want_camera and camera.state is CameraState.OFF:
             camera.fire("enable", audio_flowing=flowing)
-            self._next_capture = now_ms + self.camera_interval_ms
+            if not self.on_tracks:  # a video track carries the camera
+                self._next_capture = now_ms + self.camera_interval_ms
         elif not want_camera and camera.state is not CameraState.OFF:
             camera.fire("disable")
             self._next_capture = None

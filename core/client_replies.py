@@ -7,6 +7,10 @@ until its first-audio latency is reported. `ClientProtocol` routes server events
 the playback worklet's reports here; the playbacks' own transitions are the
 `client_playback` table's.
 
+On a WebRTC call (`on_track`) no delta arrives: the server's `output_audio_buffer.started`
+opens a response's playback and is its `started` (its first-audio latency is taken then),
+`output_audio_buffer.stopped` finishes and drains it (`track_started`, `track_stopped`).
+
 Invariants kept: nothing of a cleared or drained response is queued again; an interrupt
 clears queued audio at once, also after generation completed; every cursor report a
 playback accepts is acknowledged; one latency report per response.
@@ -38,8 +42,9 @@ def base64_bytes(text: str) -> int:
 class ClientReplies:
     """The playbacks of one call."""
 
-    def __init__(self, outbox: ClientOutbox) -> None:
+    def __init__(self, outbox: ClientOutbox, *, on_track: bool = False) -> None:
         self._out = outbox
+        self.on_track = on_track
         self.playbacks: dict[str, ClientPlayback] = {}
         self._turn_end: dict[str, float] = {}  # taken when its latency is reported
 
@@ -56,9 +61,29 @@ class ClientReplies:
         audio_ms = base64_bytes(audio_b64) // 2 / (PLAYBACK_RATE_HZ / 1000)
         playback = self.playbacks.get(response_id)
         if playback is None:
-            playback = ClientPlayback(self._out, response_id, item_id)
-            self.playbacks[response_id] = playback
+            playback = self._open(response_id, item_id)
         playback.fire("audio", audio=audio_b64, audio_ms=audio_ms)
+
+    def _open(self, response_id: str, item_id: str | None) -> ClientPlayback:
+        playback = ClientPlayback(self._out, response_id, item_id, on_track=self.on_track)
+        self.playbacks[response_id] = playback
+        return playback
+
+    def track_started(self, response_id: str, item_id: str | None, now_ms: float) -> None:
+        """`output_audio_buffer.started` on a call: the server began playing the reply."""
+        if response_id not in self.playbacks:
+            self._open(response_id, item_id)
+        self.started(response_id, now_ms)
+
+    def track_stopped(self, response_id: str) -> None:
+        """`output_audio_buffer.stopped` on a call: the reply's last sample went out."""
+        playback = self.playbacks.get(response_id)
+        if playback is None:
+            return
+        if playback.accepts("finish"):
+            playback.fire("finish")
+        if playback.accepts("drained"):
+            playback.fire("drained", played_ms=0.0)
 
     def audio_done(self, response_id: str | None) -> None:
         playback = self.get(response_id)

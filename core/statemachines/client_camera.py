@@ -14,6 +14,9 @@ VAD mode frames ride with speech appends; while `standalone` each frame is sent 
 as a frames-only append, so in PTT mode the camera keeps its cadence (1 fps) outside
 recording, whatever holds are pending. Leaving `riding` sends a frame still waiting.
 
+On a WebRTC call (`captures=False`) the video track carries the camera: the machine keeps
+its states (the page shows them) but asks for no capture; no frame is ever given to it.
+
 Invariants: K1, K2 of the table.
 """
 
@@ -35,10 +38,11 @@ _RULES = build(CLIENT_CAMERA)
 
 
 class Camera:
-    __slots__ = ("outbox", "stashed", "state")
+    __slots__ = ("captures", "outbox", "stashed", "state")
 
-    def __init__(self, outbox: ClientOutbox) -> None:
+    def __init__(self, outbox: ClientOutbox, *, captures: bool = True) -> None:
         self.outbox = outbox
+        self.captures = captures  # False: a video track carries the camera
         self.state = CameraState.OFF
         self.stashed: str | None = None  # base64 JPEG waiting for the next audio append
 
@@ -58,7 +62,8 @@ class Camera:
     # --- effects --------------------------------------------------------------------
 
     def capture_now(self, event: EventData) -> None:
-        self.outbox.emit({"kind": "capture_frame"})
+        if self.captures:
+            self.outbox.emit({"kind": "capture_frame"})
 
     def send_frame(self, event: EventData) -> None:
         self.outbox.send(

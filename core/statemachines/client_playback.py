@@ -15,6 +15,12 @@ Audio that arrives for a drained or cleared response is dropped (`fenced`): resp
 fence late audio, so an older reply never sounds after an interrupt and clearing one
 response never touches another.
 
+On a WebRTC call (`on_track=True`) the server plays the reply onto the call's audio track:
+the playback exists from `output_audio_buffer.started`, which is its `started`, and
+`output_audio_buffer.stopped` is its `drained`; no audio is queued here, no drain is asked
+of a worklet and no `playback.ack` is sent (the server knows what it sent). A `clear` is
+still output: the host measures when the track went silent.
+
 Invariants: C1-C3 of the table.
 """
 
@@ -36,10 +42,26 @@ _RULES = build(CLIENT_PLAYBACK)
 
 
 class ClientPlayback:
-    __slots__ = ("item_id", "outbox", "played_ms", "queued_ms", "response_id", "state")
+    __slots__ = (
+        "item_id",
+        "on_track",
+        "outbox",
+        "played_ms",
+        "queued_ms",
+        "response_id",
+        "state",
+    )
 
-    def __init__(self, outbox: ClientOutbox, response_id: str, item_id: str | None) -> None:
+    def __init__(
+        self,
+        outbox: ClientOutbox,
+        response_id: str,
+        item_id: str | None,
+        *,
+        on_track: bool = False,
+    ) -> None:
         self.outbox = outbox
+        self.on_track = on_track  # the server plays it onto a WebRTC audio track
         self.response_id = response_id
         self.item_id = item_id
         self.state = ClientPlaybackState.QUEUED
@@ -79,6 +101,8 @@ class ClientPlayback:
         )
 
     def request_drain(self, event: EventData) -> None:
+        if self.on_track:
+            return  # the server plays it out and says `output_audio_buffer.stopped`
         self.outbox.emit({"kind": "drain", "response_id": self.response_id})
 
     def clear_local_audio(self, event: EventData) -> None:
@@ -87,6 +111,8 @@ class ClientPlayback:
     def acknowledge_played(self, event: EventData) -> None:
         reported = float(event.kwargs["played_ms"])
         self.played_ms = max(self.played_ms, reported)
+        if self.on_track:
+            return  # the server reports what it sent itself
         ack: dict[str, object] = {
             "type": "playback.ack",
             "response_id": self.response_id,

@@ -24,6 +24,7 @@ __all__ = [
     "CAMERA_MAX_SIDE_PX",
     "CAPTURE_RATE_HZ",
     "CLIENT_CONSTANTS",
+    "CLIENT_MEDIA",
     "CLIENT_MODES",
     "CLIENT_TABLES",
     "FENCE_MEMORY",
@@ -62,6 +63,10 @@ FENCE_MEMORY: Final = 32
 FINISHED_HOLD_MEMORY: Final = 8
 #: push-to-talk and server VAD
 CLIENT_MODES: Final = ("ptt", "vad")
+#: where the media go: `events` (a websocket: microphone and camera as appends, reply audio
+#: as deltas the client plays) or `tracks` (a WebRTC call: the call's audio and video
+#: tracks carry them, the server plays the reply and says so with output_audio_buffer.*)
+CLIENT_MEDIA: Final = ("events", "tracks")
 
 #: every client machine table, in documentation order
 CLIENT_TABLES: tuple[Table, ...] = (
@@ -140,6 +145,7 @@ CLIENT_CONSTANTS: Final[dict[str, Any]] = {
     "fence_memory": FENCE_MEMORY,
     "finished_hold_memory": FINISHED_HOLD_MEMORY,
     "modes": list(CLIENT_MODES),
+    "media": list(CLIENT_MEDIA),
     "session_payloads": {mode: session_payload(mode) for mode in CLIENT_MODES},
     "turn_detections": TURN_DETECTIONS,
 }

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.load_shedding import config_args_without_shedding, without_shedding
+from tests.load_shedding import without_shedding
 from tests.system_tools import chromium_binary
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -119,8 +119,17 @@ def cpu_server() -> Iterator[str]:
     thread.join(timeout=30)
 
 
+#: WebRTC calls to a server on 127.0.0.1: Chromium gathers no loopback candidates unless
+#: allowed, and hides host addresses behind mDNS names (which the server cannot resolve)
+WEBRTC_FLAGS = (
+    "--allow-loopback-in-peer-connection",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
+)
+
+
 def chromium_flags(media: FakeMedia) -> list[str]:
     return [
+        *WEBRTC_FLAGS,
         "--no-sandbox",
         "--disable-gpu",
         "--disable-quic",

@@ -9,6 +9,7 @@ import {
   micLabel,
   replyLabel,
   stateLabels,
+  transportLabel,
 } from "../../web/js/labels.js";
 import { diskSpec } from "./helpers.mjs";
 
@@ -86,4 +87,11 @@ test("a server that does not say claims no language", () => {
 
 test("a code Intl does not know is shown as the server spelled it", () => {
   assert.match(languageNote({ input_languages: ["e"] }).text, /Speech recognition: e only/);
+});
+
+test("the transport indicator names the transport, chosen or in use", () => {
+  assert.equal(transportLabel("webrtc", null), "will connect over WebRTC");
+  assert.equal(transportLabel("websocket", "connecting"), "connecting over websocket…");
+  assert.equal(transportLabel("webrtc", "ready"), "connected over WebRTC");
+  assert.equal(transportLabel("websocket", "ready"), "connected over websocket");
 });

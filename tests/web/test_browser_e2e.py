@@ -1,4 +1,6 @@
-"""The web UI end to end in headless Chromium against a real server with the CPU backend.
+"""The web UI end to end in headless Chromium against a real server with the CPU backend,
+over both transports: the websocket (`?transport=websocket`) and WebRTC (the default: a
+call to `POST /v1/realtime/calls`, media on its tracks, events on its data channel).
 
 The microphone is a looping WAV of Piper speech ("What colour is this?"), the camera a red
 Y4M. In server-VAD mode and in push-to-talk mode (press, hold, release through the UI) the
@@ -13,6 +15,12 @@ as the event that caused it, and the worklet drops the reply's queued audio (tha
 output is silent from the next render quantum on is proven in Node by
 tests/web/worklets.test.mjs). The push-to-talk hold lasts a number of uploaded samples
 (the audio clock), not of wall-clock milliseconds.
+
+Over WebRTC the server plays the reply onto the call's audio track; the page plays it with
+an <audio> element and measures its level (js/level_worklet.js): the barge-in figure is
+the time from the interrupt event to the remote track going quiet in the page, and the
+first-audio figure the time from speech_stopped to its first audible quantum. Both are
+written beside the websocket's (`test-artifacts/web-webrtc-*.json`), never asserted.
 """
 
 from __future__ import annotations
@@ -53,12 +61,30 @@ def wait_until(page: Any, what: str, check: Any, timeout_s: float = 60.0) -> Any
     raise AssertionError(f"timed out waiting for {what}: {json.dumps(summary)[:2000]}")
 
 
-def open_call(page: Any, url: str, mode: str) -> None:
-    page.goto(f"{url}/?mode={mode}")
+def open_call(page: Any, url: str, mode: str, transport: str = "websocket") -> None:
+    page.goto(f"{url}/?mode={mode}&transport={transport}")
     page.wait_for_selector("body[data-loaded=true]")
     page.click("#camera")
     page.click("#connect")
     page.wait_for_selector("body[data-connection=ready]", timeout=30_000)
+    indicator = page.locator("#transport-state")
+    assert indicator.get_attribute("data-transport") == transport
+    assert metrics(page)["transport"] == transport
+
+
+def assert_on_webrtc(page: Any) -> None:
+    """The page says it is on WebRTC, ICE connected, and no media rode the data channel."""
+    indicator = page.locator("#transport-state")
+    assert indicator.inner_text() == "connected over WebRTC"
+    assert indicator.get_attribute("data-transport") == "webrtc"
+    assert indicator.get_attribute("data-ice") in ("connected", "completed")
+    m = metrics(page)
+    assert any(s["state"] in ("connected", "completed") for s in m["ice"]), m["ice"]
+    sent = {e["type"] for e in m["sent"]}
+    assert "input_audio_buffer.append" not in sent, sent  # the tracks carry mic and camera
+    got = {e["type"] for e in m["received"]}
+    assert "response.output_audio.delta" not in got, got  # the reply is on the audio track
+    assert "output_audio_buffer.started" in got, got
 
 
 def user_lines(page: Any) -> list[str]:
@@ -81,16 +107,14 @@ def save(page: Any, name: str, data: dict[str, Any]) -> None:
     (ARTIFACTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
-def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
-    browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
-) -> None:
-    page = browser_page
-    open_call(page, cpu_server, "vad")
+def turn_then_barge_in(page: Any) -> tuple[str, dict[str, Any]]:
+    """A hands-free turn, then the looping question barging in on a reply: (the first
+    reply's id, the interrupt's measurement).
 
-    # A turn: the looping question ends, the server VAD commits; the microphone is muted
-    # until the reply plays, then unmuted so the looping question barges in on the reply.
-    # If the reply finished before the question came round again, that question is the
-    # next turn: try again (the machine may be slow).
+    A turn: the looping question ends, the server VAD commits; the microphone is muted
+    until the reply plays (is audible in the page), then unmuted so the looping question
+    barges in on the reply. If the reply finished before the question came round again,
+    that question is the next turn: try again (the machine may be slow)."""
     stopped = 0
     seen: set[str] = set()
     first_reply: str | None = None
@@ -132,6 +156,15 @@ def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playbac
             break
     assert first_reply is not None
     assert interrupt is not None, "no barge-in landed while a reply was playing"
+    return first_reply, interrupt
+
+
+def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playback(
+    browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
+) -> None:
+    page = browser_page
+    open_call(page, cpu_server, "vad")
+    first_reply, interrupt = turn_then_barge_in(page)
     # what the assistant said (the cancelled reply's final transcript is its played prefix)
     said = [t["text"] for t in metrics(page)["transcripts"] if t["role"] == "assistant"]
     assert any("red" in text.lower() for text in said), said
@@ -152,6 +185,7 @@ def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playbac
     }
     save(page, "web-vad", figures)
     record_property("interrupt_to_silence_ms", interrupt["silenceMs"])
+    record_property("speech_stopped_to_first_audio_ms", latency["firstAudioMs"])
     print(json.dumps({k: v for k, v in figures.items() if k != "transcripts"}))
 
     # the clear went to the worklet while the server event that caused it was handled (the
@@ -170,11 +204,127 @@ def test_b11_vad_mode_shows_transcript_plays_reply_and_barge_in_silences_playbac
     assert not page.errors, page.errors
 
 
+def test_b36_webrtc_vad_turn_with_the_camera_on_shows_transcript_and_a_reply_about_red(
+    browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
+) -> None:
+    """The default transport: a call whose tracks carry the microphone and the camera
+    (the describer answers the colour it sees on the video track) and the reply audio."""
+    page = browser_page
+    open_call(page, cpu_server, "vad", "webrtc")
+    wait_until(
+        page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
+    )
+    page.click("#mute")  # the looping question must not barge in on the reply
+    reply = wait_until(page, "the reply to be audible", lambda: metrics(page)["started"], 90)[0]
+    transcript = wait_until(page, "the user transcript", lambda: user_lines(page), 30)
+    assert any("see" in line.lower() for line in transcript), transcript
+    said = wait_until(
+        page,
+        "the reply's transcript",
+        lambda: [
+            t["text"]
+            for t in metrics(page)["transcripts"]
+            if t["role"] == "assistant" and t["id"] == reply and t["final"]
+        ],
+        60,
+    )
+    assert any("red" in text.lower() for text in said), said
+    wait_until(page, "the reply to play out", lambda: reply in metrics(page)["drained"], 60)
+    assert_on_webrtc(page)
+    m = metrics(page)
+    latency = next(x for x in m["latencies"] if x["responseId"] == reply)
+    figures = {
+        "transport": "webrtc",
+        "mode": "vad",
+        "speech_stopped_to_output_audio_buffer_started_ms": latency["firstAudioMs"],
+        "speech_stopped_to_first_audible_ms": latency["firstAudibleMs"],
+        "ice": m["ice"],
+        "transcripts": m["transcripts"],
+        "notices": m["notices"],
+    }
+    save(page, "web-webrtc-turn", figures)
+    record_property("speech_stopped_to_first_audible_ms", latency["firstAudibleMs"])
+    print(json.dumps({k: v for k, v in figures.items() if k != "transcripts"}))
+    # the server's output buffer started and stopped the reply: it played out, in the page
+    assert latency["audibleAt"] >= latency["turnEndAt"], latency
+    snapshot = page.evaluate("window.joyduplex.snapshot()")
+    assert snapshot["camera"] != "off" and snapshot["next_capture_ms"] is None, snapshot
+    assert not any(e["type"] == "playback.ack" for e in m["sent"])  # the server knows
+    assert page.evaluate("window.joyduplex.snapshot().connection") == "ready"
+    assert not page.errors, page.errors
+
+
+def test_b36_webrtc_barge_in_silences_the_reply_track_in_the_page(
+    browser_page: Any, cpu_server: str, fake_media: FakeMedia, record_property: Any
+) -> None:
+    """Barge-in over WebRTC: the server clears its output buffer, the reply's audio on the
+    track stops; the page's level meter says when it went silent (reported, not asserted:
+    the websocket's figure is `interrupt_to_silence_ms` of the test above)."""
+    page = browser_page
+    open_call(page, cpu_server, "vad", "webrtc")
+    first_reply, interrupt = turn_then_barge_in(page)
+    m = metrics(page)
+    latency = next(x for x in m["latencies"] if x["responseId"] == first_reply)
+    # when the server's clear of its output buffer reached the page, after the interrupt
+    cleared = [
+        e["at"] - interrupt["eventAt"]
+        for e in m["received"]
+        if e["type"] == "output_audio_buffer.cleared" and e["at"] >= interrupt["eventAt"]
+    ]
+    figures = {
+        "transport": "webrtc",
+        "mode": "vad",
+        "speech_stopped_to_output_audio_buffer_started_ms": latency["firstAudioMs"],
+        "speech_stopped_to_first_audible_ms": latency["firstAudibleMs"],
+        "interrupt": interrupt,
+        "interrupt_to_silence_ms": interrupt["silenceMs"],
+        "interrupt_to_output_audio_buffer_cleared_ms": cleared[0] if cleared else None,
+        "interrupt_to_silence_goal_ms": SILENCE_GOAL_MS,
+        "interrupt_to_silence_goal_met": interrupt["silenceMs"] < SILENCE_GOAL_MS,
+        "quiet_ms": page.evaluate("window.joyduplex.quietMs"),
+        "output_latency_ms": m["outputLatencyMs"],
+        "ice": m["ice"],
+        "transcripts": m["transcripts"],
+        "notices": m["notices"],
+    }
+    save(page, "web-webrtc-vad", figures)
+    record_property("interrupt_to_silence_ms", interrupt["silenceMs"])
+    record_property("speech_stopped_to_first_audible_ms", latency["firstAudibleMs"])
+    print(json.dumps({k: v for k, v in figures.items() if k != "transcripts"}))
+
+    assert_on_webrtc(page)
+    # the interrupt came from the server event that caused it, not from a timer
+    assert interrupt["transport"] == "webrtc", interrupt
+    assert interrupt["trigger"] in (
+        "input_audio_buffer.speech_started",
+        "output_audio_buffer.cleared",
+        "response.done",
+    ), interrupt
+    # the reply was audible in the page before the interrupt, and went silent after it
+    reply = interrupt["responseId"]
+    audible = next(x for x in metrics(page)["latencies"] if x["responseId"] == reply)
+    assert audible["audibleAt"] <= interrupt["eventAt"], (audible, interrupt)
+    assert interrupt["silentAt"] >= interrupt["eventAt"], interrupt
+    # the server cleared its output buffer for it: no stop, so it never played out
+    wait_until(
+        page,
+        "the server's output_audio_buffer.cleared",
+        lambda: [
+            e for e in metrics(page)["received"] if e["type"] == "output_audio_buffer.cleared"
+        ],
+        30,
+    )
+    assert reply not in metrics(page)["drained"], interrupt
+    assert page.evaluate("window.joyduplex.snapshot().connection") == "ready"
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("transport", ["websocket", "webrtc"])
 def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
-    browser_page: Any, cpu_server: str, fake_media: FakeMedia
+    browser_page: Any, cpu_server: str, fake_media: FakeMedia, transport: str
 ) -> None:
     page = browser_page
-    open_call(page, cpu_server, "ptt")
+    open_call(page, cpu_server, "ptt", transport)
 
     talk = page.locator("#talk")
     talk.hover()
@@ -212,21 +362,30 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
     snapshot = page.evaluate("window.joyduplex.snapshot()")
     latency = next(x for x in m["latencies"] if x["responseId"] == reply)
     figures = {
+        "transport": transport,
         "mode": "ptt",
         "release_to_first_audio_ms": latency["firstAudioMs"],
+        "release_to_first_audible_ms": latency.get("firstAudibleMs"),
         "output_latency_ms": m["outputLatencyMs"],
         "transcripts": m["transcripts"],
         "notices": m["notices"],
         "snapshot": snapshot,
     }
-    save(page, "web-ptt", figures)
+    save(page, "web-ptt" if transport == "websocket" else "web-webrtc-ptt", figures)
     print(json.dumps({k: v for k, v in figures.items() if k not in ("transcripts", "snapshot")}))
 
     # the hold settled, the watchdog is disarmed, the camera keeps its cadence (B20, B22, B23)
     assert [h["state"] for h in snapshot["holds"]] == ["settled"]
     assert snapshot["watchdog"] == "disarmed"
     assert snapshot["camera"] == "standalone"
-    assert any(e["type"] == "playback.ack" for e in m["sent"])
+    sent = [e["type"] for e in m["sent"]]
+    if transport == "websocket":
+        assert "playback.ack" in sent
+    else:
+        assert_on_webrtc(page)
+        # the track streams all the time: the press cleared what it sent before the hold
+        assert sent.index("input_audio_buffer.clear") < sent.index("input_audio_buffer.commit")
+        assert "playback.ack" not in sent  # the server knows what it played
     assert not page.errors, page.errors
 
 

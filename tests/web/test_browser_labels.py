@@ -12,12 +12,24 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+#: the camera caption of a push-to-talk call that is not holding, per transport
+CAMERA_CAPTIONS = {
+    "websocket": "camera on — sending a frame every second",  # frames go alone (B22)
+    "webrtc": "camera on — streaming on the call's video track",
+}
+TRANSPORT_NAMES = {"websocket": "websocket", "webrtc": "WebRTC"}
+
+
+@pytest.mark.parametrize("transport", ["websocket", "webrtc"])
 def test_the_page_names_the_languages_the_server_recognises(
-    browser_page: Any, cpu_server: str
+    browser_page: Any, cpu_server: str, transport: str
 ) -> None:
     page = browser_page
-    page.goto(f"{cpu_server}/?mode=ptt")
+    page.goto(f"{cpu_server}/?mode=ptt&transport={transport}")
     page.wait_for_selector("body[data-loaded=true]")
+    name = TRANSPORT_NAMES[transport]
+    indicator = page.locator("#transport-state")
+    assert indicator.inner_text() == f"will connect over {name}"
     note = page.locator("#languages")
     assert "any language" not in note.inner_text()  # nothing is claimed before connecting
     assert page.locator("#connection").inner_text() == "disconnected"
@@ -36,11 +48,13 @@ def test_the_page_names_the_languages_the_server_recognises(
         "ready",
         "connected",
     )
-    # push-to-talk, not holding: the camera's frames go alone (B22)
-    page.wait_for_selector("#camera-state[data-state=standalone]", timeout=30_000)
-    assert page.locator("#camera-state").inner_text() == (
-        "camera on — sending a frame every second"
+    assert (indicator.get_attribute("data-transport"), indicator.inner_text()) == (
+        transport,
+        f"connected over {name}",
     )
+    # push-to-talk, not holding: the camera is standalone (B22)
+    page.wait_for_selector("#camera-state[data-state=standalone]", timeout=30_000)
+    assert page.locator("#camera-state").inner_text() == CAMERA_CAPTIONS[transport]
     assert page.locator("#speaking").inner_text() == "hold to talk"
     page.click("#connect")  # hang up
     page.wait_for_selector("body[data-connection=closed]", timeout=30_000)

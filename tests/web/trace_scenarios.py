@@ -21,6 +21,9 @@ from core.client import ClientProtocol
 TRACE_DIR = Path(__file__).resolve().parent / "traces"
 RANDOM_TRACES = 8
 RANDOM_STEPS = 80
+#: recorded random traces of a WebRTC call (media on tracks; `random_trace` puts half of
+#: the seeds from RANDOM_TRACES on up on tracks)
+TRACK_SEEDS = (102, 103)
 
 Input = dict[str, Any]
 
@@ -495,6 +498,65 @@ def b33_vad_live_transcript_then_completed() -> list[Input]:
     ]
 
 
+def track_reply(now: int, response_id: str, item_id: str, chunks: int = 3) -> list[Input]:
+    """A reply on a WebRTC call: no audio delta; the server's output buffer starts it."""
+    steps = [
+        created(now, response_id),
+        srv(now + 5, "output_audio_buffer.started", response_id=response_id),
+    ]
+    for i in range(chunks):
+        steps.append(
+            srv(
+                now + 10 + i,
+                "response.output_audio_transcript.delta",
+                response_id=response_id,
+                item_id=item_id,
+                delta=f"w{i} ",
+            )
+        )
+    steps += [
+        srv(now + 20, "response.output_audio.done", response_id=response_id, item_id=item_id),
+        done(now + 21, response_id),
+    ]
+    return steps
+
+
+def b36_tracks_vad_turn_camera_and_barge_in() -> list[Input]:
+    """Over WebRTC: no appends and no captures (the tracks carry them), the server's
+    output buffer starts and stops the playback, a barge-in clears it (no ack)."""
+    return [
+        *ready(),
+        at(20, "camera", on=True),
+        *vad_turn(100, "item_1"),
+        at(1100, "timeout"),
+        *track_reply(310, "resp_1", "item_2"),
+        srv(900, "output_audio_buffer.stopped", response_id="resp_1"),
+        *vad_turn(1000, "item_3"),
+        *track_reply(1210, "resp_2", "item_4"),
+        srv(1300, "input_audio_buffer.speech_started", audio_start_ms=1290, item_id="item_5"),
+        srv(1301, "output_audio_buffer.cleared", response_id="resp_2"),
+        srv(1302, "output_audio_buffer.stopped", response_id="resp_2"),
+        srv(1303, "output_audio_buffer.started", response_id="resp_2"),
+        at(1304, "stop_reply"),
+        at(1310, "camera", on=False),
+    ]
+
+
+def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
+    """Push-to-talk over WebRTC: a press clears what the track streamed before it; the
+    hold still counts its samples (the audio clock) and commits on release."""
+    return [
+        *ready(),
+        *[mic(20 + 40 * i) for i in range(2)],
+        *hold(100),
+        committed(310, "item_1", "evt_3"),
+        *track_reply(330, "resp_1", "item_2"),
+        srv(700, "output_audio_buffer.stopped", response_id="resp_1"),
+        at(720, "mute", muted=True),
+        *hold(800),
+    ]
+
+
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
     "b31_follow_up_reply_plays_like_any_reply": (
@@ -556,13 +618,25 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "call_lifecycle_errors_are_notices": ("vad", {}, call_lifecycle_errors_are_notices),
     "handshake_refused": ("ptt", {}, handshake_refused),
     "handshake_timeout": ("vad", {}, handshake_timeout),
+    "b36_tracks_vad_turn_camera_and_barge_in": (
+        "vad",
+        {"media": "tracks"},
+        b36_tracks_vad_turn_camera_and_barge_in,
+    ),
+    "b36_tracks_ptt_hold_clears_the_streamed_audio_first": (
+        "ptt",
+        {"media": "tracks"},
+        b36_tracks_ptt_hold_clears_the_streamed_audio_first,
+    ),
 }
 
 
 # --- random walks ----------------------------------------------------------------------
 
 
-def random_walk(seed: int, mode: str) -> Iterator[Callable[[ClientProtocol], Input]]:
+def random_walk(
+    seed: int, mode: str, media: str = "events"
+) -> Iterator[Callable[[ClientProtocol], Input]]:
     """Input makers that look at the protocol's state to pick plausible ids."""
     rng = random.Random(seed)
     clock = [0]
@@ -644,6 +718,14 @@ def random_walk(seed: int, mode: str) -> Iterator[Callable[[ClientProtocol], Inp
         (1, cleared),
         (0.5, lambda p: at(tick(), "stop_reply")),
     ]
+    if media == "tracks":  # a WebRTC call: the server's output buffer reports playback
+
+        def track(p: ClientProtocol) -> Input:
+            rid = f"resp_{max(1, responses[0])}" if rng.random() < 0.7 else known_response(p)
+            kind = rng.choice(["started", "started", "stopped"])
+            return srv(tick(), f"output_audio_buffer.{kind}", response_id=rid)
+
+        makers.append((4, track))
     weights = [w for w, _ in makers]
     while True:
         yield rng.choices([m for _, m in makers], weights)[0]
@@ -659,14 +741,17 @@ def run(mode: str, options: dict[str, Any], inputs: list[Input]) -> list[dict[st
 
 def random_trace(seed: int) -> dict[str, Any]:
     mode = "vad" if seed % 2 else "ptt"
-    options = {"camera": seed % 3 == 0}
+    options: dict[str, Any] = {"camera": seed % 3 == 0}
+    media = "tracks" if seed % 4 >= 2 and seed >= RANDOM_TRACES else "events"
+    if media == "tracks":
+        options["media"] = media
     protocol = ClientProtocol(mode, **options)
     steps: list[dict[str, Any]] = []
     for entry in ready():
         steps.append(
             {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
         )
-    walk = random_walk(seed, mode)
+    walk = random_walk(seed, mode, media)
     for _ in range(RANDOM_STEPS):
         entry = next(walk)(protocol)
         steps.append(
@@ -685,7 +770,7 @@ def build_traces() -> dict[str, dict[str, Any]]:
             "options": options,
             "steps": run(mode, options, make()),
         }
-    for seed in range(RANDOM_TRACES):
+    for seed in (*range(RANDOM_TRACES), *TRACK_SEEDS):
         trace = random_trace(seed)
         traces[f"{trace['name']}.json"] = trace
     return traces

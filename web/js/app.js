@@ -1,11 +1,22 @@
-// The joyduplex web UI: wires the DOM, the websocket, the microphone and playback
+// The joyduplex web UI: wires the DOM, the transport, the microphone and playback
 // AudioWorklets and the camera to ClientProtocol. It holds no turn logic of its own: every
 // decision (what to send, when to clear or drain playback, the watchdog, the camera
 // cadence) is an output of ClientProtocol, which runs the spec tables (web/spec/*.json).
 //
+// Transports (the "Transport" selector, or `?transport=websocket`): WebRTC by default, a
+// call placed with `POST /v1/realtime/calls` whose `oai-events` data channel carries the
+// events (its open is the socket's open, its messages the server's text, its close the
+// disconnect) and whose tracks carry the media: the microphone and the camera go out on
+// the peer connection's audio and video tracks, the reply comes back on its audio track,
+// played by an <audio> element (ClientProtocol in `media: "tracks"`: no appends, no
+// camera captures, no local playback). Or the websocket (`/v1/realtime`): appends from
+// the capture worklet, camera JPEGs, reply deltas into the playback worklet.
+//
 // window.joyduplex exposes the protocol snapshot and measurements (used by the browser
 // tests): per-turn time to first audio, and per interrupt the time from the interrupt
-// event to the playback worklet's report that the response's audio was dropped.
+// event to the reply's audio going silent: on the websocket the playback worklet's report
+// that it dropped the response's audio; on WebRTC a level meter on the remote track
+// (js/level_worklet.js) reports when the track went quiet.
 //
 // Transcripts: the user's line shows live text while they speak (transcription deltas),
 // replaced by the final transcript. An assistant line keeps the text it streamed: when
@@ -19,11 +30,22 @@
 // the server's speech recognition knows.
 
 import { ClientProtocol } from "./client_protocol.js";
-import { labelOf, languageNote, micLabel, replyLabel, stateLabels } from "./labels.js";
+import {
+  cameraTrackLabel,
+  labelOf,
+  languageNote,
+  micLabel,
+  replyLabel,
+  stateLabels,
+  transportLabel,
+} from "./labels.js";
 import { loadSpec } from "./spec_loader.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
+  transport: $("transport"),
+  transportState: $("transport-state"),
+  remoteAudio: $("remote-audio"),
   mode: $("mode"),
   turn: $("turn"),
   connect: $("connect"),
@@ -46,15 +68,22 @@ const ui = {
 const params = new URLSearchParams(location.search);
 if (params.get("mode")) ui.mode.value = params.get("mode");
 if (params.get("turn")) ui.turn.value = params.get("turn");
+if (params.get("transport")) ui.transport.value = params.get("transport");
 
 const metrics = {
-  latencies: [], // {responseId, firstAudioMs}
-  // per interrupt: eventAt (the interrupt event arrived), silentAt (the playback worklet
-  // dropped the audio: from its render clock), reportedAt (its report reached this thread)
-  interrupts: [], // {responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
+  transport: null, // the transport of the latest call: "webrtc" or "websocket"
+  // per turn: firstAudioMs from the turn's end to the playback worklet's start (websocket)
+  // or to output_audio_buffer.started (WebRTC); on WebRTC also firstAudibleMs, to the
+  // remote track's first audible quantum in the page
+  latencies: [], // {responseId, firstAudioMs, firstAudibleMs?, audibleAt?}
+  // per interrupt: eventAt (the interrupt event arrived), silentAt (websocket: the playback
+  // worklet dropped the audio, from its render clock; WebRTC: the remote track's level went
+  // under the meter's threshold and stayed there), reportedAt (its report reached this thread)
+  interrupts: [], // {transport, responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
   transcripts: [], // {role, id, text, final, at}
   heard: [], // {responseId, playedMs, heardChars, totalChars}: an assistant line marked
   notices: [], // {level, code, message}
+  ice: [], // {state, at}: the WebRTC call's ICE connection states, in order
   sent: [], // {type, at}: client events, in order
   received: [], // {type, at}: server events, in order, with their arrival (performance.now)
   started: [], // response ids whose audio became audible
@@ -69,10 +98,18 @@ let call = null; // the active call, or null
 let muted = false;
 let cameraOn = false;
 
+/** How long the remote track must stay under the level meter's threshold to count as
+ * silent (a dip between words is shorter), and that threshold (peak, full scale 1). */
+const QUIET_MS = 120;
+const QUIET_PEAK = 0.004;
+
 window.joyduplex = {
   metrics,
   snapshot: () => (call ? call.protocol.snapshot() : null),
   constants: spec.constants,
+  transport: () => call?.transport ?? null,
+  quietMs: QUIET_MS,
+  quietPeak: QUIET_PEAK,
 };
 
 function now() {
@@ -102,8 +139,13 @@ const REFUSED_MESSAGE =
 /** The websocket subprotocols to offer: `realtime`, and the API key from the page's
  * fragment (`#key=...`: never sent to a server in a URL, so never in a log). */
 function offeredProtocols() {
-  const key = new URLSearchParams(location.hash.slice(1)).get("key");
+  const key = fragmentKey();
   return key ? ["realtime", `openai-insecure-api-key.${key}`] : ["realtime"];
+}
+
+/** The API key from the page's fragment (`#key=...`), or null. */
+function fragmentKey() {
+  return new URLSearchParams(location.hash.slice(1)).get("key");
 }
 
 /** Say which languages the server's speech recognition knows (`session.created`). */
@@ -224,13 +266,19 @@ function markHeard(responseId, playedMs) {
 // --- the call -------------------------------------------------------------------------
 
 class Call {
-  constructor(mode, turnDetection) {
+  constructor(mode, turnDetection, transport) {
     this.mode = mode;
+    this.transport = transport === "websocket" ? "websocket" : "webrtc";
+    this.onTracks = this.transport === "webrtc";
     this.protocol = new ClientProtocol(spec, mode, {
       muted,
       camera: cameraOn,
       turn_detection: turnDetection,
+      media: this.onTracks ? "tracks" : "events",
     });
+    this.opened = false;
+    this.meterQuiet = true; // WebRTC: the remote track is silent now (per the level meter)
+    this.trackStarted = null; // WebRTC: {responseId, at} of the last output_audio_buffer.started
     this.timer = null;
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
@@ -239,23 +287,36 @@ class Call {
 
   async start() {
     const constants = spec.constants;
+    metrics.transport = this.transport;
     this.captureContext = new AudioContext();
-    this.playbackContext = new AudioContext({ sampleRate: constants.playback_rate_hz });
-    await Promise.all([
+    const modules = [
       this.captureContext.audioWorklet.addModule(new URL("./capture_worklet.js", import.meta.url)),
-      this.playbackContext.audioWorklet.addModule(new URL("./playback_worklet.js", import.meta.url)),
-    ]);
-    await Promise.all([this.captureContext.resume(), this.playbackContext.resume()]);
-    metrics.outputLatencyMs =
-      ((this.playbackContext.baseLatency || 0) + (this.playbackContext.outputLatency || 0)) * 1000;
+    ];
+    if (this.onTracks) {
+      // the level meter of the remote track lives in the capture context (48 kHz)
+      modules.push(
+        this.captureContext.audioWorklet.addModule(new URL("./level_worklet.js", import.meta.url)),
+      );
+    } else {
+      this.playbackContext = new AudioContext({ sampleRate: constants.playback_rate_hz });
+      modules.push(
+        this.playbackContext.audioWorklet.addModule(new URL("./playback_worklet.js", import.meta.url)),
+      );
+    }
+    await Promise.all(modules);
+    await Promise.all([this.captureContext.resume(), this.playbackContext?.resume()]);
+    const output = this.playbackContext ?? this.captureContext;
+    metrics.outputLatencyMs = ((output.baseLatency || 0) + (output.outputLatency || 0)) * 1000;
 
-    this.playback = new AudioWorkletNode(this.playbackContext, "joyduplex-playback", {
-      numberOfInputs: 0,
-      outputChannelCount: [1],
-      processorOptions: { initialBufferMs: constants.initial_playback_buffer_ms },
-    });
-    this.playback.connect(this.playbackContext.destination);
-    this.playback.port.onmessage = (event) => this.onPlayback(event.data);
+    if (!this.onTracks) {
+      this.playback = new AudioWorkletNode(this.playbackContext, "joyduplex-playback", {
+        numberOfInputs: 0,
+        outputChannelCount: [1],
+        processorOptions: { initialBufferMs: constants.initial_playback_buffer_ms },
+      });
+      this.playback.connect(this.playbackContext.destination);
+      this.playback.port.onmessage = (event) => this.onPlayback(event.data);
+    }
 
     this.stream = await navigator.mediaDevices.getUserMedia({
       audio: {
@@ -272,7 +333,15 @@ class Call {
     });
     source.connect(this.capture);
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
+    this.micTrack = this.stream.getAudioTracks()[0];
+    if (this.onTracks) this.micTrack.enabled = !muted;
 
+    if (this.onTracks) await this.placeCall();
+    else this.openSocket();
+    this.render();
+  }
+
+  openSocket() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`, offeredProtocols());
     let opened = false;
@@ -290,7 +359,150 @@ class Call {
     this.socket.onerror = () => {
       if (opened) notice("error", "socket_error", "the connection failed");
     };
-    this.render();
+  }
+
+  /** WebRTC: the microphone on an audio track (sendrecv: the reply comes back on it), a
+   * video transceiver the camera's track is put on and taken off (replaceTrack, no new
+   * offer), the `oai-events` data channel; the offer goes to POST /v1/realtime/calls once
+   * ICE gathering completed (the server takes no trickled candidates). */
+  async placeCall() {
+    const pc = new RTCPeerConnection();
+    this.pc = pc;
+    pc.addTransceiver(this.micTrack, { direction: "sendrecv", streams: [this.stream] });
+    this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
+    pc.ontrack = (event) => {
+      if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
+    };
+    pc.oniceconnectionstatechange = () => {
+      metrics.ice.push({ state: pc.iceConnectionState, at: now() });
+      this.render();
+    };
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === "failed" && !this.closed) {
+        notice("error", "ice_failed", "the call's connection failed (ICE)");
+        this.run(this.protocol.disconnected(now(), "ice_failed"));
+      }
+    };
+    const channel = pc.createDataChannel("oai-events");
+    this.channel = channel;
+    channel.onopen = () => {
+      this.opened = true;
+      this.run(this.protocol.connected(now()));
+    };
+    channel.onmessage = (event) => this.onServerText(event.data);
+    channel.onclose = () => {
+      if (!this.closed) this.run(this.protocol.disconnected(now(), "channel_closed"));
+    };
+
+    await pc.setLocalDescription(await pc.createOffer());
+    await new Promise((resolve) => {
+      if (pc.iceGatheringState === "complete") return resolve();
+      const timer = setTimeout(resolve, 5000); // send what was gathered so far
+      pc.addEventListener("icegatheringstatechange", () => {
+        if (pc.iceGatheringState === "complete") {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    if (this.closed) return;
+    const headers = { "Content-Type": "application/sdp" };
+    const key = fragmentKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    let response;
+    try {
+      response = await fetch("/v1/realtime/calls", {
+        method: "POST",
+        headers,
+        body: pc.localDescription.sdp,
+      });
+    } catch (error) {
+      notice("error", "call_unreachable", `cannot place the call: ${error}`);
+      this.run(this.protocol.disconnected(now(), "connection_refused"));
+      return;
+    }
+    const body = await response.text();
+    if (response.status !== 201) {
+      // the body is the wire's `error` object (an `error` event or the object itself)
+      let error = {};
+      try {
+        const parsed = JSON.parse(body);
+        error = parsed?.error ?? parsed ?? {};
+      } catch {
+        error = {};
+      }
+      notice(
+        "error",
+        typeof error.code === "string" ? error.code : `http_${response.status}`,
+        typeof error.message === "string" ? error.message : `the server answered ${response.status}`,
+      );
+      this.run(this.protocol.disconnected(now(), `call_refused:${response.status}`));
+      return;
+    }
+    this.callId = (response.headers.get("Location") ?? "").split("/").pop() || null;
+    if (this.closed) return;
+    await pc.setRemoteDescription({ type: "answer", sdp: body });
+  }
+
+  /** WebRTC: play the remote audio track, and measure its level in the page. */
+  listen(remote) {
+    if (this.remote === remote) return;
+    this.remote = remote;
+    ui.remoteAudio.srcObject = remote;
+    ui.remoteAudio.play().catch(() => {});
+    const source = this.captureContext.createMediaStreamSource(remote);
+    this.meter = new AudioWorkletNode(this.captureContext, "joyduplex-level", {
+      numberOfOutputs: 0,
+      processorOptions: { threshold: QUIET_PEAK, quietMs: QUIET_MS },
+    });
+    source.connect(this.meter);
+    this.meter.port.onmessage = (event) => this.onLevel(event.data);
+  }
+
+  /** A time of the capture context's clock (seconds) as performance.now() (ms). */
+  contextTimeAt(contextTime, fallback) {
+    const stamp = this.captureContext.getOutputTimestamp();
+    if (stamp.performanceTime === undefined || stamp.contextTime === undefined) return fallback;
+    return Math.min(fallback, stamp.performanceTime + (contextTime - stamp.contextTime) * 1000);
+  }
+
+  onLevel(message) {
+    const at = now();
+    if (message.type === "audible") {
+      this.meterQuiet = false;
+      const started = this.trackStarted;
+      if (started && !started.audibleAt) {
+        // the first audible sound after the server said it started the reply
+        started.audibleAt = Math.max(started.at, this.contextTimeAt(message.at, at));
+        this.reportAudible(started);
+      }
+    } else if (message.type === "quiet") {
+      this.meterQuiet = true;
+      const silentAt = this.contextTimeAt(message.at, at);
+      for (const entry of this.pendingInterrupts.values()) {
+        this.silenced(entry, Math.max(entry.eventAt, silentAt), at);
+      }
+    }
+  }
+
+  reportAudible(started) {
+    metrics.started.push(started.responseId);
+    const latency = metrics.latencies.find((l) => l.responseId === started.responseId);
+    if (latency && latency.turnEndAt !== undefined) {
+      latency.audibleAt = started.audibleAt;
+      latency.firstAudibleMs = started.audibleAt - latency.turnEndAt;
+      ui.latency.textContent = `first audio: ${Math.round(latency.firstAudibleMs)} ms`;
+    }
+  }
+
+  /** An interrupt's reply audio went silent at `silentAt` (known at `reportedAt`). */
+  silenced(entry, silentAt, reportedAt) {
+    this.pendingInterrupts.delete(entry.responseId);
+    entry.silentAt = silentAt;
+    entry.silenceMs = silentAt - entry.eventAt;
+    entry.reportedAt = reportedAt;
+    entry.reportMs = reportedAt - entry.eventAt;
+    metrics.interrupts.push(entry);
   }
 
   onServerText(text) {
@@ -304,6 +516,16 @@ class Call {
     const type = event?.type ?? null;
     metrics.received.push({ type, at });
     if (type === "session.created") showLanguages(event.capabilities);
+    if (this.onTracks && type === "output_audio_buffer.started") {
+      this.trackStarted = { responseId: event.response_id, at };
+      // already audible (its first packets beat the event): audible from the event on
+      if (!this.meterQuiet) {
+        this.trackStarted.audibleAt = at;
+        queueMicrotask(() => this.reportAudible(this.trackStarted));
+      }
+    } else if (this.onTracks && type === "output_audio_buffer.stopped") {
+      metrics.drained.push(event.response_id);
+    }
     this.lastServerType = type;
     this.run(this.protocol.server_text(text, at), at);
     this.lastServerType = null;
@@ -312,7 +534,8 @@ class Call {
   onMicChunk(data) {
     const level = Math.min(1, data.rms * 8);
     ui.speaking.style.setProperty("--level", level.toFixed(2));
-    const audio = base64FromBytes(new Uint8Array(data.pcm));
+    // on WebRTC the track carries the audio: the protocol only counts the samples
+    const audio = this.onTracks ? "" : base64FromBytes(new Uint8Array(data.pcm));
     this.run(this.protocol.mic_chunk(audio, data.samples, now()));
   }
 
@@ -379,6 +602,8 @@ class Call {
       this.video = null;
       ui.preview.srcObject = null;
     }
+    // WebRTC: the camera's track on the call's video transceiver (null: camera off)
+    if (this.videoSender) await this.videoSender.replaceTrack(this.video?.getVideoTracks()[0] ?? null);
     this.run(this.protocol.set_camera(on, now()));
   }
 
@@ -388,7 +613,11 @@ class Call {
       switch (output.kind) {
         case "send":
           metrics.sent.push({ type: output.event.type, at: eventAt });
-          if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(output.event));
+          if (this.channel) {
+            if (this.channel.readyState === "open") this.channel.send(JSON.stringify(output.event));
+          } else if (this.socket.readyState === WebSocket.OPEN) {
+            this.socket.send(JSON.stringify(output.event));
+          }
           break;
         case "play": {
           const pcm = bytesFromBase64(output.audio).buffer;
@@ -399,14 +628,24 @@ class Call {
         case "drain":
           this.playback.port.postMessage({ type: "drain", responseId: output.response_id });
           break;
-        case "clear":
-          this.playback.port.postMessage({ type: "clear", responseId: output.response_id });
-          this.pendingInterrupts.set(output.response_id, {
+        case "clear": {
+          // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear):
+          // nothing plays here to drop; the level meter says when the track went silent
+          this.playback?.port.postMessage({ type: "clear", responseId: output.response_id });
+          const entry = {
+            transport: this.transport,
             responseId: output.response_id,
             trigger: this.lastServerType ?? "local",
             eventAt,
-          });
+          };
+          this.pendingInterrupts.set(output.response_id, entry);
+          if (this.onTracks) {
+            entry.playedMs = null; // the server knows what it sent
+            entry.droppedMs = null;
+            if (this.meterQuiet) this.silenced(entry, eventAt, eventAt); // already silent
+          }
           break;
+        }
         case "capture_frame":
           this.captureFrame().catch((error) => notice("warning", "camera_frame", String(error)));
           break;
@@ -419,7 +658,11 @@ class Call {
           );
           break;
         case "latency":
-          metrics.latencies.push({ responseId: output.response_id, firstAudioMs: output.first_audio_ms });
+          metrics.latencies.push({
+            responseId: output.response_id,
+            firstAudioMs: output.first_audio_ms,
+            turnEndAt: eventAt - output.first_audio_ms,
+          });
           ui.latency.textContent = `first audio: ${Math.round(output.first_audio_ms)} ms`;
           break;
         case "notice":
@@ -452,6 +695,9 @@ class Call {
     this.closed = true;
     clearTimeout(this.timer);
     if (this.socket && this.socket.readyState <= WebSocket.OPEN) this.socket.close(1000, "client closed");
+    if (this.channel && this.channel.readyState !== "closed") this.channel.close();
+    this.pc?.close();
+    ui.remoteAudio.srcObject = null;
     for (const stream of [this.stream, this.video]) {
       for (const track of stream?.getTracks() ?? []) track.stop();
     }
@@ -466,14 +712,19 @@ class Call {
   }
 
   render() {
-    render(this.protocol.snapshot());
+    render(this.protocol.snapshot(), this);
   }
 }
 
 const TALK_LABEL = ui.talk.textContent;
 
-function render(snapshot) {
+function render(snapshot, active = null) {
   const state = snapshot ? snapshot.connection : "closed";
+  const transport = active ? active.transport : ui.transport.value;
+  ui.transportState.dataset.transport = active ? transport : "";
+  ui.transportState.dataset.ice = active?.pc?.iceConnectionState ?? "";
+  ui.transportState.textContent = transportLabel(transport, active ? state : null);
+  ui.transport.disabled = Boolean(snapshot);
   ui.connection.dataset.state = state;
   ui.connection.textContent = labelOf(labels, "client_connection", state);
   ui.connect.textContent = snapshot && state !== "closed" ? "Disconnect" : "Connect";
@@ -505,7 +756,9 @@ function render(snapshot) {
   const camera = snapshot?.camera;
   ui.cameraState.dataset.state = camera ?? "off";
   ui.cameraState.textContent = camera
-    ? labelOf(labels, "client_camera", camera)
+    ? active?.onTracks && camera !== "off"
+      ? cameraTrackLabel
+      : labelOf(labels, "client_camera", camera)
     : cameraOn
       ? "camera on once you connect"
       : labelOf(labels, "client_camera", "off");
@@ -520,7 +773,7 @@ ui.connect.addEventListener("click", async () => {
     active.run(active.protocol.disconnected(now(), "client_hangup"));
     return;
   }
-  call = new Call(ui.mode.value, ui.turn.value);
+  call = new Call(ui.mode.value, ui.turn.value, ui.transport.value);
   try {
     await call.start();
     if (cameraOn) await call.setCamera(true);
@@ -531,6 +784,8 @@ ui.connect.addEventListener("click", async () => {
 });
 
 // the turn detection applies to the hands-free mode only
+ui.transport.addEventListener("change", () => render(null));
+
 ui.mode.addEventListener("change", () => {
   ui.turn.disabled = ui.mode.value !== "vad";
 });
@@ -538,6 +793,8 @@ ui.turn.disabled = ui.mode.value !== "vad";
 
 ui.mute.addEventListener("click", () => {
   muted = !muted;
+  // WebRTC: a muted microphone track sends silence (the protocol sends nothing either way)
+  if (call?.onTracks && call.micTrack) call.micTrack.enabled = !muted;
   if (call) call.run(call.protocol.set_muted(muted, now()));
   else render(null);
 });

@@ -96,9 +96,10 @@ class Hold {
 }
 
 class ClientPlayback {
-  constructor(rules, outbox, responseId, itemId) {
+  constructor(rules, outbox, responseId, itemId, onTrack = false) {
     this.rules = rules;
     this.outbox = outbox;
+    this.on_track = onTrack; // the server plays it onto a WebRTC audio track
     this.response_id = responseId;
     this.item_id = itemId;
     this.state = rules.table.initial;
@@ -127,6 +128,7 @@ class ClientPlayback {
     this.outbox.emit({ kind: "fenced", response_id: this.response_id, audio_ms: kwargs.audio_ms });
   }
   request_drain() {
+    if (this.on_track) return; // the server plays it out and says output_audio_buffer.stopped
     this.outbox.emit({ kind: "drain", response_id: this.response_id });
   }
   clear_local_audio() {
@@ -134,6 +136,7 @@ class ClientPlayback {
   }
   acknowledge_played(kwargs) {
     this.played_ms = Math.max(this.played_ms, kwargs.played_ms);
+    if (this.on_track) return; // the server reports what it sent itself
     const ack = { type: "playback.ack", response_id: this.response_id, played_ms: this.played_ms };
     if (this.item_id !== null) ack.item_id = this.item_id;
     this.outbox.send(ack);
@@ -171,9 +174,10 @@ class Watchdog {
 }
 
 class Camera {
-  constructor(rules, outbox) {
+  constructor(rules, outbox, captures = true) {
     this.rules = rules;
     this.outbox = outbox;
+    this.captures = captures; // false: a video track carries the camera
     this.state = rules.table.initial;
     this.stashed = null;
   }
@@ -189,7 +193,7 @@ class Camera {
     return Boolean(kwargs.audio_flowing);
   }
   capture_now() {
-    this.outbox.emit({ kind: "capture_frame" });
+    if (this.captures) this.outbox.emit({ kind: "capture_frame" });
   }
   send_frame(kwargs) {
     this.outbox.send({ type: "input_audio_buffer.append", video_frames: [kwargs.jpeg] });
@@ -236,8 +240,15 @@ export class ClientProtocol {
     if (!constants.modes.includes(mode)) {
       throw new Error(`unknown client mode \`${mode}\`; expected one of ${constants.modes}`);
     }
+    const media = options.media ?? "events";
+    if (!constants.media.includes(media)) {
+      throw new Error(`unknown media \`${media}\`; expected one of ${constants.media}`);
+    }
     this.constants = constants;
     this.mode = mode;
+    // "tracks": a WebRTC call's tracks carry microphone, camera and reply audio
+    this.media = media;
+    this.on_tracks = media === "tracks";
     this.muted = options.muted ?? false;
     this.camera_wanted = options.camera ?? false;
     this.camera_interval_ms = options.camera_interval_ms ?? constants.camera_interval_ms;
@@ -271,7 +282,7 @@ export class ClientProtocol {
       this.out,
       options.watchdog_ms ?? constants.turn_watchdog_ms,
     );
-    this.camera = new Camera(this.rules.client_camera, this.out);
+    this.camera = new Camera(this.rules.client_camera, this.out, !this.on_tracks);
     this.holds = [];
     this.playbacks = new Map();
     this.pending_commits = new Map();
@@ -333,6 +344,8 @@ export class ClientProtocol {
 
   press(now) {
     if (this.mode === "ptt" && this.ready() && this.liveHold() === null) {
+      // the track streamed since the last commit: the hold's audio starts now
+      if (this.on_tracks) this.out.send({ type: "input_audio_buffer.clear" });
       this.holdCounter += 1;
       const hold = new Hold(this.rules.client_hold, this.out, `hold_${this.holdCounter}`);
       this.holds.push(hold);
@@ -383,6 +396,7 @@ export class ClientProtocol {
         if (hold.state === "pressed") hold.fire("upload");
         hold.uploaded_samples += samples;
       }
+      if (this.on_tracks) return this.finish(now); // the track carries the audio
       const event = { type: "input_audio_buffer.append", audio: audioB64 };
       const frames = this.camera.take_stashed();
       if (frames.length) event.video_frames = frames;
@@ -397,16 +411,19 @@ export class ClientProtocol {
   }
 
   playback_started(responseId, now) {
-    const playback = this.playbacks.get(responseId);
-    if (playback !== undefined && this.connection.state !== "closed") {
-      playback.fire("started");
-      const end = this.turnEnd.get(responseId);
-      if (end !== undefined && !this.latencyReported.has(responseId)) {
-        this.latencyReported.add(responseId);
-        this.out.emit({ kind: "latency", response_id: responseId, first_audio_ms: now - end });
-      }
-    }
+    if (this.connection.state !== "closed") this.playback_started_at(responseId, now);
     return this.finish(now);
+  }
+
+  playback_started_at(responseId, now) {
+    const playback = this.playbacks.get(responseId);
+    if (playback === undefined) return;
+    playback.fire("started");
+    const end = this.turnEnd.get(responseId);
+    if (end !== undefined && !this.latencyReported.has(responseId)) {
+      this.latencyReported.add(responseId);
+      this.out.emit({ kind: "latency", response_id: responseId, first_audio_ms: now - end });
+    }
   }
 
   playback_stopped(responseId, playedMs, now) {
@@ -571,6 +588,12 @@ export class ClientProtocol {
       this.onResponseDone(object(event.response));
     } else if (kind === "output_audio_buffer.cleared") {
       this.interrupt(id(event.response_id));
+    } else if (kind === "output_audio_buffer.started" && this.on_tracks) {
+      const responseId = id(event.response_id);
+      if (responseId !== null) this.onTrackStarted(responseId, id(event.item_id), now);
+    } else if (kind === "output_audio_buffer.stopped" && this.on_tracks) {
+      const responseId = id(event.response_id);
+      if (responseId !== null) this.onTrackStopped(responseId);
     }
   }
 
@@ -643,11 +666,34 @@ export class ClientProtocol {
     if (responseId === null) return;
     const audioMs = Math.floor(base64Bytes(audio) / 2) / (this.constants.playback_rate_hz / 1000);
     let playback = this.playbacks.get(responseId);
-    if (playback === undefined) {
-      playback = new ClientPlayback(this.rules.client_playback, this.out, responseId, id(event.item_id));
-      this.playbacks.set(responseId, playback);
-    }
+    if (playback === undefined) playback = this.openPlayback(responseId, id(event.item_id));
     playback.fire("audio", { audio, audio_ms: audioMs });
+  }
+
+  openPlayback(responseId, itemId) {
+    const playback = new ClientPlayback(
+      this.rules.client_playback,
+      this.out,
+      responseId,
+      itemId,
+      this.on_tracks,
+    );
+    this.playbacks.set(responseId, playback);
+    return playback;
+  }
+
+  // output_audio_buffer.started on a call: the server began playing the reply
+  onTrackStarted(responseId, itemId, now) {
+    if (!this.playbacks.has(responseId)) this.openPlayback(responseId, itemId);
+    this.playback_started_at(responseId, now);
+  }
+
+  // output_audio_buffer.stopped on a call: the reply's last sample went out
+  onTrackStopped(responseId) {
+    const playback = this.playbacks.get(responseId);
+    if (playback === undefined) return;
+    if (playback.accepts("finish")) playback.fire("finish");
+    if (playback.accepts("drained")) playback.fire("drained", { played_ms: 0 });
   }
 
   onResponseDone(response) {
@@ -749,7 +795,7 @@ export class ClientProtocol {
     const flowing = this.audioFlowing();
     if (wantCamera && camera.state === "off") {
       camera.fire("enable", { audio_flowing: flowing });
-      this.nextCapture = now + this.camera_interval_ms;
+      if (!this.on_tracks) this.nextCapture = now + this.camera_interval_ms; // else a video track
     } else if (!wantCamera && camera.state !== "off") {
       camera.fire("disable");
       this.nextCapture = null;

@@ -51,6 +51,21 @@ export function replyLabel(labels, snapshot) {
   return labelOf(labels, "client_watchdog", snapshot?.watchdog ?? "disarmed");
 }
 
+const TRANSPORT_NAMES = { webrtc: "WebRTC", websocket: "websocket" };
+
+/** The transport indicator: the chosen transport before a call (`connection` null), then
+ * the call's, with its connection state. */
+export function transportLabel(transport, connection) {
+  const name = TRANSPORT_NAMES[transport] ?? transport;
+  if (connection === null) return `will connect over ${name}`;
+  if (connection === "ready") return `connected over ${name}`;
+  if (connection === "closed") return `disconnected (${name})`;
+  return `connecting over ${name}…`;
+}
+
+/** The camera caption on a WebRTC call: the video track carries the camera. */
+export const cameraTrackLabel = "camera on — streaming on the call's video track";
+
 /** The microphone indicator: who is heard, or why nobody is. */
 export function micLabel({ connected, muted, speaking, handsFree }) {
   if (muted) return "mic muted";
