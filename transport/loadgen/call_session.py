@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fractions
-import json
 from typing import TYPE_CHECKING, Any
 
 import av
@@ -36,7 +35,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from spec.version import __version__
 from transport.call_jitter import release_audio_at_once
-from transport.loadgen.options import RATE_HZ, TURN_DETECTION, WEBRTC_FRAME_MS
+from transport.loadgen.options import RATE_HZ, WEBRTC_FRAME_MS
 from transport.loadgen.run_state import bump
 from transport.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
 from transport.loadgen.server_events import refusal_reason
@@ -125,20 +124,12 @@ class CallSessionDriver(SessionDriver):
         if first in ("closed", "timeout"):
             self._refused_offer(f"channel_{first}", self.first_error)
             return False
-        if not await self._send(self._update()):
+        if not await self._send(self.session_update()):
             self._refused_offer("channel_closed", self.first_error)
             return False
-        updated = await self._wait(self.updated)
-        if updated == "closed":
-            self._refused_offer("channel_closed", self.first_error)
-            return False
-        if updated == "timeout":
-            bench.connect_failed("setup_timeout")
-            return False
-        self.ready = True
-        bench.live += 1
-        bench.resolved()
-        return True
+        return await self._configured(
+            lambda: self._refused_offer("channel_closed", self.first_error)
+        )
 
     def _refused_offer(self, how: str, code: str | None) -> None:
         """Refused before the session was set up: `how` stands where the websocket's
@@ -225,23 +216,6 @@ class CallSessionDriver(SessionDriver):
                 speaker = self.speaker
                 if speaker is not None and int(np.abs(frame.to_ndarray()).max()) > SILENT_PEAK:
                     speaker.reply_audio(now())
-
-    def _update(self) -> str:
-        return json.dumps(
-            {
-                "type": "session.update",
-                "event_id": self.update_id,
-                "session": {
-                    "type": "realtime",
-                    "audio": {
-                        "input": {
-                            "format": {"type": "audio/pcm", "rate": RATE_HZ},
-                            "turn_detection": TURN_DETECTION if self.bench.options.vad else None,
-                        }
-                    },
-                },
-            }
-        )
 
 
 class _Microphone(MediaStreamTrack):

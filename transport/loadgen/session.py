@@ -43,6 +43,8 @@ from transport.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
 from transport.loadgen.server_events import DECODER, ErrorBody, refusal_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from websockets.asyncio.client import ClientConnection
 
     from transport.loadgen.run_state import BenchRun
@@ -121,26 +123,27 @@ class SessionDriver:
         if first == "closed" or (first == "error" and await self._closes()):
             self._refused()
             return False
-        update = {
-            "type": "session.update",
-            "event_id": self.update_id,
-            "session": {
-                "type": "realtime",
-                "audio": {
-                    "input": {
-                        "format": {"type": "audio/pcm", "rate": RATE_HZ},
-                        "turn_detection": TURN_DETECTION if bench.options.vad else None,
-                    }
-                },
-            },
-        }
-        if not await self._send(json.dumps(update)):
+        if not await self._send(self.session_update()):
             await self._closes()
             self._refused()
             return False
+        return await self._configured(self._refused)
+
+    def session_update(self) -> str:
+        """The one `session.update` every session sends (see the module docstring)."""
+        vad = TURN_DETECTION if self.bench.options.vad else None
+        audio_input = {"format": {"type": "audio/pcm", "rate": RATE_HZ}, "turn_detection": vad}
+        session = {"type": "realtime", "audio": {"input": audio_input}}
+        update = {"type": "session.update", "event_id": self.update_id, "session": session}
+        return json.dumps(update)
+
+    async def _configured(self, refused: Callable[[], None]) -> bool:
+        """Wait for `session.updated`: True once the session is set up; a close calls
+        `refused`, a timeout counts as a failed connect."""
+        bench = self.bench
         updated = await self._wait(self.updated)
         if updated == "closed":
-            self._refused()
+            refused()
             return False
         if updated == "timeout":
             bench.connect_failed("setup_timeout")
