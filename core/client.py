@@ -33,9 +33,11 @@ as deltas the host plays), or `tracks` on a WebRTC call: the call's tracks carry
 microphone and the camera, so `mic_chunk` only counts a hold's samples (the audio clock)
 and sends nothing, the camera asks for no capture, and the server plays the reply: its
 `output_audio_buffer.started` / `.stopped` are the playback's started / drained reports
-(no `play`, `drain` or `playback.ack`). Since the track streams all the time, a
-push-to-talk press first sends `input_audio_buffer.clear`, so a commit holds the hold's
-audio only.
+(no `play`, `drain` or `playback.ack`). The microphone track is sent only while audio
+flows (the `microphone` output: ready, unmuted, and under push-to-talk inside a hold), as
+appends are on a websocket, so no idle audio fills the server's input buffer; a
+push-to-talk press still first sends `input_audio_buffer.clear`, so a commit holds the
+hold's audio only.
 
 Interrupts: VAD `speech_started` (when the session interrupts responses), an
 `output_audio_buffer.cleared` (for its response, or for all without an id), a cancelled
@@ -147,6 +149,8 @@ class ClientProtocol:
         self.replies = ClientReplies(self._out, on_track=self.on_tracks)
         self.user_speaking = False
         self._restart_watchdog = False
+        #: on tracks: whether the page sends the microphone track (the last `microphone`)
+        self.microphone_sending = False
         self._handshake_deadline: float | None = None
         self._next_capture: float | None = None
 
@@ -505,6 +509,11 @@ class ClientProtocol:
             elif not awaiting and watchdog.state is WatchdogState.ARMED:
                 watchdog.fire("disarm")
         self._restart_watchdog = False
+        if self.on_tracks and flowing != self.microphone_sending:
+            # the track is sent only while audio flows (ready, unmuted, in a hold under
+            # push-to-talk): a streaming track would fill the input buffer between holds
+            self.microphone_sending = flowing
+            self._out.emit({"kind": "microphone", "sending": flowing})
 
     def _prune(self) -> None:
         self.turns.prune()

@@ -1076,6 +1076,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         invariants=("O1", "O2", "O3", "O4"),
         tests=(
             "tests/conformance/test_b36_calls.py::test_b36_a_barge_in_on_a_call_keeps_what_its_track_sent",
+            "tests/conformance/test_b36_calls.py::test_b36_a_ptt_call_sends_its_microphone_track_only_inside_a_hold",
+            "tests/conformance/test_b36_calls.py::test_b36_a_hands_free_call_stops_its_microphone_track_while_muted",
             "tests/core/test_output_audio_buffer.py::test_b36_started_goes_out_with_a_responses_first_paced_frame",
             "tests/core/test_output_audio_buffer.py::test_b36_stopped_waits_for_response_done_and_the_last_sample",
             "tests/core/test_output_audio_buffer.py::test_b36_a_clear_ends_playing_without_a_stop",

@@ -10,6 +10,7 @@ from spec.effects import SubmitTts, SubmitVlm
 from spec.stage_results import TtsAudio, VlmDelta
 from tests.conformance.harness import Driver, speech_pcm
 from tests.conformance.test_b33_b34_live_text import HI, LO, VAD
+from tests.web.client_driver import Driver as ClientDriver
 
 
 def test_b36_a_barge_in_on_a_call_keeps_what_its_track_sent() -> None:
@@ -38,3 +39,25 @@ def test_b36_a_barge_in_on_a_call_keeps_what_its_track_sent() -> None:
     [done] = d.events("response.output_audio_transcript.done", out)
     assert done.transcript == "It is red. And round."[: len(done.transcript)]
     assert len(done.transcript) < len("It is red. And round.")
+
+
+def test_b36_a_ptt_call_sends_its_microphone_track_only_inside_a_hold() -> None:
+    # Regression: the track streamed between holds, so the server's input buffer filled
+    # with idle audio until the next press cleared it (16 MiB: about 8 minutes idle).
+    d = ClientDriver("ptt", media="tracks").ready()
+    assert d.of("microphone") == []  # ready, no hold: the track stays off
+    assert d.of("microphone", d.step("press")) == [{"kind": "microphone", "sending": True}]
+    d.step("mic", audio="BBBB", samples=640)
+    out = d.step("release")
+    assert d.of("microphone", out) == [{"kind": "microphone", "sending": False}]
+    assert d.sent("input_audio_buffer.append") == []  # the track carried the audio
+    assert [e["type"] for e in d.sent()][-1] == "input_audio_buffer.commit"
+
+
+def test_b36_a_hands_free_call_stops_its_microphone_track_while_muted() -> None:
+    d = ClientDriver("vad", media="tracks").ready()
+    assert d.of("microphone") == [{"kind": "microphone", "sending": True}]
+    out = d.step("mute", muted=True)
+    assert d.of("microphone", out) == [{"kind": "microphone", "sending": False}]
+    out = d.step("mute", muted=False)
+    assert d.of("microphone", out) == [{"kind": "microphone", "sending": True}]

@@ -334,7 +334,6 @@ class Call {
     source.connect(this.capture);
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
     this.micTrack = this.stream.getAudioTracks()[0];
-    if (this.onTracks) this.micTrack.enabled = !muted;
 
     if (this.onTracks) await this.placeCall();
     else this.openSocket();
@@ -368,7 +367,8 @@ class Call {
   async placeCall() {
     const pc = new RTCPeerConnection();
     this.pc = pc;
-    pc.addTransceiver(this.micTrack, { direction: "sendrecv", streams: [this.stream] });
+    // the track goes on only when the protocol says audio flows (its `microphone` output)
+    this.micSender = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] }).sender;
     this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
     pc.ontrack = (event) => {
       if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
@@ -668,6 +668,12 @@ class Call {
         case "notice":
           notice(output.level, output.code, output.message);
           break;
+        case "microphone":
+          // WebRTC: the microphone track is sent only while audio flows (no renegotiation)
+          this.micSender?.replaceTrack(output.sending ? this.micTrack : null).catch((error) =>
+            notice("warning", "microphone_track", String(error)),
+          );
+          break;
         case "fenced":
           metrics.fenced += 1;
           break;
@@ -793,8 +799,6 @@ ui.turn.disabled = ui.mode.value !== "vad";
 
 ui.mute.addEventListener("click", () => {
   muted = !muted;
-  // WebRTC: a muted microphone track sends silence (the protocol sends nothing either way)
-  if (call?.onTracks && call.micTrack) call.micTrack.enabled = !muted;
   if (call) call.run(call.protocol.set_muted(muted, now()));
   else render(null);
 });

@@ -289,6 +289,7 @@ export class ClientProtocol {
     this.user_speaking = false;
     this.holdCounter = 0;
     this.restartWatchdog = false;
+    this.microphone_sending = false; // on tracks: the last `microphone` output
     this.handshakeDeadline = null;
     this.nextCapture = null;
     this.speechStoppedAt = new Map();
@@ -817,6 +818,11 @@ export class ClientProtocol {
       }
     }
     this.restartWatchdog = false;
+    if (this.on_tracks && flowing !== this.microphone_sending) {
+      // the track is sent only while audio flows (see core/client.py)
+      this.microphone_sending = flowing;
+      this.out.emit({ kind: "microphone", sending: flowing });
+    }
   }
 
   prune() {
