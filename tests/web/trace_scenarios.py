@@ -95,20 +95,23 @@ def hold(now: int, chunks: int = 3) -> list[Input]:
     return [at(now, "press"), *uploads, at(now + 40 * (chunks + 1), "release")]
 
 
+def _transcript_piece(now: int, response_id: str, item_id: str, i: int) -> Input:
+    """The reply's transcript piece `i` (its words: `w<i> `)."""
+    return srv(
+        now,
+        "response.output_audio_transcript.delta",
+        response_id=response_id,
+        item_id=item_id,
+        delta=f"w{i} ",
+    )
+
+
 def reply(now: int, response_id: str, item_id: str, chunks: int = 3) -> list[Input]:
     """A complete reply: created, audio deltas with transcript, done chain."""
     steps = [created(now, response_id)]
     for i in range(chunks):
         steps.append(delta(now + 10 + i, response_id, item_id))
-        steps.append(
-            srv(
-                now + 10 + i,
-                "response.output_audio_transcript.delta",
-                response_id=response_id,
-                item_id=item_id,
-                delta=f"w{i} ",
-            )
-        )
+        steps.append(_transcript_piece(now + 10 + i, response_id, item_id, i))
     steps += [
         srv(now + 20, "response.output_audio.done", response_id=response_id, item_id=item_id),
         srv(
@@ -505,15 +508,7 @@ def track_reply(now: int, response_id: str, item_id: str, chunks: int = 3) -> li
         srv(now + 5, "output_audio_buffer.started", response_id=response_id),
     ]
     for i in range(chunks):
-        steps.append(
-            srv(
-                now + 10 + i,
-                "response.output_audio_transcript.delta",
-                response_id=response_id,
-                item_id=item_id,
-                delta=f"w{i} ",
-            )
-        )
+        steps.append(_transcript_piece(now + 10 + i, response_id, item_id, i))
     steps += [
         srv(now + 20, "response.output_audio.done", response_id=response_id, item_id=item_id),
         done(now + 21, response_id),

@@ -161,12 +161,8 @@ class CallSessionDriver(SessionDriver):
             if self.closed.is_set():
                 break
             next_heartbeat += HEARTBEAT_INTERVAL_S
-            if self.heartbeat_ok:
-                self.heartbeat_n += 1
-                self.heartbeats.append(at)
-                hb = f'{{"type":"session.heartbeat","event_id":"hb_{self.heartbeat_n}"}}'
-                if not await self._send(hb):
-                    break
+            if not await self._heartbeat(at):
+                break
         bench.dropped(None)
 
     def next_frame(self, index: int, due: float, at: float) -> bytes:

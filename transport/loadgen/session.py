@@ -230,13 +230,19 @@ class SessionDriver:
                 next_append = start + index * step
             else:
                 next_heartbeat += HEARTBEAT_INTERVAL_S
-                if self.heartbeat_ok:
-                    self.heartbeat_n += 1
-                    self.heartbeats.append(at)
-                    hb = f'{{"type":"session.heartbeat","event_id":"hb_{self.heartbeat_n}"}}'
-                    if not await self._send(hb):
-                        break
+                if not await self._heartbeat(at):
+                    break
         self.bench.dropped(self.ws.close_code if self.ws is not None else None)
+
+    async def _heartbeat(self, at: float) -> bool:
+        """Send one `session.heartbeat` timed from `at` (none once the server said it does
+        not know them); False when the connection is gone."""
+        if not self.heartbeat_ok:
+            return True
+        self.heartbeat_n += 1
+        self.heartbeats.append(at)
+        hb = f'{{"type":"session.heartbeat","event_id":"hb_{self.heartbeat_n}"}}'
+        return await self._send(hb)
 
     # --- receiving -----------------------------------------------------------------------
 
