@@ -130,7 +130,6 @@ class ClientProtocol:
         if media not in CLIENT_MEDIA:
             raise ValueError(f"unknown media `{media}`; expected one of {CLIENT_MEDIA}")
         self.mode = mode
-        self.media = media
         self.on_tracks = media == "tracks"
         self.muted = muted
         self.camera_wanted = camera

@@ -281,9 +281,7 @@ async def open_call(
             raise HandshakeRefused(url, response.status_code, response.content)
         client.call_id = response.headers.get("location", "").rsplit("/", 1)[-1] or None
         await peer.setRemoteDescription(RTCSessionDescription(sdp=response.text, type="answer"))
-        for transceiver in peer.getTransceivers():
-            if transceiver.kind == "audio":
-                release_audio_at_once(transceiver.receiver)  # `heard_at` is the arrival
+        release_audio_at_once(peer)  # `heard_at` is the arrival, not a playout
         with anyio.move_on_after(timeout):
             await opened.wait()
         if not opened.is_set():

@@ -23,11 +23,15 @@ log = logging.getLogger("joyduplex.transport")
 _ATTRIBUTE = "_RTCRtpReceiver__jitter_buffer"  # aiortc keeps it private
 
 
-def release_audio_at_once(receiver: Any) -> None:
-    """Give the audio `receiver` (an `RTCRtpReceiver`) a jitter buffer without prefetch.
-    Call it before media flows: after the remote description is set."""
-    current = getattr(receiver, _ATTRIBUTE, None)
-    if not isinstance(current, JitterBuffer):  # another aiortc: keep its own
-        log.warning("a call's audio keeps aiortc's jitter buffer (no %s here)", _ATTRIBUTE)
-        return
-    setattr(receiver, _ATTRIBUTE, JitterBuffer(capacity=current.capacity, prefetch=0))
+def release_audio_at_once(peer: Any) -> None:
+    """Give the audio receivers of `peer` (an `RTCPeerConnection`) a jitter buffer without
+    prefetch. Call it before media flows: after both descriptions are set."""
+    for transceiver in peer.getTransceivers():
+        if transceiver.kind != "audio":
+            continue
+        receiver = transceiver.receiver
+        current = getattr(receiver, _ATTRIBUTE, None)
+        if not isinstance(current, JitterBuffer):  # another aiortc: keep its own
+            log.warning("a call's audio keeps aiortc's jitter buffer (no %s here)", _ATTRIBUTE)
+            continue
+        setattr(receiver, _ATTRIBUTE, JitterBuffer(capacity=current.capacity, prefetch=0))

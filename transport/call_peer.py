@@ -114,11 +114,11 @@ async def answer(sdp: str, channel: CallChannel, settings: WebRtcSettings) -> tu
             if transceiver.kind == "audio":
                 transceiver.sender.replaceTrack(channel.track)
                 transceiver.direction = "sendrecv"
-                release_audio_at_once(transceiver.receiver)
                 break
         else:  # pragma: no cover - checked above
             raise ValueError("no audio transceiver")
         await peer.setLocalDescription(await peer.createAnswer())
+        release_audio_at_once(peer)
     except Exception as exc:
         await peer.close()
         log.info("a call's offer could not be used: %r", exc)

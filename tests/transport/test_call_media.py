@@ -3,6 +3,8 @@ decimation and the per-packet audio level, each against what it replaced."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiortc.rtp
 import av
 import numpy as np
@@ -55,3 +57,30 @@ def test_decimation_is_the_same_in_any_packet_sizes_and_from_stereo() -> None:
     assert parts == whole and len(whole) == 2 * signal.size // 3
     stereo = np.repeat(signal, 2)  # interleaved, both channels the same
     assert MicrophoneDecimator()(_frame(stereo, "stereo")) == whole
+
+
+def test_a_calls_audio_receiver_hands_packets_on_without_prefetch() -> None:
+    import asyncio
+
+    from aiortc import RTCPeerConnection
+
+    from transport.call_jitter import release_audio_at_once
+
+    def buffers(peer: RTCPeerConnection) -> list[Any]:
+        return [t.receiver._RTCRtpReceiver__jitter_buffer for t in peer.getTransceivers()]
+
+    async def before_and_after() -> tuple[list[Any], list[Any]]:
+        peer = RTCPeerConnection()
+        peer.addTransceiver("audio")
+        peer.addTransceiver("video")
+        try:
+            before = buffers(peer)
+            release_audio_at_once(peer)
+            return before, buffers(peer)
+        finally:
+            await peer.close()
+
+    (audio_before, video_before), (audio, video) = asyncio.run(before_and_after())
+    assert audio_before._prefetch == 4  # aiortc's own: 80 ms of packets held back
+    assert audio._prefetch == 0 and audio.capacity == audio_before.capacity
+    assert video is video_before  # video keeps its own buffer

@@ -111,9 +111,7 @@ class CallSessionDriver(SessionDriver):
                 bench.connect_failed(reason)
             return False
         await peer.setRemoteDescription(RTCSessionDescription(sdp=response.text, type="answer"))
-        for transceiver in peer.getTransceivers():
-            if transceiver.kind == "audio":
-                release_audio_at_once(transceiver.receiver)  # time arrival, not a playout
+        release_audio_at_once(peer)  # time arrival, not a playout
         try:
             await asyncio.wait_for(opened.wait(), SETUP_TIMEOUT_S)
         except TimeoutError:

@@ -116,6 +116,14 @@ function now() {
   return performance.now();
 }
 
+/** A time of `context`'s audio clock (seconds) as performance.now() (ms), never after
+ * `fallback` (when it became known here; also the answer without a timestamp). */
+function contextTimeAt(context, contextTime, fallback) {
+  const stamp = context.getOutputTimestamp();
+  if (stamp.performanceTime === undefined || stamp.contextTime === undefined) return fallback;
+  return Math.min(fallback, stamp.performanceTime + (contextTime - stamp.contextTime) * 1000);
+}
+
 function base64FromBytes(bytes) {
   let binary = "";
   const step = 0x8000;
@@ -459,13 +467,6 @@ class Call {
     this.meter.port.onmessage = (event) => this.onLevel(event.data);
   }
 
-  /** A time of the capture context's clock (seconds) as performance.now() (ms). */
-  contextTimeAt(contextTime, fallback) {
-    const stamp = this.captureContext.getOutputTimestamp();
-    if (stamp.performanceTime === undefined || stamp.contextTime === undefined) return fallback;
-    return Math.min(fallback, stamp.performanceTime + (contextTime - stamp.contextTime) * 1000);
-  }
-
   onLevel(message) {
     const at = now();
     if (message.type === "audible") {
@@ -473,12 +474,12 @@ class Call {
       const started = this.trackStarted;
       if (started && !started.audibleAt) {
         // the first audible sound after the server said it started the reply
-        started.audibleAt = Math.max(started.at, this.contextTimeAt(message.at, at));
+        started.audibleAt = Math.max(started.at, contextTimeAt(this.captureContext, message.at, at));
         this.reportAudible(started);
       }
     } else if (message.type === "quiet") {
       this.meterQuiet = true;
-      const silentAt = this.contextTimeAt(message.at, at);
+      const silentAt = contextTimeAt(this.captureContext, message.at, at);
       for (const entry of this.pendingInterrupts.values()) {
         this.silenced(entry, Math.max(entry.eventAt, silentAt), at);
       }
@@ -547,20 +548,10 @@ class Call {
     } else if (message.type === "playback-stopped") {
       const entry = this.pendingInterrupts.get(message.responseId);
       if (entry) {
-        this.pendingInterrupts.delete(message.responseId);
-        // when the audio thread dropped the audio: its next render quantum is silent
-        const stamp = this.playbackContext.getOutputTimestamp();
-        const silentAt =
-          stamp.performanceTime !== undefined && stamp.contextTime !== undefined
-            ? stamp.performanceTime + (message.at - stamp.contextTime) * 1000
-            : at;
-        entry.reportedAt = at;
-        entry.reportMs = at - entry.eventAt;
-        entry.silentAt = Math.min(silentAt, at);
-        entry.silenceMs = entry.silentAt - entry.eventAt;
         entry.playedMs = message.playedMs;
         entry.droppedMs = message.droppedMs;
-        metrics.interrupts.push(entry);
+        // when the audio thread dropped the audio: its next render quantum is silent
+        this.silenced(entry, contextTimeAt(this.playbackContext, message.at, at), at);
       }
       markHeard(message.responseId, message.playedMs);
       this.run(this.protocol.playback_stopped(message.responseId, message.playedMs, at));

@@ -247,7 +247,6 @@ export class ClientProtocol {
     this.constants = constants;
     this.mode = mode;
     // "tracks": a WebRTC call's tracks carry microphone, camera and reply audio
-    this.media = media;
     this.on_tracks = media === "tracks";
     this.muted = options.muted ?? false;
     this.camera_wanted = options.camera ?? false;

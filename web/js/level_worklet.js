@@ -1,8 +1,8 @@
 // The level of the reply audio heard on a WebRTC call (the remote audio track), per render
 // quantum (128 frames). It reports transitions only, in the audio thread's clock
 // (`currentTime`, seconds): `audible` at the first quantum whose peak reaches the threshold
-// after a reported quiet run (or at the start), and `quiet` once the peak stayed under it for `quietMs`, stamped with
-// the start of that quiet run (when the track actually went silent). A short dip between
+// after a reported quiet run (or at the start), and `quiet` once the peak stayed under it
+// for `quietMs`, stamped with the start of that quiet run (when the track went silent). A short dip between
 // words is shorter than `quietMs` and is never reported. No output: it only listens.
 
 class LevelProcessor extends AudioWorkletProcessor {
@@ -11,7 +11,6 @@ class LevelProcessor extends AudioWorkletProcessor {
     const { threshold = 0.004, quietMs = 120 } = options.processorOptions ?? {};
     this.threshold = threshold;
     this.quietS = quietMs / 1000;
-    this.audible = false;
     this.quietSince = null; // start of the current quiet run (s), or null while audible
     this.reported = true; // the current quiet run was reported (nothing heard yet)
   }
@@ -29,13 +28,11 @@ class LevelProcessor extends AudioWorkletProcessor {
     if (peak >= this.threshold) {
       // after a reported quiet run only: a dip between words is no new start
       if (this.reported) this.port.postMessage({ type: "audible", at: now, peak });
-      this.audible = true;
       this.quietSince = null;
       this.reported = false;
     } else {
       if (this.quietSince === null) this.quietSince = now;
-      this.audible = false;
-      if (!this.reported && now - this.quietSince >= this.quietS) {
+        if (!this.reported && now - this.quietSince >= this.quietS) {
         this.reported = true;
         this.port.postMessage({ type: "quiet", at: this.quietSince, confirmedAt: now });
       }
