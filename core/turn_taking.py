@@ -34,7 +34,9 @@ from core.audio import AudioClock
 from core.live_transcript import AskedPartial, LiveTranscript
 from core.statemachines.turn_detector import TurnDetector
 from spec.effects import TURN_END_WINDOW_MS
+from spec.session_config import SEMANTIC_PAUSE_MS
 from spec.stage_results import AsrTranscript
+from spec.tables.turn_detector import FRAME_MS
 from spec.trailing_transcript import trails_off
 
 if TYPE_CHECKING:
@@ -293,6 +295,13 @@ class TurnTaking:
             # the model hears only the sound of the pause; words that cannot close a
             # sentence ("... bigger than") say the speaker is not done
             finished = not trails_off(transcript, punctuated=punctuated)
+        if finished and detector.silence_frames * FRAME_MS < SEMANTIC_PAUSE_MS:
+            # an eager review's "finished" waits out the model's own pause length: speech
+            # that resumes inside it was a comma, not an end (D43)
+            detector.hold(wait_ms=SEMANTIC_PAUSE_MS, now_ms=now_ms)
+            if detector.overdue(now_ms):
+                self._stop(config, "time_out")
+            return
         if finished:
             self._stop(config, "finish")
             return

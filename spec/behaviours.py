@@ -897,7 +897,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "end-of-turn model (Smart Turn v3.2 on the CPU backend), whose verdict ends the "
             "turn or holds it until speech resumes or the eagerness's maximum wait (8 / 4 / "
             "2 s) runs out; eagerness high asks after 64 ms and once more at 200 ms when "
-            "the first verdict held the pause; words heard up to the pause that cannot "
+            "the first verdict held the pause, and its early finish ends the turn only once "
+            "the pause is 200 ms long; words heard up to the pause that cannot "
             "end a sentence hold it whatever the model says, and a verdict that comes "
             "before them waits for them at most its time budget; a verdict the speaker "
             "outran is dropped."
@@ -936,6 +937,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b32_semantic_vad.py::test_b32_a_verdict_that_waits_is_dropped_when_speech_resumes",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_high_eagerness_asks_after_64_ms_and_a_held_pause_again_at_200_ms",
             "tests/conformance/test_b32_semantic_vad.py::test_b32_a_held_pause_is_asked_again_only_once_and_only_when_first_asked_early",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_an_eager_finish_ends_the_turn_once_the_pause_is_as_long_as_the_models",
+            "tests/conformance/test_b32_semantic_vad.py::test_b32_speech_inside_an_eager_finishs_wait_was_a_comma_and_the_turn_goes_on",
             "tests/backends/test_cpu_smart_turn.py::test_b32_a_cpu_without_avx512_gives_the_same_verdict",
             "tests/backends/test_cpu_smart_turn.py::test_b32_whisper_hears_the_words_before_the_pause_trail_off_after_if",
             "tests/backends/test_cpu_smart_turn.py::test_b32_smart_turn_holds_the_real_speakers_last_two_pauses_and_ends_his_sentence",

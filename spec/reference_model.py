@@ -2143,6 +2143,15 @@ class ReferenceSession:
                 and trails_off(verdict.transcript, punctuated=verdict.punctuated)
             )
         )
+        if finished and self.vad.silence_run * VAD_FRAME_MS < SEMANTIC_PAUSE_MS:
+            # AMBIGUITY (docs/session-semantics.md, decision D43): an eager review's
+            # "finished" holds the pause until it is as long as the model's own
+            self.vad.state = "held"
+            self.vad.awaiting = None
+            self._set_wait(SEMANTIC_PAUSE_MS)
+            if self._pause_overdue():
+                self._turn_ended()
+            return
         if finished:
             self._turn_ended()
             return

@@ -169,6 +169,9 @@ def test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait(eagerness: st
     d.vad(HI)
     request = _pause(d)
     out = d.result(TurnEndVerdict(request.request_id, policy.threshold))
+    if policy.first_review_ms < SEMANTIC_PAUSE_MS:  # an eager finish waits out 200 ms (D43)
+        assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+        out = d.vad(*([LO] * (PAUSE_FRAMES - _review_frames(eagerness))))
     assert "input_audio_buffer.speech_stopped" in d.tags(out)
 
 
@@ -378,6 +381,60 @@ def test_b32_high_eagerness_asks_after_64_ms_and_a_held_pause_again_at_200_ms() 
         "conversation.item.added",
         "input_audio_buffer.committed",
     ]
+
+
+def test_b32_an_eager_finish_ends_the_turn_once_the_pause_is_as_long_as_the_models() -> None:
+    """High asks at 64 ms, but a "finished" then holds the pause until it is 200 ms long
+    (D43): on the audio clock, or on the session clock when audio stops coming."""
+    d = _semantic("high")
+    d.append(speech_pcm(3000))
+    request = _pause(d)  # 64 ms
+    out = d.result(TurnEndVerdict(request.request_id, 0.95))
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    assert d.p.statistics().detector_state == "held"
+    # the wait is what the pause still lacks of 200 ms, not the eagerness's maximum
+    deadline = d.p.next_deadline()
+    assert deadline == d.now + SEMANTIC_PAUSE_MS - _review_frames("high") * 32
+    assert d.effects(SubmitAsr) == []
+    out = d.vad(*([LO] * (PAUSE_FRAMES - _review_frames("high") - 1)))  # 192 ms
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    out = d.vad(LO)  # 224 ms: no second review, the first verdict's "finished" stands
+    assert d.tags(out)[:3] == [
+        "input_audio_buffer.speech_stopped",
+        "conversation.item.added",
+        "input_audio_buffer.committed",
+    ]
+    assert len(d.effects(SubmitTurnEnd)) == 1
+    # no more audio after an eager finish: the session clock ends the pause at 200 ms
+    c = _semantic("high")
+    c.append(speech_pcm(3000))
+    request = _pause(c)
+    c.result(TurnEndVerdict(request.request_id, 0.95))
+    deadline = c.p.next_deadline()
+    c.p.handle_timeout(deadline - 1)
+    assert "input_audio_buffer.speech_stopped" not in c.tags(c.take())
+    c.p.handle_timeout(deadline)
+    assert "input_audio_buffer.speech_stopped" in c.tags(c.take())
+
+
+def test_b32_speech_inside_an_eager_finishs_wait_was_a_comma_and_the_turn_goes_on() -> None:
+    """A 160 ms pause after "for me" in "Describe the picture for me, please.", which the
+    model calls finished. Speech again before 200 ms resumes the turn; no commit."""
+    d = _semantic("high")
+    d.append(speech_pcm(5000))
+    request = _pause(d)
+    d.result(TurnEndVerdict(request.request_id, 0.95))
+    d.vad(LO, LO, LO)  # 160 ms of pause in all
+    d.vad(HI)
+    assert d.p.statistics().detector_state == "speech"
+    assert "input_audio_buffer.speech_stopped" not in d.tags()
+    assert "input_audio_buffer.committed" not in d.tags()
+    # the next pause is its own, asked early and decided again
+    request = _pause(d)
+    assert len(d.effects(SubmitTurnEnd)) == 2
+    d.result(TurnEndVerdict(request.request_id, 0.95))
+    out = d.vad(*([LO] * (PAUSE_FRAMES - _review_frames("high"))))
+    assert "input_audio_buffer.committed" in d.tags(out)
 
 
 def test_b32_a_held_pause_is_asked_again_only_once_and_only_when_first_asked_early() -> None:

@@ -170,6 +170,9 @@ def test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decide
     assert partial.pcm16 == pcm[: 11 * FRAME]  # asked at the pause's first silent frame
     assert d.result(TurnEndVerdict(review.request_id, 0.95)) == []  # waits for the words
     out = d.result(AsrPartial(partial.request_id, "What colour is this?"))  # finished
+    # ... once the pause is as long as the model's own (an eager review, D43)
+    assert "input_audio_buffer.speech_stopped" not in d.tags(out)
+    out = d.vad(*([LO] * 5))
     assert "input_audio_buffer.speech_stopped" in d.tags(out)
     [completed] = d.events("conversation.item.input_audio_transcription.completed", out)
     assert completed.transcript == "What colour is this?" and d.effects(SubmitAsr) == []
