@@ -435,6 +435,11 @@ def summarize(turns: list[Turn]) -> dict[str, Any]:
             "p90": percentile(present, 0.9),
         }
     out["reply_audio_before_turn_end"] = sum(t.audio_before_stop for t in turns)
+    # the turn's first speech_stopped came before the speaker's last word: the detector
+    # ended it at a pause inside it (a comma, or noise taken for a turn of its own)
+    out["turns_cut_short"] = sum(
+        t.speech_stopped is not None and t.speech_stopped < t.end_of_speech for t in turns
+    )
     out["wer_in_turns"] = round(
         word_error_rate([t.text for t in turns], [t.transcript for t in turns]), 3
     )
@@ -582,7 +587,8 @@ def latency(args: argparse.Namespace) -> None:
             f"preemptive responses: {p['started']:.0f} started, {p['adopted']:.0f} adopted, "
             f"{p['discarded']:.0f} discarded ({p['discarded_per_100_turns']} and "
             f"{p['discarded_stage_s_per_100_turns']} stage s per 100 turns); reply audio "
-            f"before the turn ended: {part['reply_audio_before_turn_end']}"
+            f"before the turn ended: {part['reply_audio_before_turn_end']}; turns cut short: "
+            f"{part['turns_cut_short']}"
         )
     if args.out:
         data = {
