@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from backends.base import Backend, BackendUnavailable
 from backends.gpu.asr import AsrStage
+from backends.gpu.batched_engine import BatchedHfEngine, session_of_request
 from backends.gpu.engines import VllmEngine
 from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
 from backends.gpu.placement import CPU, load_placement
@@ -57,9 +58,19 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
             "load_format": stage.load_format,
             "max_len": stage.max_model_len,
             "cuda_graphs": stage.cuda_graphs,
+            "device_audit": stage.device_audit,
         }
         if stage.stage == "asr":
             return HfAsrEngine(stage.model, **options)
+        if stage.batch_slots > 0:
+            return BatchedHfEngine(
+                stage.model,
+                batch_slots=stage.batch_slots,
+                prefill_chunk_tokens=stage.prefill_chunk_tokens,
+                session_of=session_of_request,
+                encoded_frames=stage.encoded_frames,
+                **options,
+            )
         mib = stage.kv_slot_mib
         return HfVlmEngine(
             stage.model,

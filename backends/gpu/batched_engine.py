@@ -32,7 +32,8 @@ import anyio
 
 from backends.base import StageFailed
 from backends.gpu.batched_decode import SlotDecoder
-from backends.gpu.hf_engines import HfVlmEngine, PieceQueue, _queue_streamer
+from backends.gpu.device_audit import DeviceAuditError
+from backends.gpu.hf_engines import HfVlmEngine, PieceQueue, queue_streamer
 from backends.gpu.slot_scheduler import (
     DEFAULT_SLOTS,
     PREFILL_CHUNK_TOKENS,
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
 
-__all__ = ["BatchedHfEngine"]
+__all__ = ["BatchedHfEngine", "session_of_request"]
+
+
+def session_of_request(request_id: str) -> str | None:
+    """The session a stage request belongs to: the runtime names a backend request
+    `<session id>/<request id>` (one backend serves every session), so the part before
+    the first `/`; None for a request of no session (its slot keeps nothing)."""
+    head, sep, _ = request_id.partition("/")
+    return head if sep and head else None
 
 
 class _BatchStream:
@@ -169,7 +178,7 @@ class BatchedHfEngine(HfVlmEngine):
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
         prepared = await anyio.to_thread.run_sync(self._prepared, prompt)
         pieces = PieceQueue()
-        streamer = _queue_streamer(
+        streamer = queue_streamer(
             self.tokenizer, pieces, skip_special_tokens=sampling.skip_special_tokens
         )
         errors: list[BaseException] = []
@@ -213,8 +222,10 @@ class BatchedHfEngine(HfVlmEngine):
             for request_id in aborts:
                 scheduler.cancel(request_id)
             try:
-                with torch.inference_mode():
+                with torch.inference_mode(), self._audited():
                     self._step(scheduler)
+            except DeviceAuditError as exc:  # named as it is: a placement bug, not a step's
+                self._end_all(scheduler, exc)
             except Exception as exc:  # every request ends with it; the loop goes on
                 failed = StageFailed(f"{self.name}: decode step failed: {exc}", stage=self.name)
                 self._end_all(scheduler, failed)

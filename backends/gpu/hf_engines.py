@@ -42,6 +42,7 @@ import anyio
 import numpy as np
 
 from backends.base import StageFailed
+from backends.gpu.device_audit import device_audit as audit_context
 from backends.gpu.errors import map_engine_errors
 from backends.gpu.prompt_reuse import (
     EncodedFrame,
@@ -55,12 +56,13 @@ from backends.gpu.prompt_reuse import (
 from backends.gpu.static_decode import StaticDecoder
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractContextManager
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
     from backends.gpu.prompt_reuse import Grid
 
-__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine", "PieceQueue"]
+__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine", "PieceQueue", "queue_streamer"]
 
 IMAGE_PAD = "<|image_pad|>"
 
@@ -132,7 +134,7 @@ class _ThreadStream:
             raise self._errors[0]
 
 
-def _queue_streamer(tokenizer: Any, pieces: PieceQueue, *, skip_special_tokens: bool) -> Any:
+def queue_streamer(tokenizer: Any, pieces: PieceQueue, *, skip_special_tokens: bool) -> Any:
     """transformers' incremental decoding (`TextStreamer`: whole words, multi-byte
     characters) writing its text into `pieces` instead of a per-token queue."""
     from transformers import TextStreamer
@@ -222,6 +224,7 @@ class _HfEngine:
         load_format: str = "auto",
         max_len: int = 4096,
         cuda_graphs: bool = True,
+        device_audit: bool = False,
     ) -> None:
         self.name = name
         self.model_path = model_path
@@ -230,6 +233,9 @@ class _HfEngine:
         self.load_format = load_format
         self.max_len = max_len
         self.cuda_graphs = cuda_graphs
+        #: every op of the decoder set-up, the preprocessing and the requests checked to
+        #: stay on `device` (device_audit.py); loading is not audited (meta-device init)
+        self.device_audit = device_audit
         self.model: Any = None
         self.tokenizer: Any = None
         self.decoder: StaticDecoder | None = None
@@ -241,6 +247,15 @@ class _HfEngine:
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def _audited(self) -> AbstractContextManager[Any]:
+        """This engine's device audit, entered in the thread that runs the torch work; a
+        no-op unless `device_audit`."""
+        return audit_context(self.name, self.device, enabled=self.device_audit)
+
+    def _in_audit(self, work: Callable[..., Any], *args: Any) -> Any:
+        with self._audited():
+            return work(*args)
 
     def _build(self, model_class: Any, config: Any) -> Any:
         """The model on `self.device`: from the checkpoint, or random (`dummy`)."""
@@ -297,7 +312,7 @@ class _HfEngine:
         if self.model is None:
             with map_engine_errors(self.name):
                 await anyio.to_thread.run_sync(self._load)
-                await anyio.to_thread.run_sync(self._prepare_decoding)
+                await anyio.to_thread.run_sync(self._in_audit, self._prepare_decoding)
 
     async def close(self) -> None:
         for stop in self._stops.values():
@@ -396,18 +411,18 @@ class _HfEngine:
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
         # tokenizing and image/audio features are CPU work: off the event loop
-        inputs = await anyio.to_thread.run_sync(self._prepared, prompt)
+        inputs = await anyio.to_thread.run_sync(self._in_audit, self._prepared, prompt)
         stop = threading.Event()
         self._stops[request_id] = stop
         pieces = PieceQueue()
-        streamer = _queue_streamer(
+        streamer = queue_streamer(
             self.tokenizer, pieces, skip_special_tokens=sampling.skip_special_tokens
         )
         errors: list[BaseException] = []
 
         def run() -> None:
             try:
-                self._generate(inputs, sampling, stop, streamer)
+                self._in_audit(self._generate, inputs, sampling, stop, streamer)
             except BaseException as exc:  # surfaced by the stream
                 errors.append(exc)
             finally:
@@ -744,7 +759,7 @@ class HfVlmEngine(_HfEngine):
         digest = image_digest(image)
         if digest in self.frames:
             return False
-        with torch.inference_mode():
+        with torch.inference_mode(), self._audited():
             [(grid, values)] = self._process([image])
             [frame] = self._encode(values, [grid])
             if self.device.startswith("cuda"):

@@ -2,8 +2,8 @@
 
 A placement file is TOML with one table per stage (`[asr]`, `[vlm]`, `[tts]`). Every key
 is optional; a missing one takes the default of the chosen layout (`gpus = 2`: VLM alone
-on GPU 0, ASR and TTS sharing GPU 1; `gpus = 1`: everything on GPU 0 with the upstream
-single-GPU fractions). Validation is strict: unknown keys, wrong types and out-of-range
+on GPU 0, ASR and TTS sharing GPU 1; `gpus = 1`: everything on GPU 0, each stage a
+smaller fraction of it). Validation is strict: unknown keys, wrong types and out-of-range
 values raise `PlacementError` naming the key (`vlm.gpu_memory_utilization`), and the
 memory fractions of the stages sharing one device must add up to at most 0.95.
 
@@ -17,7 +17,20 @@ eager (CUDA Graphs are a GPU feature); its KV cache size is vLLM's
 `VLLM_CPU_KVCACHE_SPACE` (GiB), not `gpu_memory_utilization`. The VLM's `kv_slots`,
 `kv_slot_mib` and `encoded_frames` size what the transformers engine keeps between
 requests (`prompt_reuse.py`); under "vllm" they are refused, as vLLM keeps its own
-prefix cache.
+prefix cache. The VLM's `batch_slots` (0, the default: one request at a time; up to 32)
+decodes that many requests together instead (`batched_engine.py`: continuous batching,
+each session's KV resident in its slot, prompts prefilled `prefill_chunk_tokens` at a
+time beside the decoding ones); then `kv_slots` and `kv_slot_mib` do not apply.
+
+The top-level `device_audit = true` (default false) has every stage check, op by op, that
+its torch work stays on its own device (`device_audit.py`): the in-process work, that is
+the transformers engines and the TTS (a vLLM engine core is another process); a stage's
+own `device_audit` overrides it for that stage (transformers runtime only for ASR and VLM).
+
+The defaults are sized for 32 concurrent talking sessions (README section 3, "Sized for 32
+sessions"): the ASR and the VLM batch 32 sequences, graph decode batches of 1 to 32, and
+cap a step's tokens so that a long prefill is cut into chunks that stall decoding little.
+Setting `max_num_seqs` without `cuda_graph_capture_sizes` trims the default sizes to it.
 
     gpus = 2                       # 1 or 2: which default layout to start from
     runtime = "vllm"               # or "transformers"
@@ -26,7 +39,8 @@ prefix cache.
     model = "/models/JoyAI-VL-Interaction-Preview"
     device = 0
     gpu_memory_utilization = 0.85
-    cuda_graph_capture_sizes = [1, 2, 4]
+    max_num_seqs = 16
+    cuda_graph_capture_sizes = [1, 2, 4, 8, 16]
 """
 
 from __future__ import annotations
@@ -63,6 +77,20 @@ DEFAULT_MODELS: Final[dict[StageName, str]] = {
 
 MAX_DEVICE_FRACTION: Final = 0.95
 
+#: concurrent talking sessions the defaults are sized for (README section 3, "Sized for
+#: 32 sessions": KV per token, contexts, the fractions of an H200 and of two GPUs)
+SIZED_FOR_SESSIONS: Final = 32
+#: decode batch sizes captured as CUDA Graphs: vLLM pads a batch up to the next captured
+#: size, so each size past 8 costs at most 8 padded rows, and 32 covers every session
+DEFAULT_CAPTURE_SIZES: Final = (1, 2, 4, 8, 16, 24, 32)
+#: tokens per vLLM engine step (chunked prefill): a step of 2048 tokens of the 8B VLM is
+#: ~70 ms on an H200, so a long prompt is prefilled in chunks that hold every session's
+#: next token back by at most that; a turn's new part (a frame, the words) fits one step
+VLM_MAX_BATCHED_TOKENS: Final = 2048
+#: the 1.7B ASR's steps are cheaper (a 4096-token step is ~23 ms): 8 utterances of 30 s
+#: (375 audio tokens each at 12.5 a second) are prefilled in one
+ASR_MAX_BATCHED_TOKENS: Final = 4096
+
 
 class PlacementError(BackendUnavailable):
     """The placement file is missing, not TOML, or has a bad key (named in the message)."""
@@ -89,6 +117,8 @@ class StagePlacement:
     max_tokens: int = 256  # generation cap per request
     # vllm: tokens per engine step (chunked prefill budget); None: vLLM's default
     max_num_batched_tokens: int | None = None
+    # check that the stage's in-process torch work stays on `device` (device_audit.py)
+    device_audit: bool = False
     # vlm: a background summary of the turns the budget drops (backends/joyai/memory.py)
     summary_memory: bool = False
     summary_max_chars: int = 1200
@@ -102,6 +132,11 @@ class StagePlacement:
     kv_slots: int = 4
     kv_slot_mib: float | None = None
     encoded_frames: int = 16
+    # vlm, transformers runtime: requests decoded together by continuous batching
+    # (backends/gpu/batched_engine.py), 0 for one request at a time; and the prompt
+    # tokens one engine step may prefill beside the decoding requests
+    batch_slots: int = 0
+    prefill_chunk_tokens: int = 256
 
     @property
     def cuda_graphs(self) -> bool:
@@ -146,26 +181,28 @@ def default_placement(gpus: int = 2) -> Placement:
             stage="asr",
             model=DEFAULT_MODELS["asr"],
             device=asr_tts_device,
-            gpu_memory_utilization=0.25 if gpus == 2 else 0.1,
+            gpu_memory_utilization=0.25 if gpus == 2 else 0.12,
             max_model_len=8192,
-            max_num_seqs=8,
-            cuda_graph_capture_sizes=(1, 2, 4, 8),
+            max_num_seqs=SIZED_FOR_SESSIONS,
+            cuda_graph_capture_sizes=DEFAULT_CAPTURE_SIZES,
+            max_num_batched_tokens=ASR_MAX_BATCHED_TOKENS,
         ),
         vlm=StagePlacement(
             stage="vlm",
             model=DEFAULT_MODELS["vlm"],
             device=0,
-            gpu_memory_utilization=0.85 if gpus == 2 else 0.45,
+            gpu_memory_utilization=0.85 if gpus == 2 else 0.55,
             max_model_len=16384,
-            max_num_seqs=4,
-            cuda_graph_capture_sizes=(1, 2, 4),
+            max_num_seqs=SIZED_FOR_SESSIONS,
+            cuda_graph_capture_sizes=DEFAULT_CAPTURE_SIZES,
             max_images=8,
+            max_num_batched_tokens=VLM_MAX_BATCHED_TOKENS,
         ),
         tts=StagePlacement(
             stage="tts",
             model=DEFAULT_MODELS["tts"],
             device=asr_tts_device,
-            gpu_memory_utilization=0.5 if gpus == 2 else 0.3,
+            gpu_memory_utilization=0.5 if gpus == 2 else 0.2,
             max_model_len=4096,
             max_num_seqs=8,
             cuda_graph_capture_sizes=(1,),
@@ -198,6 +235,9 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "kv_slots": (int,),
     "kv_slot_mib": (float, int),
     "encoded_frames": (int,),
+    "batch_slots": (int,),
+    "prefill_chunk_tokens": (int,),
+    "device_audit": (bool,),
 }
 _STAGE_ONLY: Final[dict[str, StageName]] = {
     "max_images": "vlm",
@@ -211,9 +251,19 @@ _STAGE_ONLY: Final[dict[str, StageName]] = {
     "kv_slots": "vlm",
     "kv_slot_mib": "vlm",
     "encoded_frames": "vlm",
+    "batch_slots": "vlm",
+    "prefill_chunk_tokens": "vlm",
 }
-#: what only the transformers runtime does (vLLM keeps its own prefix cache)
-_TRANSFORMERS_ONLY: Final = ("kv_slots", "kv_slot_mib", "encoded_frames")
+#: what only the transformers runtime does (vLLM keeps its own prefix cache and batches)
+_TRANSFORMERS_ONLY: Final = (
+    "kv_slots",
+    "kv_slot_mib",
+    "encoded_frames",
+    "batch_slots",
+    "prefill_chunk_tokens",
+)
+#: the batched decode step's CUDA Graphs pad a batch to at most this many rows
+MAX_BATCH_SLOTS: Final = 32
 _POSITIVE: Final = frozenset(
     {
         "max_model_len",
@@ -224,6 +274,7 @@ _POSITIVE: Final = frozenset(
         "max_num_batched_tokens",
         "summary_max_chars",
         "summary_every_turns",
+        "prefill_chunk_tokens",
     }
 )
 _DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
@@ -249,6 +300,10 @@ def _check_value(key: str, name: str, raw: object) -> Any:
         if not (math.isfinite(value) and value > 0):
             raise PlacementError(f"`{key}` must be a number of MiB > 0, got {value}")
         return float(value)
+    if name == "batch_slots" and not 0 <= value <= MAX_BATCH_SLOTS:
+        raise PlacementError(
+            f"`{key}` must be in [0, {MAX_BATCH_SLOTS}] (0: one request at a time), got {value}"
+        )
     if name in ("kv_slots", "encoded_frames") and value < 0:
         raise PlacementError(f"`{key}` must be >= 0 (0: none kept), got {value}")
     if name == "device" and not (value == CPU if isinstance(value, str) else value >= 0):
@@ -287,12 +342,25 @@ def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlac
         if key == "max_num_batched_tokens" and name == "tts":
             raise PlacementError(f"`{full}` applies only to the vLLM stages (asr, vlm)")
         changes[key] = _check_value(full, key, value)
+    if name != "tts" and "max_num_seqs" in changes and "cuda_graph_capture_sizes" not in changes:
+        # the default sizes up to the batch the file asks for, and that batch itself (the
+        # TTS's graphs are batch 1 whatever its `max_num_seqs` says)
+        seqs = changes["max_num_seqs"]
+        kept = {size for size in base.cuda_graph_capture_sizes if size <= seqs}
+        changes["cuda_graph_capture_sizes"] = tuple(sorted(kept | {seqs}))
     stage = replace(base, **changes)
     graphs_beyond_batch = stage.cuda_graph_capture_sizes[-1] > stage.max_num_seqs
     if graphs_beyond_batch and stage.cuda_graphs and name != "tts":
         raise PlacementError(
             f"`{name}.cuda_graph_capture_sizes` goes beyond `{name}.max_num_seqs`"
             f" ({stage.cuda_graph_capture_sizes[-1]} > {stage.max_num_seqs})"
+        )
+    batched = stage.max_num_batched_tokens
+    if name != "tts" and batched is not None and batched < stage.max_num_seqs:
+        # vLLM refuses it: each running sequence needs a token of every step
+        raise PlacementError(
+            f"`{name}.max_num_batched_tokens` must be >= `{name}.max_num_seqs`"
+            f" ({batched} < {stage.max_num_seqs})"
         )
     budget = stage.context_budget_tokens
     if budget is not None and budget + stage.max_tokens > stage.max_model_len:
@@ -304,10 +372,11 @@ def _parse_stage(name: StageName, table: Any, base: StagePlacement) -> StagePlac
 
 def parse_placement(data: dict[str, Any]) -> Placement:
     """Validate a decoded placement document."""
-    unknown = set(data) - {"gpus", "runtime", *STAGES}
+    unknown = set(data) - {"gpus", "runtime", "device_audit", *STAGES}
     if unknown:
         raise PlacementError(
-            f"unknown key `{sorted(unknown)[0]}`; expected gpus, runtime, {', '.join(STAGES)}"
+            f"unknown key `{sorted(unknown)[0]}`;"
+            f" expected gpus, runtime, device_audit, {', '.join(STAGES)}"
         )
     gpus = data.get("gpus", 2)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus not in (1, 2):
@@ -315,7 +384,20 @@ def parse_placement(data: dict[str, Any]) -> Placement:
     runtime = data.get("runtime", "vllm")
     if runtime not in RUNTIMES:
         raise PlacementError(f"`runtime` must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    audit = data.get("device_audit", False)
+    if not isinstance(audit, bool):
+        raise PlacementError(f"`device_audit` must be bool, got {type(audit).__name__}")
     base = default_placement(gpus)
+    if audit:  # every stage's default; a stage's own key overrides it
+        audited = {name: replace(base.stage(name), device_audit=True) for name in STAGES}
+        base = Placement(**audited, runtime=base.runtime)
+    for name in ("asr", "vlm"):
+        table = data.get(name, {})
+        if runtime != "transformers" and isinstance(table, dict) and "device_audit" in table:
+            raise PlacementError(
+                f'`{name}.device_audit` applies only to runtime = "transformers"'
+                " (a vLLM engine core runs the model in its own process)"
+            )
     vlm_table = data.get("vlm", {})
     if runtime != "transformers" and isinstance(vlm_table, dict):
         for key in _TRANSFORMERS_ONLY:

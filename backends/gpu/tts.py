@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from backends.base import StageFailed, StageLifecycle, TtsAudio, TtsRequest
+from backends.gpu.device_audit import device_audit
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
@@ -566,7 +567,14 @@ class TtsStage(StageLifecycle):
 
     async def warmup(self) -> None:
         with map_engine_errors(self.name):
-            await anyio.to_thread.run_sync(self.synthesizer.warmup)
+            await anyio.to_thread.run_sync(self._in_audit, self.synthesizer.warmup)
+
+    def _in_audit(self, work: Callable[..., Any], *args: Any) -> Any:
+        """`work(*args)` under the placement's device audit (device_audit.py), in the
+        worker thread that runs it; loading is not audited (meta-device init)."""
+        placement = self.placement
+        with device_audit(self.name, placement.torch_device, enabled=placement.device_audit):
+            return work(*args)
 
     async def abort(self, request_id: str) -> None:
         stop = self._stops.get(request_id)
@@ -595,7 +603,9 @@ class TtsStage(StageLifecycle):
                 try:
                     while not stop.is_set():
                         with map_engine_errors(self.name):
-                            audio = await anyio.to_thread.run_sync(next, chunks, end)
+                            audio = await anyio.to_thread.run_sync(
+                                self._in_audit, next, chunks, end
+                            )
                         if audio is end:
                             break
                         assert isinstance(audio, np.ndarray)
@@ -608,7 +618,7 @@ class TtsStage(StageLifecycle):
                 finally:
                     stop.set()
                     with anyio.CancelScope(shield=True):
-                        await anyio.to_thread.run_sync(_close_iterator, chunks)
+                        await anyio.to_thread.run_sync(self._in_audit, _close_iterator, chunks)
         finally:
             self._stops.pop(request.request_id, None)
 

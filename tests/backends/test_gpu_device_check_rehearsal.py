@@ -5,9 +5,9 @@ cache, the decode step a CUDA Graph) and the Qwen3-TTS runtimes at real sizes, a
 whole turn through `joyduplex serve --backend gpu`. `JOYDUPLEX_GPU_CHECK_REHEARSAL=1`
 runs the very same script here with the same configs at toy sizes, float32, eager
 only, so the one call a lent session gets cannot fail on a script bug: every part must
-report its figures (the CUDA Graph ones say they were skipped on a CPU). The timings are
-CPU noise and are not asserted. It needs qwen-tts-hf (`make test-gpu-path` has it) and
-imports no vLLM.
+report its figures (the CUDA Graph ones say they were skipped on a CPU), and the stages
+pass under the device audit. The timings are CPU noise and are not asserted. It needs
+qwen-tts-hf (`make test-gpu-path` has it) and imports no vLLM.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert 0 < camera["reused_tokens"] < camera["prompt_tokens"], camera
     assert camera["images_encoded"] == {"cold": 8, "reused": 1, "reused_prepared": 0}, camera
     assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
+    audit = report["device_audit"]  # mixed placement under the audit (all on the CPU here)
+    assert audit["passed"] is True and "error" not in audit, audit
+    assert set(audit["stages"]) == {"asr", "vlm", "tts"}, audit
+    assert all(stage["passed"] for stage in audit["stages"].values()), audit
     e2e = report["e2e_graphs_off"]
     assert e2e["turns_measured"] == 5 and e2e["end_of_commit_to_first_audio_p50_ms"] > 0, e2e
     assert "skipped" in report["e2e_graphs_on"]  # no CUDA Graphs on a CPU
@@ -58,5 +62,6 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert live["partials_answered"] + live["commit_asr_requests"] >= vad["turns_asked"], live
     assert set(vad["preemptive_responses"]) >= {"started", "adopted", "discarded"}, vad
     assert all(not turn["errors"] for turn in vad["turns"]), vad["turns"]
-    assert set(report["time_s"]) >= {"asr", "vlm", "tts", "e2e_graphs_off", "server_vad", "total"}
+    parts = {"asr", "vlm", "tts", "device_audit", "e2e_graphs_off", "server_vad", "total"}
+    assert set(report["time_s"]) >= parts
     assert done.returncode == 0, done.stdout[-3000:]

@@ -30,9 +30,43 @@ def test_single_gpu_layout_fits_one_device() -> None:
     assert sum(s.gpu_memory_utilization for s in placement.devices()[0]) <= 0.95
 
 
+GIB = 2**30
+H200_GIB = 139  # what an H200 gives CUDA
+#: estimates from the model shapes, bf16 (README section 3)
+WEIGHTS_GIB = {"vlm": 16.8, "asr": 4.5}
+KV_PER_TOKEN = {"vlm": 36 * 8 * 128 * 2 * 2, "asr": 28 * 8 * 128 * 2 * 2}
+CONTEXT_TOKENS = {"vlm": 8192, "asr": 2048}  # a session's resident context
+HEADROOM_GIB = {"vlm": 5.0, "asr": 3.0}  # activations, encoder profile, graphs, CUDA context
+
+
+@pytest.mark.parametrize(("gpus", "card_gib"), [(1, H200_GIB), (2, H200_GIB), (2, 79)])
+def test_defaults_hold_32_sessions_on_one_h200_or_two_80_gb_gpus(gpus: int, card_gib: int) -> None:
+    """The arithmetic of README section 3, "Sized for 32 sessions": each vLLM engine's
+    fraction of the card holds its weights, 32 resident contexts' KV and its headroom."""
+    placement = default_placement(gpus)
+    for name in ("asr", "vlm"):
+        stage = placement.stage(name)
+        assert stage.max_num_seqs == 32
+        assert stage.cuda_graph_capture_sizes == (1, 2, 4, 8, 16, 24, 32)
+        assert stage.max_num_batched_tokens is not None
+        assert stage.max_num_seqs <= stage.max_num_batched_tokens <= 4096
+        kv_gib = 32 * CONTEXT_TOKENS[name] * KV_PER_TOKEN[name] / GIB
+        need = WEIGHTS_GIB[name] + kv_gib + HEADROOM_GIB[name]
+        assert stage.gpu_memory_utilization * card_gib >= need, (name, need)
+    assert 32 * 8192 * KV_PER_TOKEN["vlm"] == 36 * GIB
+    for stages in placement.devices().values():
+        assert sum(s.gpu_memory_utilization for s in stages) <= 0.95
+
+
 def test_shipped_example_loads() -> None:
     placement = load_placement(EXAMPLE)
-    assert placement.vlm.cuda_graph_capture_sizes == (1, 2, 4)
+    assert placement.vlm.cuda_graph_capture_sizes == (1, 2, 4, 8, 16, 24, 32)
+    sizing = ("gpu_memory_utilization", "max_num_seqs", "cuda_graph_capture_sizes")
+    for name in ("asr", "vlm", "tts"):  # the example spells out the defaults it shows
+        shipped, default = placement.stage(name), default_placement(2).stage(name)
+        assert [getattr(shipped, k) for k in sizing] == [getattr(default, k) for k in sizing]
+        assert shipped.max_num_batched_tokens == default.max_num_batched_tokens
+        assert not shipped.device_audit
     assert placement.tts.speaker == "Vivian"
     assert placement.tts.language == "Auto"
 
@@ -69,11 +103,40 @@ def test_file_values_override_defaults(tmp_path: Path) -> None:
         ({"gpus": 3}, "gpus"),
         ({"extra": {}}, "extra"),
         ({"vlm": 5}, "vlm"),
+        ({"device_audit": "yes"}, "device_audit"),
+        ({"tts": {"device_audit": 1}}, "tts.device_audit"),
+        ({"asr": {"device_audit": True}}, "asr.device_audit"),  # vLLM: another process
+        ({"vlm": {"max_num_seqs": 64, "max_num_batched_tokens": 32}}, "vlm.max_num_batched_tokens"),
+        (
+            {"vlm": {"max_num_seqs": 8, "cuda_graph_capture_sizes": [16]}},
+            "vlm.cuda_graph_capture_sizes",
+        ),
     ],
 )
 def test_validation_errors_name_the_key(doc: dict[str, object], key: str) -> None:
     with pytest.raises(PlacementError, match=f"`{key}`"):
         parse_placement(doc)
+
+
+def test_max_num_seqs_alone_trims_the_default_graph_sizes() -> None:
+    placement = parse_placement({"vlm": {"max_num_seqs": 12}, "asr": {"max_num_seqs": 4}})
+    assert placement.vlm.cuda_graph_capture_sizes == (1, 2, 4, 8, 12)
+    assert placement.asr.cuda_graph_capture_sizes == (1, 2, 4)
+    placement = parse_placement({"tts": {"max_num_seqs": 2}})
+    assert placement.tts.cuda_graph_capture_sizes == (1,)  # the TTS's graphs are batch 1
+    explicit = parse_placement({"vlm": {"max_num_seqs": 8, "cuda_graph_capture_sizes": [1, 8]}})
+    assert explicit.vlm.cuda_graph_capture_sizes == (1, 8)
+
+
+def test_device_audit_is_off_by_default_and_set_per_placement_or_stage() -> None:
+    assert not any(default_placement().stage(s).device_audit for s in ("asr", "vlm", "tts"))
+    audited = parse_placement({"device_audit": True})
+    assert all(audited.stage(s).device_audit for s in ("asr", "vlm", "tts"))
+    one = parse_placement(
+        {"runtime": "transformers", "device_audit": True, "asr": {"device_audit": False}}
+    )
+    assert not one.asr.device_audit and one.vlm.device_audit and one.tts.device_audit
+    assert parse_placement({"tts": {"device_audit": True}}).tts.device_audit  # vllm: in-process
 
 
 def test_shared_device_oversubscribed_names_all_keys() -> None:
@@ -121,6 +184,14 @@ def test_transformers_runtime_allows_cpu_stages(tmp_path: Path) -> None:
         ({"runtime": "transformers", "vlm": {"kv_slot_mib": "1G"}}, "vlm.kv_slot_mib"),
         ({"runtime": "transformers", "vlm": {"encoded_frames": -2}}, "vlm.encoded_frames"),
         ({"runtime": "transformers", "asr": {"kv_slots": 2}}, "asr.kv_slots"),
+        ({"vlm": {"batch_slots": 8}}, "vlm.batch_slots"),  # vLLM batches on its own
+        ({"runtime": "transformers", "vlm": {"batch_slots": 33}}, "vlm.batch_slots"),
+        ({"runtime": "transformers", "vlm": {"batch_slots": -1}}, "vlm.batch_slots"),
+        ({"runtime": "transformers", "asr": {"batch_slots": 4}}, "asr.batch_slots"),
+        (
+            {"runtime": "transformers", "vlm": {"prefill_chunk_tokens": 0}},
+            "vlm.prefill_chunk_tokens",
+        ),
     ],
 )
 def test_runtime_and_cpu_device_errors_name_the_key(doc: dict[str, object], key: str) -> None:
@@ -139,7 +210,7 @@ def test_vllm_runtime_on_cpu_runs_eager_with_no_device_to_pin() -> None:
     assert kwargs["enforce_eager"] is True
     assert "cudagraph_capture_sizes" not in kwargs and "device_ids" not in kwargs
     assert kwargs["max_num_batched_tokens"] == 1024
-    assert "max_num_batched_tokens" not in engine_kwargs(placement.asr)  # vLLM's default
+    assert engine_kwargs(placement.asr)["max_num_batched_tokens"] == 4096  # the sized default
 
 
 def test_vllm_runtime_on_cpu_backend_describes_its_stages(tmp_path: Path) -> None:
@@ -193,6 +264,30 @@ def test_transformers_runtime_vlm_keeps_what_the_placement_says(tmp_path: Path) 
     assert not backend.vlm.prepares_frames  # no frame kept: none prepared
     defaults = parse_placement({"runtime": "transformers"}).vlm
     assert (defaults.kv_slots, defaults.kv_slot_mib, defaults.encoded_frames) == (4, None, 16)
+
+
+def test_transformers_runtime_vlm_batches_when_the_placement_gives_it_slots(
+    tmp_path: Path,
+) -> None:
+    from backends.gpu.backend import create_backend
+    from backends.gpu.batched_engine import BatchedHfEngine, session_of_request
+
+    path = tmp_path / "batched.toml"
+    path.write_text(
+        'runtime = "transformers"\n[vlm]\ndevice = "cpu"\nbatch_slots = 8\n'
+        "prefill_chunk_tokens = 64\n",
+        encoding="utf-8",
+    )
+    backend = create_backend(placement=str(path), profile="camera")
+    engine = backend.vlm.engine  # type: ignore[attr-defined]
+    assert isinstance(engine, BatchedHfEngine)
+    assert (engine.batch_slots, engine.prefill_chunk_tokens) == (8, 64)
+    # a session's slot keeps its KV for that session's next turn: the runtime's ids
+    assert engine.session_of is session_of_request
+    assert session_of_request("sess_ab12/resp_3:vlm:1") == "sess_ab12"
+    assert session_of_request("warmup") is None
+    defaults = parse_placement({"runtime": "transformers"}).vlm
+    assert (defaults.batch_slots, defaults.prefill_chunk_tokens) == (0, 256)
 
 
 def test_b18_an_evicted_gpu_engine_takes_the_backend_out_of_service(tmp_path: Path) -> None:

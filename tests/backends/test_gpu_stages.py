@@ -322,14 +322,14 @@ def test_vllm_asr_engine_refuses_images_before_reaching_the_serializer() -> None
 def test_engine_kwargs_follow_the_placement() -> None:
     placement = default_placement()
     vlm = engine_kwargs(placement.vlm)
-    assert vlm["cudagraph_capture_sizes"] == [1, 2, 4]
+    assert vlm["cudagraph_capture_sizes"] == [1, 2, 4, 8, 16, 24, 32]  # sized for 32 sessions
     assert vlm["enforce_eager"] is False
     assert vlm["device_ids"] == [0]
     assert vlm["limit_mm_per_prompt"] == {"image": 8, "video": 0}
     asr = engine_kwargs(replace(placement.asr, enforce_eager=True), available=frozenset(
         {"model", "tokenizer", "dtype", "load_format", "gpu_memory_utilization", "max_model_len",
-         "max_num_seqs", "enforce_eager", "seed", "disable_log_stats", "trust_remote_code",
-         "limit_mm_per_prompt"}
+         "max_num_seqs", "max_num_batched_tokens", "enforce_eager", "seed", "disable_log_stats",
+         "trust_remote_code", "limit_mm_per_prompt"}
     ))  # fmt: skip
     assert "cudagraph_capture_sizes" not in asr and "device_ids" not in asr  # old vLLM: env pinning
     assert asr["limit_mm_per_prompt"] == {"audio": 1}
@@ -337,7 +337,7 @@ def test_engine_kwargs_follow_the_placement() -> None:
         placement.vlm,
         available=frozenset({*vlm, "compilation_config"} - {"cudagraph_capture_sizes"}),
     )
-    assert old["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
+    assert old["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 24, 32]}
     with pytest.raises(StageFailed, match="no engine argument"):
         engine_kwargs(placement.asr, available=frozenset({"model"}))
 

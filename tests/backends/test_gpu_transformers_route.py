@@ -98,6 +98,50 @@ def test_vlm_with_frames_history_and_budget(tiny: dict[str, str]) -> None:
     assert again[-1] == replace(decision, request_id="r2")
 
 
+def test_a_batched_vlm_stage_decides_what_the_one_request_stage_decides(
+    tiny: dict[str, str],
+) -> None:
+    """`batch_slots`: the VLM stage on the continuous-batching engine; three sessions'
+    camera turns asked together decide what each decides alone on today's engine."""
+    from backends.gpu.batched_engine import BatchedHfEngine
+
+    placement = replace(
+        default_placement(1).vlm, model=tiny["vlm"], max_model_len=1024, dtype="float32"
+    )
+    contexts = [
+        PromptContext(system="You watch a camera.", transcript=question, frames=(_jpeg(rgb),))
+        for question, rgb in (
+            ("What is red?", (200, 30, 30)),
+            ("Is it green?", (30, 200, 30)),
+            ("Say something.", (30, 30, 200)),
+        )
+    ]
+
+    async def alone() -> list[Any]:
+        async with _vlm(tiny["vlm"]) as vlm:
+            return [
+                [i async for i in vlm.generate(VlmRequest(f"sess_{k}/r", ctx))][-1]
+                for k, ctx in enumerate(contexts)
+            ]
+
+    async def together() -> list[Any]:
+        engine = BatchedHfEngine(tiny["vlm"], batch_slots=4, prefill_chunk_tokens=32)
+        stage = VlmStage(engine, placement, sampling=Sampling(max_tokens=12), image_tokens=64)
+        out: list[Any] = [None] * len(contexts)
+        async with stage:
+
+            async def ask(k: int, ctx: PromptContext) -> None:
+                items = [i async for i in stage.generate(VlmRequest(f"sess_{k}/r", ctx))]
+                out[k] = items[-1]
+
+            async with anyio.create_task_group() as tg:
+                for k, ctx in enumerate(contexts):
+                    tg.start_soon(ask, k, ctx)
+        return out
+
+    assert anyio.run(together) == anyio.run(alone)
+
+
 def test_vlm_generation_matches_offline_parse(tiny: dict[str, str]) -> None:
     """The streamed decision equals parsing the engine's raw text in one go."""
 

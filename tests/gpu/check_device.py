@@ -26,6 +26,10 @@ downloaded; start-up takes seconds):
           the server's own seconds per stage request (/metrics), partials
           answered and reused by commits, preemptive responses started /
           adopted / discarded                                          graphs on
+    device_audit  mixed placement under the device audit: ASR on the CPU, VLM
+          and TTS on cuda:0, every op of each stage's torch work checked
+          to stay on its device (backends/gpu/device_audit.py); one turn
+          through each stage, passed or the error                     eager VLM
 
 `--backend gpu` builds no VAD (`Backend.vad` is None), so a `server_vad` session there
 would never hear speech: for `server_vad` the check starts the server through itself
@@ -388,6 +392,109 @@ async def _tts_mode(placement: Any, graphs: bool, text: str) -> dict[str, Any]:
         "audio_s_per_utterance": round(statistics.median(seconds), 2),
         "runtime": "faster-qwen3-tts (CUDA Graphs)" if graphs else "qwen_tts eager",
     }
+
+
+async def child_device_audit(paths: dict[str, str]) -> dict[str, Any]:
+    """The two-GPU placement's promise checked on one GPU: ASR on the CPU, VLM and TTS on
+    `DEVICE`, each under the device audit (`backends/gpu/device_audit.py`), one turn
+    through each stage. A stage reaching for "the" GPU (a device-less `.cuda()`, a
+    `device="cuda"`, a default device) lands on cuda:0, the current device: in the ASR,
+    placed on the CPU here, that fails naming the op, where on two GPUs it would have put
+    the ASR's work on the VLM's GPU. The VLM runs eager (the ops a graph would capture,
+    each checked; replays are not ops), the TTS as served (CUDA Graphs where
+    faster-qwen3-tts is installed). The ASR keeps the real widths but 2 decoder and 2
+    encoder layers: the same code, seconds on the CPU instead of the 1.7B's minute.
+    The rehearsal runs every stage on the CPU, so there only the audit's own paths run."""
+    import importlib.util
+    import shutil
+
+    from backends.base import AsrRequest, PromptContext, VlmDecisionResult, VlmRequest
+    from backends.gpu.asr import ASR_SAMPLE_RATE_HZ, AsrStage
+    from backends.gpu.device_audit import DeviceAuditError
+    from backends.gpu.engine_api import Sampling
+    from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
+    from backends.gpu.placement import default_placement
+    from backends.gpu.tts import TtsStage, make_synthesizer
+    from backends.gpu.vlm import JOYAI_SYSTEM_PROMPT, VlmStage
+
+    asr_path = Path(paths["root"]) / "asr-cpu"
+    if not asr_path.exists():
+        shutil.copytree(paths["asr"], asr_path)
+        config = json.loads((asr_path / "config.json").read_text(encoding="utf-8"))
+        text, audio = config["text_config"], config["audio_config"]
+        text["num_hidden_layers"] = min(2, text["num_hidden_layers"])
+        if isinstance(text.get("layer_types"), list):
+            text["layer_types"] = text["layer_types"][: text["num_hidden_layers"]]
+        audio["encoder_layers"] = min(2, audio["encoder_layers"])
+        (asr_path / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    tts_graphs = not REHEARSAL and importlib.util.find_spec("faster_qwen3_tts") is not None
+    devices = {"asr": "cpu", "vlm": DEVICE, "tts": DEVICE}
+    result: dict[str, Any] = {"placement": devices, "stages": {}}
+
+    async def asr_turn() -> dict[str, Any]:
+        engine = HfAsrEngine(
+            str(asr_path), dtype="float32", device="cpu", load_format="dummy",
+            max_len=ENGINE_MAX_LEN, cuda_graphs=False, device_audit=True,
+        )  # fmt: skip
+        placement = replace(default_placement(1).asr, model=str(asr_path), device="cpu")
+        async with AsrStage(engine, placement, sampling=Sampling(max_tokens=8)) as stage:
+            pcm = _noise_pcm(1.0, ASR_SAMPLE_RATE_HZ)
+            transcript = await stage.transcribe(AsrRequest("audit-asr", pcm))
+        return {"tokens": engine.last_timing.tokens, "transcript_chars": len(transcript.text)}
+
+    async def vlm_turn() -> dict[str, Any]:
+        engine: Any = HfVlmEngine(
+            paths["vlm"], dtype=DTYPE, device=DEVICE, load_format="dummy",
+            max_len=ENGINE_MAX_LEN, cuda_graphs=False, device_audit=True,
+        )  # fmt: skip
+        placement = replace(
+            default_placement(1).vlm, model=paths["vlm"], max_model_len=ENGINE_MAX_LEN
+        )
+        stage = VlmStage(engine, placement, sampling=Sampling(max_tokens=8), image_tokens=196)
+        async with stage:
+            frame = _noise_jpeg(3)
+            await stage.prepare_frame(frame)  # the preparation path, audited too
+            ctx = PromptContext(
+                system=JOYAI_SYSTEM_PROMPT, transcript="What do you see?", frames=(frame,)
+            )
+            items = [item async for item in stage.generate(VlmRequest("audit-vlm", ctx))]
+        decision = items[-1]
+        assert isinstance(decision, VlmDecisionResult)
+        timing = engine.last_timing
+        return {"tokens": timing.tokens, "images_encoded_at_prefill": timing.images_encoded}
+
+    async def tts_turn() -> dict[str, Any]:
+        placement = replace(
+            default_placement(1).tts,
+            model=_tts_checkpoint(paths),
+            device="cpu" if REHEARSAL else 0,
+            dtype=DTYPE,
+            enforce_eager=not tts_graphs,
+            max_tokens=TTS_FRAMES,
+            device_audit=True,
+        )
+        async with TtsStage(make_synthesizer(placement), placement) as stage:
+            await stage.warmup()
+            _, _, samples = await time_utterance(stage, "audit-tts", "Hello! I see a red ball.")
+        runtime = "faster-qwen3-tts (CUDA Graphs)" if tts_graphs else "qwen_tts eager"
+        return {"runtime": runtime, "audio_s": round(samples / 24_000, 2)}
+
+    for name, turn in (("asr", asr_turn), ("vlm", vlm_turn), ("tts", tts_turn)):
+        started = time.perf_counter()
+        entry: dict[str, Any] = {"device": devices[name]}
+        try:
+            entry.update(await turn(), passed=True)
+        except DeviceAuditError as exc:  # the audit's finding: which op, on which device
+            entry.update(passed=False, error=str(exc), op=exc.op, found=exc.found)
+        except Exception as exc:  # anything else that stopped the turn
+            entry.update(passed=False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        entry["s"] = round(time.perf_counter() - started, 1)
+        result["stages"][name] = entry
+    failed = [f"{n}: {e['error']}" for n, e in result["stages"].items() if not e["passed"]]
+    result["passed"] = not failed
+    if failed:
+        result["error"] = "; ".join(failed)
+    return result
 
 
 def _placement_file(paths: dict[str, str], graphs: bool, tts_graphs: bool, out: Path) -> Path:
@@ -880,7 +987,12 @@ def part_server_vad(
     return result
 
 
-CHILDREN = {"asr": child_asr, "vlm": child_vlm, "tts": child_tts}
+CHILDREN = {
+    "asr": child_asr,
+    "vlm": child_vlm,
+    "tts": child_tts,
+    "device_audit": child_device_audit,
+}
 
 
 #: each part's share of the budget (a part may use what earlier parts left)
@@ -888,6 +1000,7 @@ SHARES = {
     "asr": 0.1,
     "vlm": 0.2,
     "tts": 0.18,
+    "device_audit": 0.12,  # after tts: it reuses the TTS checkpoint that part wrote
     "e2e_graphs_on": 0.1,
     "server_vad": 0.2,
     "e2e_graphs_off": 0.14,
