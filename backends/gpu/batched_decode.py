@@ -234,6 +234,11 @@ class SlotDecoder:
         self._graph_logits: Any = None
         self._graph_pool: Any = None
 
+    @property
+    def captured_buckets(self) -> int:
+        """CUDA Graphs captured so far, one per (rows, attended length) bucket."""
+        return len(self._graphs)
+
     # -- per-slot state -------------------------------------------------------------
 
     def begin(self, slot: int, sampling: Sampling) -> None:

@@ -40,6 +40,10 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     camera = vlm["camera_turn_8_frames"]  # the previous turn's KV kept, its frame prepared
     assert 0 < camera["reused_tokens"] < camera["prompt_tokens"], camera
     assert camera["images_encoded"] == {"cold": 8, "reused": 1, "reused_prepared": 0}, camera
+    batched = report["vlm_batched"]["graphs_off"]  # continuous batching's decode step
+    assert "error" not in batched, batched
+    assert all(batched[f"batch_{b}"]["tokens_per_s"] > 0 for b in (1, 8, 32)), batched
+    assert batched["tokens_per_s_ratio_32_to_1"] > 0, batched
     assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
     audit = report["device_audit"]  # mixed placement under the audit (all on the CPU here)
     assert audit["passed"] is True and "error" not in audit, audit
@@ -62,6 +66,7 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert live["partials_answered"] + live["commit_asr_requests"] >= vad["turns_asked"], live
     assert set(vad["preemptive_responses"]) >= {"started", "adopted", "discarded"}, vad
     assert all(not turn["errors"] for turn in vad["turns"]), vad["turns"]
-    parts = {"asr", "vlm", "tts", "device_audit", "e2e_graphs_off", "server_vad", "total"}
+    parts = {"asr", "vlm", "vlm_batched", "tts", "device_audit", "e2e_graphs_off", "server_vad"}
+    parts.add("total")
     assert set(report["time_s"]) >= parts
     assert done.returncode == 0, done.stdout[-3000:]

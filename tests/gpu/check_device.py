@@ -330,6 +330,73 @@ async def child_vlm(paths: dict[str, str]) -> dict[str, Any]:
     return result
 
 
+#: batch sizes of the continuous-batching decode figures, and steps timed at each
+VLM_BATCHES = (1, 8, 32)
+VLM_BATCH_STEPS = 4 if REHEARSAL else 48
+
+
+async def child_vlm_batched(paths: dict[str, str]) -> dict[str, Any]:
+    """VLM decode tokens/s at batch 1, 8 and 32 on the continuous-batching engine's
+    decode step (`batched_decode.SlotDecoder`), each row a 64-token text prompt at its
+    own position; graphs on where CUDA is, and the ratio of batch 32 to batch 1."""
+    import torch
+
+    from backends.gpu.batched_engine import BatchedHfEngine
+    from backends.gpu.engine_api import Sampling
+
+    engine = BatchedHfEngine(
+        paths["vlm"],
+        dtype=DTYPE,
+        device=DEVICE,
+        load_format="dummy",
+        max_len=ENGINE_MAX_LEN,
+        batch_slots=max(VLM_BATCHES),
+    )
+    started = time.perf_counter()
+    await engine.start()
+    result: dict[str, Any] = {"load_s": round(time.perf_counter() - started, 1)}
+    decoder = engine.batch  # no request is submitted: the engine's loop thread stays idle
+    assert decoder is not None
+    prompt = [int(i) for i in torch.randint(100, 1000, (64,))]
+
+    def run(batch: int, graphs: bool) -> dict[str, Any]:
+        decoder.graphs = graphs and decoder.device.type == "cuda"
+        slots = list(range(batch))
+        with torch.inference_mode():
+            tokens = []
+            for slot in slots:
+                decoder.begin(slot, Sampling(max_tokens=VLM_BATCH_STEPS + 8))
+                logits = decoder.prefill_chunk(slot, prompt, 0)
+                tokens.append(int(torch.argmax(logits)))
+            for _ in range(2):  # warm-up: the graph of this batch's bucket is captured
+                tokens = decoder.step(slots, tokens).tokens
+            if DEVICE.startswith("cuda"):
+                torch.cuda.synchronize(DEVICE)
+            began = time.perf_counter()
+            for _ in range(VLM_BATCH_STEPS):
+                tokens = decoder.step(slots, tokens).tokens  # one host transfer a step
+            seconds = time.perf_counter() - began
+        return {
+            "tokens_per_s": round(batch * VLM_BATCH_STEPS / seconds, 1),
+            "step_ms": round(seconds * 1000 / VLM_BATCH_STEPS, 2),
+        }
+
+    for graphs in _modes():
+        figures: dict[str, Any] = {}
+        result[_label(graphs)] = figures
+        try:
+            for batch in VLM_BATCHES:
+                figures[f"batch_{batch}"] = run(batch, graphs)
+        except Exception as exc:  # this mode's error; the other mode still runs
+            figures["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+            continue
+        one, most = figures["batch_1"], figures[f"batch_{max(VLM_BATCHES)}"]
+        figures["tokens_per_s_ratio_32_to_1"] = round(most["tokens_per_s"] / one["tokens_per_s"], 2)
+        figures["graph_buckets_captured"] = decoder.captured_buckets
+    await engine.close()
+    return result
+
+
 def _tts_checkpoint(paths: dict[str, str]) -> str:
     """The Qwen3-TTS checkpoint: real sizes on the GPU (toy in a rehearsal), written once."""
     from gpu_tiny_models import REAL_TTS, TINY_TTS, build_tiny_tts, build_tokenizer
@@ -990,6 +1057,7 @@ def part_server_vad(
 CHILDREN = {
     "asr": child_asr,
     "vlm": child_vlm,
+    "vlm_batched": child_vlm_batched,
     "tts": child_tts,
     "device_audit": child_device_audit,
 }
@@ -999,6 +1067,7 @@ CHILDREN = {
 SHARES = {
     "asr": 0.1,
     "vlm": 0.2,
+    "vlm_batched": 0.08,
     "tts": 0.18,
     "device_audit": 0.12,  # after tts: it reuses the TTS checkpoint that part wrote
     "e2e_graphs_on": 0.1,
