@@ -3,11 +3,22 @@
 
 Tests reach the Script of a backend the server built with `script_of(backend)` (or any
 stage's `.script`). The `camera` profile has no ASR stage (B1).
+
+A served scripted backend takes its options from the `[backend]` table of the server's
+config, e.g. a batched GPU's timing (cost_model.py) instead of fixed latencies:
+
+    [backend]
+    cost_model = "h200"
+    [backend.cost_overrides.vlm]
+    max_batch = 8
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backends.base import Backend, BackendUnavailable
+from backends.scripted.cost_model import engine_models
 from backends.scripted.script import Script
 from backends.scripted.stages import (
     ScriptedAsr,
@@ -16,6 +27,9 @@ from backends.scripted.stages import (
     ScriptedVad,
     ScriptedVlm,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["DESCRIPTION", "PROFILES", "create_backend", "script_of"]
 
@@ -30,6 +44,8 @@ def create_backend(
     max_records: int | None = None,
     default_transcript: str | None = None,
     latency_s: dict[str, float] | None = None,
+    cost_model: str | None = None,
+    cost_overrides: Mapping[str, Mapping[str, object]] | None = None,
     **_: object,
 ) -> Backend:
     """The scripted backend (not yet entered); other options are accepted and ignored.
@@ -44,9 +60,14 @@ def create_backend(
             that a served scripted backend can speak a longer reply
         latency_s: for a new script, seconds per stage (`vad`, `asr`, `vlm`, `tts`,
             `turn_end`) instead of the defaults
+        cost_model: for a new script, a named cost profile (`h200`, cost_model.py): ASR,
+            VLM, TTS and the end-of-turn stage then wait on one batched engine each
+            instead of their latency
+        cost_overrides: with `cost_model`, per stage, fields of its cost curve to replace
+            (`{"vlm": {"max_batch": 8}}`)
 
     Raises:
-        BackendUnavailable: an unknown profile.
+        BackendUnavailable: an unknown profile, stage, cost model or cost curve field.
     """
     if profile not in PROFILES:
         raise BackendUnavailable(
@@ -63,6 +84,13 @@ def create_backend(
                     f"{', '.join(script.latency)}"
                 )
             script.latency[stage] = float(seconds)
+        if cost_model is not None:
+            try:
+                script.engines.update(engine_models(cost_model, cost_overrides))
+            except ValueError as exc:
+                raise BackendUnavailable(f"scripted: {exc}") from None
+        elif cost_overrides:
+            raise BackendUnavailable("scripted: cost_overrides needs a cost_model")
     return Backend(
         name="scripted",
         vad=ScriptedVad(script),

@@ -4,6 +4,9 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
 
     latency      seconds per stage: before an ASR answer, before every streamed VLM item
                  and TTS chunk, before a VAD batch (VAD defaults to 0: it runs every tick)
+    engines      per stage, a `BatchedEngineModel` (cost_model.py) that decides when an
+                 answer or streamed item is ready instead of `latency`: the requests of
+                 that stage share one batched engine's steps (none by default)
     transcripts  ASR answers, consumed oldest first; `default_transcript` when empty
     turn_ends    end-of-turn verdicts (`semantic_vad`, B32): probabilities that the speaker
                  finished, consumed oldest first; `default_turn_end` (1.0) when empty
@@ -37,8 +40,8 @@ are deques, parked requests are woken through their own event loop's token.
 A request's path through a stage (`admit`, then `checkpoint` before every item):
 
     record -> park (until released or aborted) -> dead? -> failure at submission?
-           -> fault at submit? -> [latency -> aborted? -> dead? -> failure after N items?
-           -> fault at this step? -> item] ... -> fault at finish?
+           -> fault at submit? -> [latency (or the engine's steps) -> aborted? -> dead?
+           -> failure after N items? -> fault at this step? -> item] ... -> fault at finish?
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ from backends.base import BackendError, EngineDead, StageFailed, VlmAction
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
+
+    from backends.scripted.cost_model import BatchedEngineModel
 
 __all__ = [
     "DEFAULT_TRANSCRIPT",
@@ -197,6 +202,7 @@ class Script:
     """The programmable behaviour and the records of one scripted backend."""
 
     latency: dict[StageName, float] = field(default_factory=lambda: dict(DEFAULT_LATENCY_S))
+    engines: dict[str, BatchedEngineModel] = field(default_factory=dict)  # by stage name
     transcripts: deque[str] = field(default_factory=deque)
     default_transcript: str = DEFAULT_TRANSCRIPT
     partials: deque[str] = field(default_factory=deque)

@@ -15,8 +15,15 @@ Every stage must be entered before use (`BackendUnavailable` otherwise), records
 request in the script, honours the script's latency before every answer or streamed item,
 and takes the script's parking, failures, faults and engine death (see `script.py`).
 
+With an engine for its stage in `Script.engines` (cost_model.py), ASR, VLM, TTS and the
+end-of-turn stage wait on that engine's steps instead of the latency: a request joins the
+engine after its admission, each answer or streamed item is ready when the engine served
+its steps, and the request leaves the engine however it ended. VAD always keeps the
+latency.
+
 Abort: `abort(request_id)` is recorded; a parked request wakes up; a streaming VLM or TTS
 request stops quietly before its next item; an aborted ASR request raises `StageFailed`.
+With an engine the aborted request also leaves it, at the next step boundary.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Sequence
 
     from backends.base import Float32Array
+    from backends.scripted.cost_model import EngineRequest
     from backends.scripted.script import FaultStep, Script, StageName
 
 __all__ = [
@@ -113,6 +121,9 @@ class _ScriptedStage(StageLifecycle):
 
     async def abort(self, request_id: str) -> None:
         self.script.record_abort(self.stage, request_id)
+        engine = self.script.engines.get(self.stage)
+        if engine is not None:
+            engine.cancel(request_id)
 
     def _require_entered(self) -> None:
         if not self.entered:
@@ -122,6 +133,27 @@ class _ScriptedStage(StageLifecycle):
         delay = self.script.latency.get(self.stage, 0.0)
         if delay > 0:
             await anyio.sleep(delay)
+
+    def _join_engine(self, request_id: str, items: int) -> EngineRequest | None:
+        """The request in its stage's engine (None without one: the latency applies)."""
+        engine = self.script.engines.get(self.stage)
+        return None if engine is None else engine.join(request_id, items)
+
+    async def _wait_item(self, job: EngineRequest | None, index: int) -> None:
+        """Before item `index`: the engine's steps for it, or the latency."""
+        if job is None:
+            await self._wait_latency()
+        else:
+            await job.ready(index)  # a request that left early is seen as aborted next
+
+    async def _wait_answer(self, request_id: str) -> None:
+        """Before a one-item answer (ASR, end of turn): the engine's steps, or the latency."""
+        job = self._join_engine(request_id, 1)
+        try:
+            await self._wait_item(job, 0)
+        finally:
+            if job is not None:
+                job.leave()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +241,7 @@ class ScriptedAsr(_ScriptedStage):
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
         if not admission.aborted:
-            await self._wait_latency()
+            await self._wait_answer(request.request_id)
         if admission.aborted:
             raise StageFailed(f"asr: request {request.request_id} was aborted", stage=self.stage)
         admission.checkpoint(0)
@@ -243,7 +275,7 @@ class ScriptedTurnEnd(_ScriptedStage):
         """Raises: whatever the script has due."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
-        await self._wait_latency()
+        await self._wait_answer(request.request_id)
         admission.checkpoint(0)
         return self.script.next_turn_end()
 
@@ -274,19 +306,25 @@ class ScriptedVlm(_ScriptedStage):
         items.append(
             VlmDecisionResult(request.request_id, reply.action, text, reply.question or "")
         )
-        for sent, item in enumerate(items):
-            await self._wait_latency()
-            if admission.aborted:
-                return
-            admission.checkpoint(sent)
-            await admission.reach(
-                *_steps(sent, len(items)), *(("finish",) if item is items[-1] else ())
-            )
-            yield item
+        job = self._join_engine(request.request_id, len(items))
+        try:
+            for sent, item in enumerate(items):
+                await self._wait_item(job, sent)
+                if admission.aborted:
+                    return
+                admission.checkpoint(sent)
+                await admission.reach(
+                    *_steps(sent, len(items)), *(("finish",) if item is items[-1] else ())
+                )
+                yield item
+        finally:
+            if job is not None:
+                job.leave()
 
 
 class ScriptedTts(_ScriptedStage):
-    """A sine tone, 60 ms per character, in 100 ms chunks; latency before every chunk."""
+    """A sine tone, 60 ms per character, in 100 ms chunks; latency (or the engine's step)
+    before every chunk."""
 
     stage: ClassVar[StageName] = "tts"
     output_sample_rate_hz: int = 24_000
@@ -300,13 +338,18 @@ class ScriptedTts(_ScriptedStage):
             raise StageFailed(f"tts: sample rate {rate} Hz is not positive", stage=self.stage)
         admission = await self.script.admit(self.stage, request.request_id, request)
         count, chunks = _tone_chunks(request.request_id, request.text, rate)
-        for sent, chunk in enumerate(chunks):
-            await self._wait_latency()
-            if admission.aborted:
-                return
-            admission.checkpoint(sent)
-            await admission.reach(*_steps(sent, count))
-            yield chunk
+        job = self._join_engine(request.request_id, count) if count else None
+        try:
+            for sent, chunk in enumerate(chunks):
+                await self._wait_item(job, sent)
+                if admission.aborted:
+                    return
+                admission.checkpoint(sent)
+                await admission.reach(*_steps(sent, count))
+                yield chunk
+        finally:
+            if job is not None:
+                job.leave()
         await admission.reach("finish")
 
 

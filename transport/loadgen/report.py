@@ -37,16 +37,17 @@ class Stats:
 
     count: int
     p50: float | None
+    p95: float | None
     p99: float | None
     max: float | None
 
     @classmethod
     def of(cls, values: Sequence[float] | array.array[float]) -> Stats:
         if len(values) == 0:
-            return cls(0, None, None, None)
+            return cls(0, None, None, None, None)
         data = np.asarray(values, dtype=np.float64)
-        p50, p99 = np.percentile(data, [50, 99])
-        return cls(len(data), rounded(float(p50)), rounded(float(p99)), rounded(float(data.max())))
+        p50, p95, p99 = (rounded(float(p)) for p in np.percentile(data, [50, 95, 99]))
+        return cls(len(data), p50, p95, p99, rounded(float(data.max())))
 
 
 @dataclass(slots=True)
