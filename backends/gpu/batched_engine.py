@@ -33,7 +33,7 @@ import anyio
 from backends.base import StageFailed
 from backends.gpu.batched_decode import SlotDecoder
 from backends.gpu.device_audit import DeviceAuditError
-from backends.gpu.hf_engines import HfVlmEngine, PieceQueue, queue_streamer
+from backends.gpu.hf_engines import HfVlmEngine, PieceQueue, PieceStream, queue_streamer
 from backends.gpu.slot_scheduler import (
     DEFAULT_SLOTS,
     PREFILL_CHUNK_TOKENS,
@@ -44,7 +44,7 @@ from backends.gpu.slot_scheduler import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
 
@@ -57,23 +57,6 @@ def session_of_request(request_id: str) -> str | None:
     the first `/`; None for a request of no session (its slot keeps nothing)."""
     head, sep, _ = request_id.partition("/")
     return head if sep and head else None
-
-
-class _BatchStream:
-    """The text of one request of the batch; raises the step's error if it failed."""
-
-    def __init__(self, pieces: PieceQueue, errors: list[BaseException]) -> None:
-        self._pieces = pieces
-        self._errors = errors
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        while True:
-            text = await anyio.to_thread.run_sync(self._pieces.take, abandon_on_cancel=True)
-            if text is None:
-                break
-            yield text
-        if self._errors:
-            raise self._errors[0]
 
 
 @dataclass(slots=True)
@@ -190,7 +173,7 @@ class BatchedHfEngine(HfVlmEngine):
         with self._posted:
             self._inbox.append((request, job))
             self._posted.notify()
-        return _BatchStream(pieces, errors)
+        return PieceStream(pieces, errors)
 
     async def abort(self, request_id: str) -> None:
         with self._posted:

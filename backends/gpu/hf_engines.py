@@ -62,7 +62,14 @@ if TYPE_CHECKING:
     from backends.gpu.engine_api import EnginePrompt, Sampling
     from backends.gpu.prompt_reuse import Grid
 
-__all__ = ["DecodeTiming", "HfAsrEngine", "HfVlmEngine", "PieceQueue", "queue_streamer"]
+__all__ = [
+    "DecodeTiming",
+    "HfAsrEngine",
+    "HfVlmEngine",
+    "PieceQueue",
+    "PieceStream",
+    "queue_streamer",
+]
 
 IMAGE_PAD = "<|image_pad|>"
 
@@ -113,11 +120,16 @@ class PieceQueue:
             return text
 
 
-class _ThreadStream:
-    """Deltas of one `generate()` running in a worker thread."""
+class PieceStream:
+    """The text of one request, as its generating thread puts it in `pieces`; raises the
+    first of `errors` at the end. `thread`: a request's own thread, joined at the end (the
+    batched engine's loop thread serves many requests and is not)."""
 
     def __init__(
-        self, pieces: PieceQueue, thread: threading.Thread, errors: list[BaseException]
+        self,
+        pieces: PieceQueue,
+        errors: list[BaseException],
+        thread: threading.Thread | None = None,
     ) -> None:
         self._pieces = pieces
         self._thread = thread
@@ -129,7 +141,8 @@ class _ThreadStream:
             if text is None:
                 break
             yield text
-        await anyio.to_thread.run_sync(self._thread.join)
+        if self._thread is not None:
+            await anyio.to_thread.run_sync(self._thread.join)
         if self._errors:
             raise self._errors[0]
 
@@ -407,7 +420,7 @@ class _HfEngine:
 
     async def submit(
         self, request_id: str, prompt: EnginePrompt, sampling: Sampling
-    ) -> _ThreadStream:
+    ) -> PieceStream:
         if self.model is None:
             raise StageFailed(f"{self.name}: engine not started", stage=self.name)
         # tokenizing and image/audio features are CPU work: off the event loop
@@ -434,7 +447,7 @@ class _HfEngine:
 
         thread = threading.Thread(target=run, name=f"hf-{self.name}-{request_id}", daemon=True)
         thread.start()
-        return _ThreadStream(pieces, thread, errors)
+        return PieceStream(pieces, errors, thread)
 
     def _prepared(self, prompt: EnginePrompt) -> Any:
         return self._on_device(self._inputs(prompt))
