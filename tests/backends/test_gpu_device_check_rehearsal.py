@@ -45,6 +45,7 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert all(batched[f"batch_{b}"]["tokens_per_s"] > 0 for b in (1, 8, 32)), batched
     assert batched["tokens_per_s_ratio_32_to_1"] > 0, batched
     assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
+    assert tts["streams_in_real_time"] == int(1 / tts["rtf"]), tts
     audit = report["device_audit"]  # mixed placement under the audit (all on the CPU here)
     assert audit["passed"] is True and "error" not in audit, audit
     assert set(audit["stages"]) == {"asr", "vlm", "tts"}, audit

@@ -452,10 +452,15 @@ async def _tts_mode(placement: Any, graphs: bool, text: str) -> dict[str, Any]:
                 firsts.append(first * 1000)
                 rtfs.append(elapsed / max(samples / 24_000, 1e-9))
                 seconds.append(samples / 24_000)
+    rtf = round(statistics.median(rtfs), 3)
     return {
         "load_and_warmup_s": load_s,
         "ttfa_ms": _p50(firsts),
-        "rtf": round(statistics.median(rtfs), 3),
+        "rtf": rtf,
+        # the stage synthesizes one utterance at a time per device (a lock over each), so
+        # the streams it keeps in real time are those whose audio it makes faster than
+        # they play: 1 / rtf of them, until a batched TTS serves several in one step
+        "streams_in_real_time": int(1 / rtf) if rtf > 0 else None,
         "audio_s_per_utterance": round(statistics.median(seconds), 2),
         "runtime": "faster-qwen3-tts (CUDA Graphs)" if graphs else "qwen_tts eager",
     }
