@@ -67,7 +67,14 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert live["partials_answered"] + live["commit_asr_requests"] >= vad["turns_asked"], live
     assert set(vad["preemptive_responses"]) >= {"started", "adopted", "discarded"}, vad
     assert all(not turn["errors"] for turn in vad["turns"]), vad["turns"]
+    talking = report["talking_sessions"]  # 2 then 4 sessions at once, the VLM batched
+    assert "error" not in talking and talking["vlm_batch_slots"] == 4, talking
+    for sessions in (2, 4):
+        run = talking[f"sessions_{sessions}"]
+        assert run["turns_measured"] == sessions * 2 and run["turn_errors"] == 0, run
+        figure = run["end_of_speech_to_first_audio_ms"]
+        assert figure["p95"] >= figure["p50"] > 0 and not run["sessions_failed"], run
     parts = {"asr", "vlm", "vlm_batched", "tts", "device_audit", "e2e_graphs_off", "server_vad"}
-    parts.add("total")
+    parts |= {"talking_sessions", "total"}
     assert set(report["time_s"]) >= parts
     assert done.returncode == 0, done.stdout[-3000:]

@@ -569,8 +569,11 @@ async def child_device_audit(paths: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def _placement_file(paths: dict[str, str], graphs: bool, tts_graphs: bool, out: Path) -> Path:
+def _placement_file(
+    paths: dict[str, str], graphs: bool, tts_graphs: bool, out: Path, *, vlm_batch_slots: int = 0
+) -> Path:
     device = '"cpu"' if REHEARSAL else "0"
+    batch = f"batch_slots = {vlm_batch_slots}\n" if vlm_batch_slots else ""
 
     def stage(graphs: bool) -> str:
         return f'device = {device}\ndtype = "{DTYPE}"\nenforce_eager = {str(not graphs).lower()}\n'
@@ -580,6 +583,7 @@ def _placement_file(paths: dict[str, str], graphs: bool, tts_graphs: bool, out: 
         'runtime = "transformers"\ngpus = 1\n'
         f'[asr]\nmodel = "{paths["asr"]}"\n{engine}gpu_memory_utilization = 0.1\nmax_tokens = 32\n'
         f'[vlm]\nmodel = "{paths["vlm"]}"\n{engine}gpu_memory_utilization = 0.45\nmax_tokens = 24\n'
+        f"{batch}"
         f'[tts]\nmodel = "{paths["tts"]}"\n{stage(tts_graphs)}gpu_memory_utilization = 0.3\n'
         f"max_tokens = {TTS_FRAMES}\n",
         encoding="utf-8",
@@ -615,7 +619,13 @@ async def _turns(url: str, turns: int) -> list[dict[str, Any]]:
 
 
 def _launch(
-    paths: dict[str, str], graphs: bool, tts_graphs: bool, name: str, entry: tuple[str, ...]
+    paths: dict[str, str],
+    graphs: bool,
+    tts_graphs: bool,
+    name: str,
+    entry: tuple[str, ...],
+    *,
+    vlm_batch_slots: int = 0,
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     """`python ENTRY --backend gpu ...` on a free loopback port: (process, port, log)."""
     import socket
@@ -624,7 +634,9 @@ def _launch(
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     root = Path(paths["root"])
-    placement = _placement_file(paths, graphs, tts_graphs, root / f"placement-{name}.toml")
+    placement = _placement_file(
+        paths, graphs, tts_graphs, root / f"placement-{name}.toml", vlm_batch_slots=vlm_batch_slots
+    )
     # one measured session: a loop busy with model threads must not shed it
     config = root / "serve.toml"
     config.write_text("[limits]\nshed_loop_lag_ms = 0\n", encoding="utf-8")
@@ -852,7 +864,7 @@ def _percentiles(values: list[float | None]) -> dict[str, Any]:
         high = min(low + 1, len(present) - 1)
         return round(present[low] + (present[high] - present[low]) * (rank - low), 1)
 
-    return {"n": len(present), "p50": at(0.5), "p90": at(0.9)}
+    return {"n": len(present), "p50": at(0.5), "p90": at(0.9), "p95": at(0.95)}
 
 
 class _VadTurn:
@@ -956,6 +968,9 @@ async def _vad_turns(
                             _VAD_REPLY_TIMEOUT_S if stopped else _VAD_NO_SPEECH_S
                         ):
                             turn.errors.append("no reply" if stopped else "no speech_stopped")
+                            break
+                        if now > deadline:  # the part's time is up: report what came
+                            turn.errors.append("no reply before the part's deadline")
                             break
                     # real time: the microphone gives 20 ms every 20 ms
                     delay = start + sent * _VAD_CHUNK_MS / 1000 - time.monotonic()
@@ -1068,6 +1083,71 @@ CHILDREN = {
 }
 
 
+#: talking sessions at once (server VAD, real-time speech, a turn after each reply), and
+#: the turns each speaks after its warm-up turn
+TALKING_SESSIONS = (2, 4) if REHEARSAL else (8, 32)
+TALKING_TURNS = 2 if REHEARSAL else 3
+
+
+def part_talking_sessions(
+    paths: dict[str, str], graphs: bool, budget_s: float, *, tts_graphs: bool
+) -> dict[str, Any]:
+    """8 and then 32 sessions talking at once through `serve --backend gpu`, the VLM on
+    the continuous-batching engine (`batch_slots = 32`): end of speech to first audio p50
+    and p95 over every session's turns after its first, and every error. Each session is
+    the server_vad part's client (`_vad_turns`); the ASR and the TTS still serve one
+    request at a time, which these figures show."""
+    deadline = time.monotonic() + budget_s
+    slots = max(TALKING_SESSIONS)
+    server, port, log = _launch(
+        paths, graphs, tts_graphs, "talking", (__file__, SERVE_WITH_VAD), vlm_batch_slots=slots
+    )
+    result: dict[str, Any] = {
+        "graphs": "on" if graphs else "off",
+        "vlm_batch_slots": slots,
+        "turns_per_session": TALKING_TURNS,
+    }
+    try:
+        if not _ready(server, port, deadline):
+            return {**result, "error": "server not ready", "log_tail": log.read_text()[-3000:]}
+        for index, sessions in enumerate(TALKING_SESSIONS):
+            # the later, larger run gets the larger share of what is left
+            share = 1 / 3 if index == 0 and len(TALKING_SESSIONS) > 1 else 1.0
+            until = time.monotonic() + (deadline - time.monotonic()) * share
+
+            async def talk(count: int = sessions, stop: float = until) -> list[Any]:
+                runs = [_vad_turns(port, TALKING_TURNS + 1, stop) for _ in range(count)]
+                return list(await asyncio.gather(*runs, return_exceptions=True))
+
+            left = max(until - time.monotonic(), 5)
+            try:
+                runs = asyncio.run(asyncio.wait_for(talk(), left + 30))
+            except Exception as exc:  # this run's error; what the other measured stays
+                result[f"sessions_{sessions}"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                continue
+            turns = [t for r in runs if not isinstance(r, BaseException) for t in r[0][1:]]
+            failed = [
+                f"{type(r).__name__}: {r}"[:300] for r in runs if isinstance(r, BaseException)
+            ]
+            result[f"sessions_{sessions}"] = {
+                "turns_measured": sum(
+                    t["end_of_speech_to_first_audio_ms"] is not None for t in turns
+                ),
+                "end_of_speech_to_first_audio_ms": _percentiles(
+                    [t["end_of_speech_to_first_audio_ms"] for t in turns]
+                ),
+                "commit_to_first_audio_ms": _percentiles(
+                    [t["commit_to_first_audio_ms"] for t in turns]
+                ),
+                "turn_errors": sum(len(t["errors"]) for t in turns),
+                "error_samples": sorted({e for t in turns for e in t["errors"]})[:5],
+                "sessions_failed": failed[:5],
+            }
+    finally:
+        _stop(server)
+    return result
+
+
 #: each part's share of the budget (a part may use what earlier parts left)
 SHARES = {
     "asr": 0.1,
@@ -1077,6 +1157,7 @@ SHARES = {
     "device_audit": 0.12,  # after tts: it reuses the TTS checkpoint that part wrote
     "e2e_graphs_on": 0.1,
     "server_vad": 0.2,
+    "talking_sessions": 0.15,
     "e2e_graphs_off": 0.14,
 }
 
@@ -1128,9 +1209,10 @@ def main() -> int:
                 report[part] = {"skipped": "time budget spent"}
                 continue
             t0 = time.monotonic()
-            if part.startswith(("e2e", "server_vad")):
-                # server_vad: graphs on only (the production setting; eager on a CPU)
-                graphs = part.endswith("_on") or (part == "server_vad" and not REHEARSAL)
+            if part.startswith(("e2e", "server_vad", "talking")):
+                # server_vad, talking: graphs on only (the production setting; eager on a CPU)
+                served = part in ("server_vad", "talking_sessions")
+                graphs = part.endswith("_on") or (served and not REHEARSAL)
                 if part == "e2e_graphs_on" and REHEARSAL:
                     report[part] = {"skipped": "no CUDA Graphs on a CPU (rehearsal)"}
                     continue
@@ -1138,7 +1220,10 @@ def main() -> int:
                     report[part] = {"skipped": "no TTS checkpoint (the tts part did not build one)"}
                     continue
                 tts_ok = "ttfa_ms" in report.get("tts", {}).get("graphs_on", {})
-                run = part_server_vad if part == "server_vad" else part_e2e
+                run = {
+                    "server_vad": part_server_vad,
+                    "talking_sessions": part_talking_sessions,
+                }.get(part, part_e2e)
                 report[part] = run(paths, graphs, budget, tts_graphs=graphs and tts_ok)
             else:
                 report[part] = run_child(part, paths, budget, script=__file__)
