@@ -295,17 +295,15 @@ class TurnTaking:
             # the model hears only the sound of the pause; words that cannot close a
             # sentence ("... bigger than") say the speaker is not done
             finished = not trails_off(transcript, punctuated=punctuated)
-        if finished and detector.silence_frames * FRAME_MS < SEMANTIC_PAUSE_MS:
-            # an eager review's "finished" waits out the model's own pause length: speech
-            # that resumes inside it was a comma, not an end (D43)
-            detector.hold(wait_ms=SEMANTIC_PAUSE_MS, now_ms=now_ms)
-            if detector.overdue(now_ms):
-                self._stop(config, "time_out")
-            return
-        if finished:
+        if finished and detector.silence_frames * FRAME_MS >= SEMANTIC_PAUSE_MS:
             self._stop(config, "finish")
             return
-        wait = policy.max_wait_ms if probability is not None else config.silence_duration_ms
+        if finished:
+            # an eager review's "finished" waits out the model's own pause length: speech
+            # that resumes inside it was a comma, not an end (D43)
+            wait = SEMANTIC_PAUSE_MS
+        else:
+            wait = policy.max_wait_ms if probability is not None else config.silence_duration_ms
         detector.hold(wait_ms=wait, now_ms=now_ms)
         if detector.overdue(now_ms):
             self._stop(config, "time_out")

@@ -2143,27 +2143,22 @@ class ReferenceSession:
                 and trails_off(verdict.transcript, punctuated=verdict.punctuated)
             )
         )
-        if finished and self.vad.silence_run * VAD_FRAME_MS < SEMANTIC_PAUSE_MS:
-            # AMBIGUITY (docs/session-semantics.md, decision D43): an eager review's
-            # "finished" holds the pause until it is as long as the model's own
-            self.vad.state = "held"
-            self.vad.awaiting = None
-            self._set_wait(SEMANTIC_PAUSE_MS)
-            if self._pause_overdue():
-                self._turn_ended()
-            return
-        if finished:
+        if finished and self.vad.silence_run * VAD_FRAME_MS >= SEMANTIC_PAUSE_MS:
             self._turn_ended()
             return
         self.vad.state = "held"
         self.vad.awaiting = None
-        # AMBIGUITY (docs/session-semantics.md, decision D33): no verdict holds the pause
-        # for server VAD's silence duration
-        self._set_wait(
-            td.end_of_turn.max_wait_ms
-            if verdict.probability is not None
-            else td.silence_duration_ms
-        )
+        if finished:
+            # AMBIGUITY (docs/session-semantics.md, decision D43): an eager review's
+            # "finished" holds the pause until it is as long as the model's own
+            wait = SEMANTIC_PAUSE_MS
+        elif verdict.probability is not None:
+            wait = td.end_of_turn.max_wait_ms
+        else:
+            # AMBIGUITY (docs/session-semantics.md, decision D33): no verdict holds the
+            # pause for server VAD's silence duration
+            wait = td.silence_duration_ms
+        self._set_wait(wait)
         if self._pause_overdue():
             self._turn_ended()
 
