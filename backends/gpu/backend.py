@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from backends.base import Backend, BackendUnavailable
 from backends.gpu.asr import AsrStage
-from backends.gpu.batched_engine import BatchedHfEngine, session_of_request
+from backends.gpu.batched_engine import BatchedHfEngine
 from backends.gpu.engines import VllmEngine
 from backends.gpu.hf_engines import HfAsrEngine, HfVlmEngine
 from backends.gpu.placement import CPU, load_placement
 from backends.gpu.tts import TtsStage, make_synthesizer
 from backends.gpu.vlm import VlmStage
+from backends.joyai.memory import session_of
 
 if TYPE_CHECKING:
     from backends.base import Vad
@@ -67,7 +68,7 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
                 stage.model,
                 batch_slots=stage.batch_slots,
                 prefill_chunk_tokens=stage.prefill_chunk_tokens,
-                session_of=session_of_request,
+                session_of=session_of,
                 encoded_frames=stage.encoded_frames,
                 **options,
             )

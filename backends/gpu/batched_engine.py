@@ -48,15 +48,7 @@ if TYPE_CHECKING:
 
     from backends.gpu.engine_api import EnginePrompt, Sampling
 
-__all__ = ["BatchedHfEngine", "session_of_request"]
-
-
-def session_of_request(request_id: str) -> str | None:
-    """The session a stage request belongs to: the runtime names a backend request
-    `<session id>/<request id>` (one backend serves every session), so the part before
-    the first `/`; None for a request of no session (its slot keeps nothing)."""
-    head, sep, _ = request_id.partition("/")
-    return head if sep and head else None
+__all__ = ["BatchedHfEngine"]
 
 
 @dataclass(slots=True)
@@ -118,10 +110,7 @@ class BatchedHfEngine(HfVlmEngine):
         and scheduler, and the loop; no one-request `StaticDecoder` is built."""
         import torch
 
-        generation = getattr(self.model, "generation_config", None)
-        eos = getattr(generation, "eos_token_id", None)
-        self._eos = frozenset([eos] if isinstance(eos, int) else (eos or []))
-        never = [int(i) for i in getattr(generation, "suppress_tokens", None) or []]
+        self._eos, never = self._stop_and_suppressed_ids()
         self.batch = SlotDecoder(
             self.model.model.language_model,
             self.model.lm_head,

@@ -301,13 +301,17 @@ class _HfEngine:
             head[size:] = 0.0
             head[sorted(i for i in quiet if i < size)] = 0.0
 
+    def _stop_and_suppressed_ids(self) -> tuple[frozenset[int], list[int]]:
+        """The generation config's end ids and the ids it never samples."""
+        generation = getattr(self.model, "generation_config", None)
+        eos = getattr(generation, "eos_token_id", None)
+        never = [int(i) for i in getattr(generation, "suppress_tokens", None) or []]
+        return frozenset([eos] if isinstance(eos, int) else (eos or [])), never
+
     def _prepare_decoding(self) -> None:
         import torch
 
-        generation = getattr(self.model, "generation_config", None)
-        eos = getattr(generation, "eos_token_id", None)
-        self._eos = frozenset([eos] if isinstance(eos, int) else (eos or []))
-        never = list(getattr(generation, "suppress_tokens", None) or [])
+        self._eos, never = self._stop_and_suppressed_ids()
         self._never = torch.tensor(never, device=self.device) if never else None
         text_config = self.model.config.get_text_config(decoder=True)
         self.decoder = StaticDecoder(

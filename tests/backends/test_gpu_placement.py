@@ -270,7 +270,8 @@ def test_transformers_runtime_vlm_batches_when_the_placement_gives_it_slots(
     tmp_path: Path,
 ) -> None:
     from backends.gpu.backend import create_backend
-    from backends.gpu.batched_engine import BatchedHfEngine, session_of_request
+    from backends.gpu.batched_engine import BatchedHfEngine
+    from backends.joyai.memory import session_of
 
     path = tmp_path / "batched.toml"
     path.write_text(
@@ -283,9 +284,9 @@ def test_transformers_runtime_vlm_batches_when_the_placement_gives_it_slots(
     assert isinstance(engine, BatchedHfEngine)
     assert (engine.batch_slots, engine.prefill_chunk_tokens) == (8, 64)
     # a session's slot keeps its KV for that session's next turn: the runtime's ids
-    assert engine.session_of is session_of_request
-    assert session_of_request("sess_ab12/resp_3:vlm:1") == "sess_ab12"
-    assert session_of_request("warmup") is None
+    assert engine.session_of is session_of
+    assert session_of("sess_ab12/resp_3:vlm:1") == "sess_ab12"
+    assert session_of("warmup") is None
     defaults = parse_placement({"runtime": "transformers"}).vlm
     assert (defaults.batch_slots, defaults.prefill_chunk_tokens) == (0, 256)
 
