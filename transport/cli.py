@@ -74,7 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
         "can route a resume to it (docs/deploy.md); [server] host_id",
     )
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
-    serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
+    serve.add_argument(
+        "--tts",
+        choices=("hibari", "piper"),
+        help="cpu: the voice engine (default hibari, Apache-2.0; piper is GPL-3.0, its own extra)",
+    )
+    serve.add_argument(
+        "--tts-voice",
+        help="cpu: hibari's default voice (heart, or another already in its cache), "
+        "or with --tts piper a local Piper voice (.onnx)",
+    )
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
     serve.add_argument(
         "--turn-model", help="cpu: a Smart Turn v3.2 .onnx for semantic_vad (SHA-256 checked)"
@@ -112,6 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
         key: value
         for key, value in (
             ("asr_model", args.asr_model),
+            ("tts", args.tts),
             ("tts_voice", args.tts_voice),
             ("vad_model", args.vad_model),
             ("turn_model", args.turn_model),

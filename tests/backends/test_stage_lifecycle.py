@@ -7,6 +7,7 @@ import pytest
 from backends.base import StageLifecycle
 from backends.cpu.asr import WhisperAsr
 from backends.cpu.describer import FrameDescriber
+from backends.cpu.hibari_tts import HibariTts
 from backends.cpu.tts import PiperTts
 from backends.cpu.vad import SileroVad
 from backends.gpu.asr import AsrStage
@@ -46,6 +47,7 @@ class Recording(StageLifecycle):
         WhisperAsr,
         FrameDescriber,
         PiperTts,
+        HibariTts,
         AsrStage,
         VlmStage,
         TtsStage,

@@ -50,7 +50,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--speech",
         metavar="WAV|piper",
         help="what probe sessions speak: a pcm16 WAV, or `piper` (the bundled Piper voice, "
-        "cpu extra); default: every session streams quiet noise",
+        "cpu and piper extras); default: every session streams quiet noise",
     )
     parser.add_argument(
         "--probes", type=int, help="sessions that speak --speech periodically (1 with --speech)"

@@ -34,7 +34,7 @@ class BenchUsageError(ValueError):
 @dataclass(frozen=True, slots=True)
 class BenchOptions:
     """What to offer. `speech`: a WAV path, "piper" (the bundled Piper voice, needs the
-    cpu extra) or None (noise only); `probes`: sessions speaking it (None: 1 with speech,
+    cpu and piper extras) or None (noise only); `probes`: sessions speaking it (None: 1 with speech,
     0 without); `frames_ms`: a camera frame every that many ms (None: none)."""
 
     url: str = DEFAULT_URL
