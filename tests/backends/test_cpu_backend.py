@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 async def test_speech_turn_runs_vad_asr_describer_and_tts(
     cpu_speech: Speech, caplog: pytest.LogCaptureFixture
 ) -> None:
-    for module in ("onnxruntime", "faster_whisper", "piper", "PIL.Image"):
+    for module in ("onnxruntime", "faster_whisper", "hibari", "piper", "PIL.Image"):
         pytest.importorskip(module)
     image = pytest.importorskip("PIL.Image")
     buffer = io.BytesIO()

