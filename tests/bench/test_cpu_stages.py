@@ -2,7 +2,8 @@
 the baseline and the design's figure, same run), a VAD tick of 450 sessions x 3 frames
 (one batched call per step vs the states gathered once per call, same run), Whisper
 tiny.en and Piper real-time factors (`extra_info["rtf"]`: seconds of compute per second
-of audio)."""
+of audio), and the two voices, hibari (the default) and Piper, on the same replies in the
+same run: the first chunk of a reply (what a listener waits for) and a whole reply."""
 
 from __future__ import annotations
 
@@ -51,6 +52,18 @@ def tts(portal: Any) -> Iterator[Any]:
     from backends.cpu.tts import PiperTts
 
     stage = PiperTts(deterministic=True)
+    with portal.wrap_async_context_manager(stage):
+        portal.call(stage.warmup)
+        yield stage
+
+
+@pytest.fixture(scope="module")
+def hibari_tts(portal: Any) -> Iterator[Any]:
+    for module in ("hibari", "soxr"):
+        pytest.importorskip(module)
+    from backends.cpu.hibari_tts import HibariTts
+
+    stage = HibariTts(deterministic=True)
     with portal.wrap_async_context_manager(stage):
         portal.call(stage.warmup)
         yield stage
@@ -157,6 +170,64 @@ def test_bench_tts_piper_joe_rtf_at_24khz(benchmark, portal, tts) -> None:  # ty
     assert seconds > 1.0
     benchmark.extra_info["audio_s"] = seconds
     if benchmark.stats:
+        benchmark.extra_info["rtf"] = benchmark.stats.stats.median / seconds
+
+
+#: what the frame describer answers, and a longer two-sentence reply
+REPLIES = (
+    "I see something red.",
+    "I see mostly green, with some yellow.",
+    "Now I see something blue. Please tell me if you want me to look again.",
+)
+#: the pytest fixture of each voice, so both run in one session on the same texts
+VOICE_FIXTURES = {"hibari": "hibari_tts", "piper": "tts"}
+
+
+def _first_chunk(portal: Any, tts: Any, text: str, rate: int) -> bytes:
+    async def first() -> bytes:
+        stream = tts.synthesize(TtsRequest("b", text, rate))
+        try:
+            chunk = await anext(stream)
+        finally:
+            await stream.aclose()
+        return bytes(chunk.pcm16)
+
+    result: bytes = portal.call(first)
+    return result
+
+
+@pytest.mark.benchmark(group="cpu-tts-first-chunk")
+@pytest.mark.parametrize("voice", list(VOICE_FIXTURES))
+def test_bench_tts_first_chunk_of_each_reply_at_24khz(benchmark, portal, request, voice) -> None:  # type: ignore[no-untyped-def]
+    """The three replies' first chunks, one after another: a round's time / 3 is the mean
+    wait for a reply's first audio."""
+    stage = request.getfixturevalue(VOICE_FIXTURES[voice])
+
+    def firsts() -> list[bytes]:
+        return [_first_chunk(portal, stage, text, 24_000) for text in REPLIES]
+
+    chunks = benchmark.pedantic(firsts, rounds=5, iterations=1, warmup_rounds=1)
+    assert all(chunks)
+    if benchmark.stats:
+        benchmark.extra_info["first_chunk_ms_mean"] = (
+            benchmark.stats.stats.median / len(REPLIES) * 1000
+        )
+
+
+@pytest.mark.benchmark(group="cpu-tts-reply")
+@pytest.mark.parametrize("voice", list(VOICE_FIXTURES))
+def test_bench_tts_whole_replies_at_24khz(benchmark, portal, request, voice) -> None:  # type: ignore[no-untyped-def]
+    """The three replies whole: compute per reply and per second of audio (`rtf`)."""
+    stage = request.getfixturevalue(VOICE_FIXTURES[voice])
+
+    def replies() -> list[bytes]:
+        return [_synthesize(portal, stage, text, 24_000) for text in REPLIES]
+
+    audio = benchmark.pedantic(replies, rounds=5, iterations=1, warmup_rounds=1)
+    seconds = sum(len(pcm16) for pcm16 in audio) / 2 / 24_000
+    benchmark.extra_info["audio_s"] = seconds
+    if benchmark.stats:
+        benchmark.extra_info["ms_per_reply"] = benchmark.stats.stats.median / len(REPLIES) * 1000
         benchmark.extra_info["rtf"] = benchmark.stats.stats.median / seconds
 
 
