@@ -4,7 +4,7 @@ time, a red camera frame with each turn, speech in voices the product is not tun
 
     python tools/turn_latency.py latency [--repo DIR] [--turns 12] [--out FILE.json]
         [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
-        [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33]
+        [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33] [--tts hibari,piper]
     python tools/turn_latency.py wer [--asr-model DIR] [--language en]
 
 `latency` starts the server from `--repo` (default: this checkout; point it at another
@@ -25,6 +25,11 @@ each its own turn (his end of speech is where his pause begins). A turn is 0.6 s
 silence, the utterance, then silence streamed in real time (as a microphone keeps sending)
 until the reply is done; the first turn is spoken once more before, as a warm-up not
 counted.
+
+`--tts hibari,piper` starts one server per voice engine (`serve --tts`), all loaded at
+once, and plays every pass to each in turn (hibari, piper, hibari, ...), so the engines
+meet the same machine and are reported side by side (`<engine>` or `<engine> <pass>`),
+each with its server's CPU seconds; without it, one server with its default voice.
 
 `--cpu-quota 0.33` runs the server in a child cgroup limited to a third of a core
 (`tools/cpu_quota.py`: cgroup v2 `cpu.max` or v1 `cpu.cfs_quota_us`); it fails, saying
@@ -260,11 +265,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(repo: Path, port: int, quota: CpuQuota | None = None) -> subprocess.Popen[bytes]:
-    """`joyduplex serve` from `repo`; moved into `quota`'s cgroup at once, before it loads
-    anything or forks its workers (they follow it there)."""
+def start_server(
+    repo: Path, port: int, quota: CpuQuota | None = None, options: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """`joyduplex serve` from `repo` with `options`; moved into `quota`'s cgroup at once,
+    before it loads anything or forks its workers (they follow it there)."""
     env = dict(os.environ, PYTHONPATH=str(repo))
-    command = [sys.executable, "-m", "transport.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "transport.cli", "serve", "--port", str(port), *options]
     server = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.DEVNULL)
     if quota is not None:
         try:
@@ -457,6 +464,20 @@ def parse_voices(text: str) -> list[str]:
     return list(dict.fromkeys(voices))
 
 
+TTS_ENGINES = ("hibari", "piper")
+
+
+def parse_tts(text: str) -> list[str]:
+    engines = [e.strip() for e in text.split(",") if e.strip()]
+    unknown = [e for e in engines if e not in TTS_ENGINES]
+    if unknown or not engines:
+        raise argparse.ArgumentTypeError(
+            f"unknown voice engine(s) {', '.join(unknown) or '(none given)'}; choose from "
+            + ", ".join(TTS_ENGINES)
+        )
+    return list(dict.fromkeys(engines))
+
+
 HEADLINE = (
     ("eos->stopped", "end_of_speech_to_speech_stopped_ms"),
     ("stopped->audio", "speech_stopped_to_first_audio_ms"),
@@ -515,7 +536,18 @@ def latency(args: argparse.Namespace) -> None:
     print(f"preparing {args.turns} turns in each of {', '.join(voices)} ...", file=sys.stderr)
     plan = turn_plan(voices, args.turns, args.mid_pause_ms)
     clips = [clip for _, _, clip, _ in plan]
-    port = _free_port()
+    # one server per voice engine asked for (None: the server's default), all up at once
+    engines: list[str | None] = args.tts or [None]
+    ports = {engine: _free_port() for engine in engines}
+    servers: dict[str | None, subprocess.Popen[bytes]] = {}
+    cpu_s: dict[str | None, float] = {}
+    turns_of: dict[str | None, int] = {}
+
+    def label(engine: str | None, name: str) -> str:
+        if engine is None:
+            return name
+        return engine if name == "default" else f"{engine} {name}"
+
     by_pass: dict[str, list[Turn]] = {}
     counts: dict[str, dict[str, float]] = {}
     with contextlib.ExitStack() as stack:
@@ -528,41 +560,55 @@ def latency(args: argparse.Namespace) -> None:
             print(
                 f"server under a CPU quota: {quota.path} ({args.cpu_quota} cores)", file=sys.stderr
             )
-        server = start_server(repo, port, quota)
         try:
-            wait_ready(port, 300.0 / min(1.0, args.cpu_quota or 1.0))
-            # one warm-up turn, not counted: first calls of every model are slow
-            warm = Turn(plan[0][0], plan[0][1], plan[0][3])
-            asyncio.run(run_turns(port, [warm], clips[:1], args.turn_detection))
-            before_s = tree_cpu_s(server.pid)
+            for engine in engines:
+                options = () if engine is None else ("--tts", engine)
+                servers[engine] = start_server(repo, ports[engine], quota, options)
+            for engine in engines:
+                port = ports[engine]
+                wait_ready(port, 300.0 / min(1.0, args.cpu_quota or 1.0))
+                # one warm-up turn, not counted: first calls of every model are slow
+                warm = Turn(plan[0][0], plan[0][1], plan[0][3])
+                asyncio.run(run_turns(port, [warm], clips[:1], args.turn_detection))
+            before_s = {engine: tree_cpu_s(s.pid) for engine, s in servers.items()}
             throttle_before = quota.stats() if quota else None
             started = time.monotonic()
             for name, preemption in passes:
-                turns = [Turn(text, voice, end) for text, voice, _, end in plan]
-                before = _preemption_counts(port)
-                asyncio.run(run_turns(port, turns, clips, args.turn_detection, preemption))
-                after = _preemption_counts(port)
-                by_pass.setdefault(name, []).extend(turns)
-                total = counts.setdefault(name, dict.fromkeys(after, 0.0))
-                for key in after:
-                    total[key] += after[key] - before[key]
+                for engine in engines:
+                    port = ports[engine]
+                    turns = [Turn(text, voice, end) for text, voice, _, end in plan]
+                    before = _preemption_counts(port)
+                    asyncio.run(run_turns(port, turns, clips, args.turn_detection, preemption))
+                    after = _preemption_counts(port)
+                    by_pass.setdefault(label(engine, name), []).extend(turns)
+                    turns_of[engine] = turns_of.get(engine, 0) + len(turns)
+                    total = counts.setdefault(label(engine, name), dict.fromkeys(after, 0.0))
+                    for key in after:
+                        total[key] += after[key] - before[key]
             wall_s = time.monotonic() - started
-            cpu_s = tree_cpu_s(server.pid) - before_s
+            cpu_s = {e: tree_cpu_s(s.pid) - before_s[e] for e, s in servers.items()}
             throttle = quota.stats() if quota else None
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            for server in servers.values():
+                server.terminate()
+                server.wait(timeout=30)
     summaries = {name: _pass_summary(t, voices, counts[name]) for name, t in by_pass.items()}
-    summary: dict[str, Any] = dict(summaries[passes[-1][0]]) if len(summaries) == 1 else {}
+    summary: dict[str, Any] = dict(next(iter(summaries.values()))) if len(summaries) == 1 else {}
     if len(summaries) > 1:
         summary["passes"] = summaries
     summary["repo"] = str(repo)
     summary["turn_detection"] = args.turn_detection
-    summary["server_cpu"] = {
-        "seconds": round(cpu_s, 2),
-        "wall_s": round(wall_s, 1),
-        "cores_used": round(cpu_s / wall_s, 3),
+    server_cpu = {
+        engine or "default": {
+            "seconds": round(seconds, 2),
+            "wall_s": round(wall_s, 1),
+            "cores_used": round(seconds / wall_s, 3),
+            # what one turn costs the server: its VAD, ASR, reply and voice together
+            "seconds_per_turn": round(seconds / turns_of[engine], 3),
+        }
+        for engine, seconds in cpu_s.items()
     }
+    summary["server_cpu"] = server_cpu if args.tts else server_cpu["default"]
     if throttle is not None and throttle_before is not None:
         for key in ("periods", "throttled_periods", "throttled_s"):
             throttle[key] = round(throttle[key] - throttle_before[key], 2)
@@ -733,6 +779,14 @@ def main() -> None:
         default=0,
         help="each Piper turn is two sentences with this much silence between (a pause "
         "the speaker talks on after; 0: one sentence)",
+    )
+    lat.add_argument(
+        "--tts",
+        type=parse_tts,
+        metavar="ENGINES",
+        help="comma-separated voice engines (hibari, piper), one server each, the passes "
+        "played to each in turn and reported side by side (default: one server, its "
+        "default voice)",
     )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -194,6 +195,15 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> ServerSet
 
         # a RemoteConfigError is a ValueError naming the key: refused before binding
         parse_remote_config(settings.backend_options.get("remote"), profile=settings.profile)
+    if settings.backend == "cpu" and "tts" in settings.backend_options:
+        # by name, as the registry reaches a backend: the cpu one is an optional extra
+        engines: tuple[str, ...] = importlib.import_module("backends.cpu.backend").TTS_ENGINES
+        tts = settings.backend_options["tts"]
+        if tts not in engines:
+            raise ValueError(
+                f"backend.tts must be one of {', '.join(engines)}, not {tts!r} "
+                "(piper needs the `piper` extra)"
+            )
     for origin in settings.allowed_origins:
         check_origin_setting(origin)
     if type(settings.protect_probes) is not bool:

@@ -63,3 +63,20 @@ def test_host_id_comes_from_the_config_file_and_a_bad_one_is_refused_naming_the_
     assert load_settings(None, host_id="eu-2").host_id == "eu-2"
     assert main(["serve", "--host-id", "EU"]) == 2
     assert "joyduplex: server.host_id must be" in capsys.readouterr().err
+
+
+def test_the_cpu_voice_engine_comes_from_the_config_file_and_a_bad_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text('[backend]\ntts = "piper"\n')
+    assert load_settings(config).backend_options["tts"] == "piper"
+    assert load_settings(config, backend_options={"tts": "hibari"}).backend_options == {
+        "tts": "hibari"
+    }  # the flag wins
+    for bad in ('"espeak"', "1"):
+        config.write_text(f"[backend]\ntts = {bad}\n")
+        with pytest.raises(ValueError, match=r"backend\.tts must be one of hibari, piper"):
+            load_settings(config)
+    assert main(["serve", "--config", str(config)]) == 2  # refused before anything starts
+    assert "backend.tts" in capsys.readouterr().err
