@@ -624,7 +624,8 @@ def latency(args: argparse.Namespace) -> None:
     print(json.dumps(summary, indent=2))
     for name, part in summaries.items():
         print(
-            f"p50 / p90 ms, {args.turn_detection}, preemption {name}"
+            f"p50 / p90 ms, {args.turn_detection}, "
+            + (f"tts {name}" if args.tts else f"preemption {name}")
             + (f", quota {args.cpu_quota}" if quota else "")
         )
         print(headline_table(part))
