@@ -101,10 +101,14 @@ class HibariTts(SentenceTts):
             default = _first_here((*OPENAI_VOICES[configured], DEFAULT_HIBARI_VOICE), offline)
         if default is None:
             known = ", ".join(sorted({*offline, *OPENAI_VOICES}))
+            # a config written for Piper, before hibari was the default, names a file
+            piper = ""
+            if configured.endswith(".onnx"):
+                piper = ' (a Piper voice file needs [backend] tts = "piper")'
             raise BackendUnavailable(
                 f"tts: [backend] tts_voice `{self._configured}` is not a hibari voice on this "
-                f"machine (a voice hibari downloads on first use counts only once it is in "
-                f"its cache, HIBARI_HOME); the voices here are: {known}",
+                f"machine{piper} (a voice hibari downloads on first use counts only once it "
+                f"is in its cache, HIBARI_HOME); the voices here are: {known}",
                 stage="tts",
             )
         for name, speakers in OPENAI_VOICES.items():

@@ -143,6 +143,9 @@ async def test_a_configured_default_voice_that_is_not_here_fails_loading_naming_
         async with HibariTts("fable"):
             pass
     assert "heart" in str(info.value)
+    with pytest.raises(BackendUnavailable, match=r'needs \[backend\] tts = "piper"'):
+        async with HibariTts("/voices/en_US-lessac-medium.onnx"):
+            pass
 
 
 async def test_an_openai_name_as_the_default_voice_is_spoken_by_a_voice_here() -> None:
