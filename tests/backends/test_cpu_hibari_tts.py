@@ -82,7 +82,10 @@ async def test_at_24khz_the_samples_are_hibaris_own_not_resampled(
     sentence = "I see something blue."
     pcm = _samples(await _collect(tts, TtsRequest("h2", sentence, sample_rate_hz=VOICE_RATE)))
     expected = np.clip(np.round(_oracle(hibari_heart, sentence) * 32767.0), -32768, 32767)
-    assert np.array_equal(pcm, expected.astype("<i2"))
+    assert len(pcm) == len(expected)
+    # one step of int16 rounding at most (two onnxruntime sessions may order a sum apart);
+    # a resampler would move every sample much further
+    assert np.abs(pcm.astype(np.int32) - expected.astype(np.int32)).max() <= 1
 
 
 @pytest.mark.parametrize("rate", [16_000, 22_050, 48_000])
