@@ -307,14 +307,18 @@ class SessionProtocol:
             return
         handler = self._handlers[type(event)]
         self._now_ms = now_ms
-        self._log.clock_ms = now_ms  # when a turn taken now was observed
+        # when a turn taken now was observed; a refused event changes nothing, its time
+        # included: a turn a later timeout ends keeps the last accepted event's time
+        observed_before, self._log.clock_ms = self._log.clock_ms, now_ms
         try:
             handler(event, now_ms)
             if self._turn_taking.settled:
                 self._settle(now_ms)
         except InvalidTransition as exc:
+            self._log.clock_ms = observed_before
             raise InvalidState(str(exc), event_id=event.event_id) from None
         except RemoteProtocolError as exc:
+            self._log.clock_ms = observed_before
             if exc.event_id is None:
                 exc.event_id = event.event_id
             raise

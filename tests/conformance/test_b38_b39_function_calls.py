@@ -299,3 +299,15 @@ def test_b39_malformed_function_items_are_refused_with_their_path() -> None:
         error = d.refuse(ev.ConversationItemCreate(item=item))
         assert (error.code, error.param) == (ErrorCode.BAD_EVENT, param)
     d.send(answer(call.call_id or ""))  # the call is still answerable: nothing changed
+
+
+def test_b38_a_call_item_cannot_be_truncated_even_when_its_response_spoke() -> None:
+    d = with_tools()
+    vlm = ask(d)
+    d.result(VlmDelta(vlm.request_id, "Let me look that up."))
+    stream_call(d, vlm)
+    d.result(VlmDecisionResult(vlm.request_id, "speak", "Let me look that up."))
+    d.speak()
+    call = d.events("response.done")[-1].response.output[0]
+    error = d.refuse(ev.ConversationItemTruncate(item_id=call.id or "", audio_end_ms=0))
+    assert (error.code, error.param) == (ErrorCode.INVALID_TRUNCATE, "audio_end_ms")
