@@ -48,6 +48,7 @@ from spec.effects import (
 )
 from spec.error_events import error_detail, error_event
 from spec.errors import ErrorCode, RemoteProtocolError
+from spec.function_tools import delegation_arguments
 from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES
 from spec.stage_results import (
     TtsAudio,
@@ -406,10 +407,30 @@ class Responses:
         for call in response.calls.values():  # the model decided: its calls are made
             if call is not None and call.state is FunctionCallState.ARGUMENTS:
                 call.finish()
-        delegate = result.action == VlmAction.DELEGATE and self.delegations.enabled
-        if delegate and result.question.strip():
-            self._delegate(response, result.question.strip())
+        question = result.question.strip() if result.action == VlmAction.DELEGATE else ""
+        tool = self._delegation_tool() if question else None
+        if tool is not None:  # B40: the client answers it, as a function call
+            self._call_delegation(response, tool, question)
+        elif question and self.delegations.enabled:
+            self._delegate(response, question)
         self._answer(response, rest)
+
+    def _delegation_tool(self) -> FunctionTool | None:
+        """The offered function a delegated question becomes (B40), if any."""
+        config = self._config()
+        name = config.delegation_tool
+        if not config.tool_choice.offers(name, self.offered_tools()):
+            return None
+        return next(t for t in config.tools if t.name == name)
+
+    def _call_delegation(self, response: Response, tool: FunctionTool, question: str) -> None:
+        """The question as a call of `tool`, made at once: its arguments in one delta."""
+        index = min((i for i in response.calls), default=0) - 1  # apart from the model's
+        self._open_call(response, index, tool.name)
+        call = response.calls[index]
+        assert call is not None  # offered: checked by `_delegation_tool`
+        call.stream(delegation_arguments(tool, question))
+        call.finish()
 
     def _answer(self, response: Response, rest: str) -> None:
         """The reply text is known: speak (or show) what is left of it, or listen."""

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B39 as data.
+"""The behaviour catalogue: B1..B40 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -120,7 +120,7 @@ _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 _DELEGATION = "3.6 Delegation (B31)"
 _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 _PREEMPTION = "3.7 Preemptive response (B35)"
-_FUNCTIONS = "3.8 Function calls (B37-B39)"
+_FUNCTIONS = "3.8 Function calls (B37-B40)"
 _D40 = "D40 What a preemptive response may change (3.7)"
 _CALLS = "10.2 WebRTC calls (B36)"
 _D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
@@ -1129,6 +1129,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b37_tools_declared.py::test_b37_null_tools_clear_them_and_tool_choice_defaults_to_auto",
             "tests/conformance/test_b37_tools_declared.py::test_b37_an_unknown_key_of_a_tool_is_ignored",
             "tests/core/test_session_capabilities.py::test_b37_session_created_says_whether_the_model_calls_functions",
+            "tests/backends/test_cpu_describer.py::test_b37_it_accepts_tools_and_never_calls_one",
         ),
     ),
     Behaviour(
@@ -1185,6 +1186,26 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_deleted_call_answers_nothing",
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_call_the_client_brings_as_history_can_be_answered_once",
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_malformed_function_items_are_refused_with_their_path",
+        ),
+    ),
+    Behaviour(
+        id="B40",
+        title="JoyAI's delegation becomes a function call when the session offers one",
+        summary=(
+            "When the session offers the delegation's function (a tool named `delegate`, or "
+            "the one `extra_body.delegation_tool` names), a delegated question becomes a "
+            "call of it, the question as its one string parameter, made at once after the "
+            "spoken note; the client answers it like any call. Without that function "
+            "offered, the background model answers as in B31. JoyAI's prompt is unchanged."
+        ),
+        sections=(_FUNCTIONS, _DELEGATION),
+        rows=(RowRef("function_call", "stream"), RowRef("function_call", "finish")),
+        invariants=("CALL-1",),
+        tests=(
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_declared_delegate_tool_turns_the_question_into_a_call",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_the_session_may_name_another_function_with_its_own_parameter",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_without_the_function_offered_the_background_model_answers_as_before",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_delegation_tool_that_is_no_function_name_is_refused",
         ),
     ),
 )

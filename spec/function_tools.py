@@ -23,11 +23,13 @@ from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.limits import MAX_TOOL_BYTES, MAX_TOOL_NESTING, MAX_TOOLS, MAX_TOOLS_BYTES
 
 __all__ = [
+    "DEFAULT_DELEGATION_TOOL",
     "TOOL_CHOICE_AUTO",
     "TOOL_CHOICE_MODES",
     "TOOL_NAME",
     "FunctionTool",
     "ToolChoice",
+    "delegation_arguments",
     "function_result_text",
     "validate_tool_choice",
     "validate_tools",
@@ -83,6 +85,26 @@ class ToolChoice(msgspec.Struct, frozen=True, kw_only=True):
 
 #: the default choice: the model calls an offered function when it sees fit
 TOOL_CHOICE_AUTO = ToolChoice()
+
+#: the function JoyAI's delegation becomes when a session offers one of this name
+#: (B40); `session.extra_body.delegation_tool` (or the operator's default) names another
+DEFAULT_DELEGATION_TOOL = "delegate"
+
+
+def delegation_arguments(tool: FunctionTool, question: str) -> str:
+    """The JSON arguments a delegated question becomes (B40): the question as the value
+    of the tool's one string parameter (its only property, else its only required one,
+    else `question`)."""
+    properties = (tool.parameters or {}).get("properties")
+    names = list(properties) if isinstance(properties, dict) else []
+    required = (tool.parameters or {}).get("required")
+    if len(names) == 1:
+        key = names[0]
+    elif isinstance(required, list) and len(required) == 1 and isinstance(required[0], str):
+        key = required[0]
+    else:
+        key = "question"
+    return _encoder.encode({key: question}).decode()
 
 
 def function_result_text(name: str | None, output: str) -> str:

@@ -24,7 +24,7 @@ from spec.events import (
     ResponseOutputItemAdded,
     ResponseOutputItemDone,
 )
-from spec.function_tools import TOOL_NAME, function_result_text
+from spec.function_tools import TOOL_NAME, delegation_arguments, function_result_text
 from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES, MAX_FUNCTION_OUTPUT_BYTES
 
 if TYPE_CHECKING:
@@ -89,16 +89,21 @@ class ReferenceCalls:
             self._end(item, incomplete=True)
             return
         if result.delta:
-            call.arguments = arguments + result.delta
-            self.s._emit(
-                ResponseFunctionCallArgumentsDelta(
-                    response_id=resp.id,
-                    item_id=item.id,
-                    output_index=call.output_index,
-                    call_id=call.call_id,
-                    delta=result.delta,
-                )
+            self._stream(item, result.delta)
+
+    def _stream(self, item: _Item, delta: str) -> None:
+        call = item.call
+        assert call is not None
+        call.arguments = (call.arguments or "") + delta
+        self.s._emit(
+            ResponseFunctionCallArgumentsDelta(
+                response_id=call.response_id or "",
+                item_id=item.id,
+                output_index=call.output_index,
+                call_id=call.call_id,
+                delta=delta,
             )
+        )
 
     def _open(self, resp: _Response, name: str, index: int) -> _Item | None:
         from spec.reference_model import _Item  # the session's item record
@@ -138,6 +143,23 @@ class ReferenceCalls:
             )
         )
         return item
+
+    def delegate(self, resp: _Response, question: str) -> bool:
+        """Section 3.8: a delegated question becomes a call of the delegation's function
+        when the session offers it, its arguments in one delta; whether it did."""
+        config = self.s.config
+        name = config.delegation_tool
+        if not config.tool_choice.offers(name, self.offered()):
+            return False
+        tool = next(t for t in config.tools if t.name == name)
+        calls = self.of_response.setdefault(resp.id, {})
+        opened = sum(1 for c in calls.values() if c is not None)
+        item = self._open(resp, name, opened)
+        calls[min(calls, default=0) - 1] = item
+        assert item is not None and item.call is not None
+        self._stream(item, delegation_arguments(tool, question))
+        self._end(item, incomplete=False)
+        return True
 
     def finish_all(self, resp: _Response) -> None:
         """The decision: every call still streaming is made."""

@@ -1650,7 +1650,9 @@ class ReferenceSession:
         if result.action == "listen":
             rest = ""
         question = result.question.strip()
-        if result.action == "delegate" and question and self.delegation:
+        if result.action == "delegate" and question and self.calls.delegate(resp, question):
+            pass  # section 3.8: the session offers the delegation's function: a call
+        elif result.action == "delegate" and question and self.delegation:
             # section 3.6: the question goes to the background model, the note is spoken
             parts = self._prompt_parts(resp, ticks=False)
             history, transcript = parts.history, parts.transcript

@@ -21,7 +21,9 @@ import msgspec
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
 from spec.function_tools import (
+    DEFAULT_DELEGATION_TOOL,
     TOOL_CHOICE_AUTO,
+    TOOL_NAME,
     FunctionTool,
     ToolChoice,
     validate_tool_choice,
@@ -211,6 +213,9 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: the declared function tools and which of them the model may call (B37)
     tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = TOOL_CHOICE_AUTO
+    #: the function a delegated question becomes when the session offers it (B40; our
+    #: extension `extra_body.delegation_tool`, a function name)
+    delegation_tool: str = DEFAULT_DELEGATION_TOOL
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def public(self, session_id: str, *, profile: str, epoch: int) -> SessionObject:
@@ -597,5 +602,13 @@ def validate_session(
                     ErrorCode.BAD_EVENT, f"session.extra_body.{flag}", f"`{flag}` must be a boolean"
                 )
             changes[flag] = value
+        name = patch.extra_body.get("delegation_tool", base.delegation_tool)
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                "session.extra_body.delegation_tool",
+                "`delegation_tool` must be a function name",
+            )
+        changes["delegation_tool"] = name
         changes["extra_body"] = {**base.extra_body, **patch.extra_body}
     return msgspec.structs.replace(base, **changes)

@@ -30,8 +30,14 @@ FUNCTION_CALL = Table(
     initial=S.ARGUMENTS,
     terminal=frozenset({S.ANSWERED, S.INCOMPLETE}),
     transitions=(
-        T("stream", S.ARGUMENTS, None, effect="emit_arguments_delta", behaviours=("B38",)),
-        T("finish", S.ARGUMENTS, S.CALLED, effect="emit_call_done", behaviours=("B38",)),
+        T(
+            "stream",
+            S.ARGUMENTS,
+            None,
+            effect="emit_arguments_delta",
+            behaviours=("B38", "B40"),
+        ),
+        T("finish", S.ARGUMENTS, S.CALLED, effect="emit_call_done", behaviours=("B38", "B40")),
         # a `function_call` item the client creates itself (history it brings): final at once
         T("import_call", S.ARGUMENTS, S.CALLED, behaviours=("B39",)),
         T("cut", S.ARGUMENTS, S.INCOMPLETE, effect="emit_call_incomplete", behaviours=("B38",)),

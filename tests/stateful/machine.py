@@ -144,6 +144,8 @@ SESSION_PATCHES = st.sampled_from(
     [
         SessionPatch(tools=[WEATHER]),
         SessionPatch(tools=[WEATHER], tool_choice="none"),
+        # a delegated question becomes a call of `delegate` (B40)
+        SessionPatch(tools=[WEATHER, {"type": "function", "name": "delegate"}]),
         SessionPatch(tool_choice="required"),
         SessionPatch(tools=None),
         SessionPatch(tools=[{**WEATHER, "name": "no spaces"}]),  # refused
