@@ -11,6 +11,7 @@ The same turns against real `vllm serve` processes are in test_remote_vllm_cpu.p
 from __future__ import annotations
 
 import io
+import json
 import wave
 from pathlib import Path
 from typing import Any
@@ -426,3 +427,61 @@ def test_server_overhead_of_a_remote_turn(fleet: dict[str, FakeReplica]) -> None
     assert all(t.overhead_s >= 0 for t in turns)
     # a loose bound: this machine's cores are shared; the figures are in the note
     assert median.overhead_share < 0.25
+
+
+def test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_function_call(
+    fleet: dict[str, FakeReplica],
+) -> None:
+    """--backend remote against an OpenAI-compatible server answering in JoyAI's
+    delegation grammar: with a `delegate` tool declared, the question becomes its call,
+    the note is spoken, and the client's output is spoken by the follow-up."""
+    grammar = ("</response>", " Let me", " check.", " <delegation>", " How far", " is the moon?")
+    for name in ("vlm0", "vlm1"):
+        fleet[name].vlm_pieces = grammar
+    delegate = {
+        "type": "function",
+        "name": "delegate",
+        "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
+    }
+
+    async def run(host: SessionHost) -> Any:
+        async def session(client: Client) -> tuple[list[Any], list[Any]]:
+            await client.send(ev.SessionUpdate(session=ev.SessionPatch(tools=[delegate])))
+            first = await client.until("session.updated")
+            await client.send(QUESTION)
+            await client.send(ev.ResponseCreate())
+            first = await client.until("response.done", first)
+            [call] = [
+                e.item
+                for e in first
+                if isinstance(e, ev.ResponseOutputItemDone) and e.item.type == "function_call"
+            ]
+            for name in ("vlm0", "vlm1"):
+                fleet[name].vlm_pieces = ("</response>", " The moon", " is far.")
+            await client.send(
+                ev.ConversationItemCreate(
+                    item=ev.ConversationItem(
+                        type="function_call_output", call_id=call.call_id, output="384,400 km"
+                    )
+                )
+            )
+            await client.send(ev.ResponseCreate())
+            return first, await client.until("response.done")
+
+        return await serve_one(host, session)
+
+    first, second = anyio.run(with_host, remote_table(fleet), run)
+    assert "error" not in _tags(first + second), first + second
+    [args] = [e for e in first if isinstance(e, ev.ResponseFunctionCallArgumentsDone)]
+    assert (args.name, json.loads(args.arguments)) == (
+        "delegate",
+        {"question": "How far is the moon?"},
+    )
+    [spoken] = [e for e in first if isinstance(e, ev.ResponseOutputAudioTranscriptDone)]
+    assert spoken.transcript == "Let me check."  # the note only: the question is never spoken
+    assert _audio(second)
+    [reply] = [e for e in second if isinstance(e, ev.ResponseOutputAudioTranscriptDone)]
+    assert reply.transcript == "The moon is far."
+    chats = [s for r in ("vlm0", "vlm1") for s in fleet[r].requests("/v1/chat/completions")]
+    follow_up = max(chats, key=lambda s: s.started).body
+    assert "384,400 km" in json.dumps(follow_up["messages"])
