@@ -1186,6 +1186,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_deleted_call_answers_nothing",
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_call_the_client_brings_as_history_can_be_answered_once",
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_malformed_function_items_are_refused_with_their_path",
+            "tests/transport/test_client_functions.py::test_b39_the_python_client_runs_an_async_function_and_hears_the_follow_up",
+            "tests/transport/test_client_functions.py::test_b39_a_function_that_raises_is_answered_with_its_error",
         ),
     ),
     Behaviour(

@@ -9,7 +9,7 @@ bytes). Plain dicts and ifs, written from the prose; no code shared with `core`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,10 +29,15 @@ from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES, MAX_FUNCTION_OUTPUT_BYTES
 
 if TYPE_CHECKING:
     from spec.function_tools import FunctionTool
-    from spec.reference_model import ReferenceSession, _Item, _Response
     from spec.stage_results import VlmCallDelta
 
 __all__ = ["CallFields", "ReferenceCalls"]
+
+#: the session and its records (`spec.reference_model`: `ReferenceSession`, `_Item`,
+#: `_Response`, `_Segment`), typed loosely: that module imports this one, never the reverse
+_Session = Any
+_ItemRecord = Any
+_ResponseRecord = Any
 
 
 @dataclass
@@ -60,9 +65,13 @@ class ReferenceCalls:
     the model's index (None: a function the session did not offer). Compared by value
     (a refused event must leave it equal), its session aside."""
 
-    s: ReferenceSession = field(compare=False, repr=False)
-    by_call_id: dict[str, _Item] = field(default_factory=dict)
-    of_response: dict[str, dict[int, _Item | None]] = field(default_factory=dict)
+    s: _Session = field(compare=False, repr=False)
+    #: the session's item and segment records (`reference_model._Item`, `._Segment`),
+    #: handed over so this module does not import the one that imports it
+    item_record: type[_ItemRecord] = field(compare=False, repr=False)
+    segment_record: type[Any] = field(compare=False, repr=False)
+    by_call_id: dict[str, _ItemRecord] = field(default_factory=dict)
+    of_response: dict[str, dict[int, _ItemRecord | None]] = field(default_factory=dict)
     _n: int = 0
 
     # --- the model's calls (B38) ---------------------------------------------------------
@@ -71,11 +80,11 @@ class ReferenceCalls:
         config = self.s.config
         return () if config.tool_choice.mode == "none" else config.tools
 
-    def made(self, resp: _Response) -> bool:
+    def made(self, resp: _ResponseRecord) -> bool:
         """The response opened a call (it is then no silence)."""
         return any(c is not None for c in self.of_response.get(resp.id, {}).values())
 
-    def on_delta(self, resp: _Response, result: VlmCallDelta) -> None:
+    def on_delta(self, resp: _ResponseRecord, result: VlmCallDelta) -> None:
         calls = self.of_response.setdefault(resp.id, {})
         if result.index not in calls:
             opened = sum(1 for c in calls.values() if c is not None)
@@ -91,7 +100,7 @@ class ReferenceCalls:
         if result.delta:
             self._stream(item, result.delta)
 
-    def _stream(self, item: _Item, delta: str) -> None:
+    def _stream(self, item: _ItemRecord, delta: str) -> None:
         call = item.call
         assert call is not None
         call.arguments = (call.arguments or "") + delta
@@ -105,15 +114,13 @@ class ReferenceCalls:
             )
         )
 
-    def _open(self, resp: _Response, name: str, index: int) -> _Item | None:
-        from spec.reference_model import _Item  # the session's item record
-
+    def _open(self, resp: _ResponseRecord, name: str, index: int) -> _ItemRecord | None:
         config = self.s.config
         if not config.tool_choice.offers(name, self.offered()):
             return None
         self._n += 1
         item_id = self.s._new_item_id()
-        item = _Item(
+        item = self.item_record(
             item_id,
             self.s._new_version(item_id),
             "assistant",
@@ -144,7 +151,7 @@ class ReferenceCalls:
         )
         return item
 
-    def delegate(self, resp: _Response, question: str) -> bool:
+    def delegate(self, resp: _ResponseRecord, question: str) -> bool:
         """Section 3.8: a delegated question becomes a call of the delegation's function
         when the session offers it, its arguments in one delta; whether it did."""
         config = self.s.config
@@ -161,20 +168,20 @@ class ReferenceCalls:
         self._end(item, incomplete=False)
         return True
 
-    def finish_all(self, resp: _Response) -> None:
+    def finish_all(self, resp: _ResponseRecord) -> None:
         """The decision: every call still streaming is made."""
         for item in self.of_response.get(resp.id, {}).values():
             if item is not None and item.call is not None and item.call.state == "arguments":
                 self._end(item, incomplete=False)
 
-    def cut_open(self, resp: _Response) -> None:
+    def cut_open(self, resp: _ResponseRecord) -> None:
         """The done-chain of a cancelled or failed response: calls still streaming end
         incomplete, before its other output."""
         for item in self.of_response.get(resp.id, {}).values():
             if item is not None and item.call is not None and item.call.state == "arguments":
                 self._end(item, incomplete=True)
 
-    def _end(self, item: _Item, *, incomplete: bool) -> None:
+    def _end(self, item: _ItemRecord, *, incomplete: bool) -> None:
         call = item.call
         assert call is not None
         call.state = "incomplete" if incomplete else "called"
@@ -203,8 +210,6 @@ class ReferenceCalls:
     # --- the client's function items (B39) ----------------------------------------------
 
     def on_create(self, event: ConversationItemCreate) -> None:
-        from spec.reference_model import _Item, _Segment
-
         wire, eid = event.item, event.event_id
         if wire.id is not None and wire.id in self.s.items:
             raise _reject(ErrorCode.BAD_EVENT, "item.id", eid)
@@ -241,7 +246,7 @@ class ReferenceCalls:
             arguments=None if output else (wire.arguments or ""),
             output=wire.output if output else None,
         )
-        item = _Item(
+        item = self.item_record(
             item_id,
             self.s._new_version(item_id),
             "user" if output else "assistant",
@@ -261,7 +266,7 @@ class ReferenceCalls:
         # it waits, like a user item, for the response.create that speaks from it
         self.s._tick(item)
         self.s.unanswered.append(
-            _Segment(
+            self.segment_record(
                 item_id=item_id,
                 version=item.version,
                 seq=seq,
@@ -275,7 +280,7 @@ class ReferenceCalls:
             )
         )
 
-    def forget(self, item: _Item) -> None:
+    def forget(self, item: _ItemRecord) -> None:
         """A deleted call answers nothing."""
         call = item.call
         if call is not None and self.by_call_id.get(call.call_id) is item:
@@ -283,7 +288,7 @@ class ReferenceCalls:
 
     # --- what a function item is on the wire and in history ---------------------------
 
-    def wire(self, item: _Item) -> ConversationItem:
+    def wire(self, item: _ItemRecord) -> ConversationItem:
         call = item.call
         assert call is not None
         status = "incomplete" if call.state == "incomplete" else item.status
@@ -299,7 +304,7 @@ class ReferenceCalls:
         )
 
     @staticmethod
-    def text(item: _Item) -> str:
+    def text(item: _ItemRecord) -> str:
         """A call as `name(arguments)`, an output as itself (history and its bytes)."""
         call = item.call
         assert call is not None

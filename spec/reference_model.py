@@ -551,7 +551,7 @@ class ReferenceSession:
         # AMBIGUITY (docs/session-semantics.md, decision D31): the session was asked something
         # once a VLM request carried a transcript, and stays so.
         self.asked = False
-        self.calls = ReferenceCalls(self)  # section 3.8
+        self.calls = ReferenceCalls(self, _Item, _Segment)  # section 3.8
         self._emit(
             SessionCreated(
                 session=self.config.public(self.session_id, profile=self.profile, epoch=0),

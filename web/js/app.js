@@ -261,6 +261,33 @@ function transcriptLine(role, id, text, final) {
   line.scrollIntoView({ block: "nearest" });
 }
 
+/**
+ * A function call the model made (B38) and, once the conversation takes it, its output
+ * (B39): one transcript line per call, keyed by its call id. This page answers no calls
+ * (it has no functions); a client that does (the Python `DuplexClient`, a sideband)
+ * makes the output appear here.
+ */
+function callLine(callId, name, args, status) {
+  const line = lineOf("function", callId);
+  line.querySelector(".who").textContent = "Function";
+  const span = line.querySelector(".text");
+  span.textContent = `${name}(${args})${status === "incomplete" ? " (cut off)" : ""}`;
+  line.dataset.status = status;
+  line.scrollIntoView({ block: "nearest" });
+}
+
+function callOutputLine(callId, output) {
+  const line = lineOf("function", callId);
+  let result = line.querySelector(".output");
+  if (!result) {
+    result = document.createElement("span");
+    result.className = "output";
+    line.append(result);
+  }
+  result.textContent = ` -> ${output}`;
+  line.dataset.answered = "true";
+}
+
 /** A reply's playback was cut after `playedMs`: mark the text that was not heard. */
 function markHeard(responseId, playedMs) {
   const reply = replies.get(responseId);
@@ -647,6 +674,12 @@ class Call {
             output.text,
             output.final,
           );
+          break;
+        case "function_call":
+          callLine(output.call_id, output.name, output.arguments, output.status);
+          break;
+        case "function_output":
+          callOutputLine(output.call_id, output.output);
           break;
         case "latency":
           metrics.latencies.push({
