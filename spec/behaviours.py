@@ -1188,6 +1188,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b38_b39_function_calls.py::test_b39_malformed_function_items_are_refused_with_their_path",
             "tests/transport/test_client_functions.py::test_b39_the_python_client_runs_an_async_function_and_hears_the_follow_up",
             "tests/transport/test_client_functions.py::test_b39_a_function_that_raises_is_answered_with_its_error",
+            "tests/transport/test_client_functions.py::test_b39_an_answer_before_the_calls_response_is_done_still_gets_the_follow_up",
         ),
     ),
     Behaviour(

@@ -450,7 +450,7 @@ class DuplexClient(ClientEventSender):
                 if self._host is not None:  # the machines first, as a browser would
                     await self._host.server_event(event)
                 if self._functions is not None:
-                    for call in self._functions.server_event(event):
+                    for call in await self._functions.server_event(event):
                         assert self._task_group is not None  # the reader runs inside it
                         self._task_group.start_soon(self._functions.run, call)
                 if isinstance(event, SessionCreated | SessionUpdated):

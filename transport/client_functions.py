@@ -56,14 +56,21 @@ class FunctionRunner:
         self.calls = ClientCalls(self._out)
         self._send_text = send_text
 
-    def server_event(self, event: ServerEventT) -> list[Output]:
-        """The calls `event` asks this client to run (completed `function_call` outputs)."""
+    async def server_event(self, event: ServerEventT) -> list[Output]:
+        """The calls `event` asks this client to run (completed `function_call` outputs);
+        what it causes is sent (a `response.done` after its calls were answered asks for
+        the follow-up)."""
         self.calls.server_event(wire_event(event))
-        return [
-            o
-            for o in self._out.drain()
-            if o["kind"] == "function_call" and o["status"] == "completed"
-        ]
+        return await self._carry_out()
+
+    async def _carry_out(self) -> list[Output]:
+        calls: list[Output] = []
+        for out in self._out.drain():
+            if out["kind"] == "send":
+                await self._send_text(msgspec.json.encode(out["event"]).decode())
+            elif out["kind"] == "function_call" and out["status"] == "completed":
+                calls.append(out)
+        return calls
 
     async def run(self, call: Output) -> None:
         """Run one called function and send its answer (and the follow-up, when due)."""
@@ -81,6 +88,4 @@ class FunctionRunner:
             log.warning("function %s (call %s) failed: %s", name, call_id, exc)
             output = json.dumps({"error": str(exc) or type(exc).__name__})
         self.calls.answer(call_id, output)
-        for out in self._out.drain():
-            if out["kind"] == "send":
-                await self._send_text(msgspec.json.encode(out["event"]).decode())
+        await self._carry_out()

@@ -95,3 +95,37 @@ def test_b39_a_function_that_raises_is_answered_with_its_error(live_server: Live
     asyncio.run(test())
     transcript = live_server.script.requests_of("vlm")[-1].context.transcript  # type: ignore[attr-defined]
     assert transcript == '[get_weather returned] {"error": "the weather service is down"}'
+
+
+def test_b39_an_answer_before_the_calls_response_is_done_still_gets_the_follow_up() -> None:
+    """The order a fast function makes likely: its answer goes before the call's
+    `response.done`; the follow-up is then asked for at that done (found flaky under
+    load: that `response.create` was dropped)."""
+    sent: list[str] = []
+
+    async def send_text(text: str) -> None:
+        sent.append(json.loads(text)["type"])
+
+    async def test() -> None:
+        from core.statemachines.client_outbox import EventIds
+        from transport.client_functions import FunctionRunner
+
+        runner = FunctionRunner({"get_weather": lambda args: "sunny"}, EventIds(), send_text)
+        call = ev.ConversationItem(
+            id="item_2",
+            type="function_call",
+            call_id="call_1",
+            name="get_weather",
+            arguments="{}",
+            status="completed",
+        )
+        [to_run] = await runner.server_event(
+            ev.ResponseOutputItemDone(response_id="resp_1", item=call)
+        )
+        await runner.run(to_run)
+        assert sent == ["conversation.item.create"]
+        done = ev.ResponseDone(response=ev.Response(id="resp_1", status="completed"))
+        assert await runner.server_event(done) == []
+        assert sent == ["conversation.item.create", "response.create"]
+
+    asyncio.run(test())
