@@ -1189,6 +1189,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_client_functions.py::test_b39_the_python_client_runs_an_async_function_and_hears_the_follow_up",
             "tests/transport/test_client_functions.py::test_b39_a_function_that_raises_is_answered_with_its_error",
             "tests/transport/test_client_functions.py::test_b39_an_answer_before_the_calls_response_is_done_still_gets_the_follow_up",
+            "tests/web/test_browser_function_calls.py::test_b39_the_page_shows_a_call_then_its_output_and_plays_the_follow_up",
         ),
     ),
     Behaviour(

@@ -108,6 +108,11 @@ window.joyduplex = {
   snapshot: () => (call ? call.protocol.snapshot() : null),
   constants: spec.constants,
   transport: () => call?.transport ?? null,
+  // an embedder that has functions answers the model's calls here (B39): the output goes
+  // back and, once the call's response is done and all its calls answered, the follow-up
+  answerCall: (callId, output) => {
+    if (call) call.run(call.protocol.function_output(callId, String(output), now()));
+  },
   quietMs: QUIET_MS,
   quietPeak: QUIET_PEAK,
 };
