@@ -1211,6 +1211,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_without_the_function_offered_the_background_model_answers_as_before",
             "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_delegation_tool_that_is_no_function_name_is_refused",
             "tests/backends/test_remote_turns.py::test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_function_call",
+            "tests/backends/test_remote_turns.py::test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_remote",
         ),
     ),
 )
