@@ -41,10 +41,6 @@ class ClientCalls:
         self._response_of: dict[str, str] = {}  # call id -> its response
         self._done: set[str] = set()  # responses done whose calls still wait
 
-    def waiting(self) -> list[str]:
-        """The call ids the host has not answered yet, oldest response first."""
-        return [c for calls in self._pending.values() for c in sorted(calls)]
-
     def server_event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "response.output_item.done":

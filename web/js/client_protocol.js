@@ -56,9 +56,6 @@ class ClientCalls {
     this.responseOf = new Map(); // call id -> its response
     this.done = new Set(); // responses done whose calls still wait
   }
-  waiting() {
-    return [...this.pending.values()].flatMap((calls) => [...calls].sort());
-  }
   server_event(event) {
     const kind = event.type;
     if (kind === "response.output_item.done") {
