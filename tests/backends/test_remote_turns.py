@@ -490,7 +490,7 @@ def test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_funct
 def test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_remote(
     fleet: dict[str, FakeReplica], tmp_path: Path
 ) -> None:
-    """The acceptance of issue 41 with `joyduplex serve --backend remote`: the official
+    """Function calling end to end with `joyduplex serve --backend remote`: the official
     `openai` SDK, unchanged, declares a `delegate` function tool; the fake
     OpenAI-compatible VLM answers in JoyAI's delegation grammar; the SDK receives the call
     with its arguments, sends the output and hears the follow-up spoken from it."""
