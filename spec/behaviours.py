@@ -1161,6 +1161,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_barge_in_during_the_arguments_cuts_the_call_and_starts_the_next_turn",
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_arguments_past_their_bound_cut_the_call",
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_call_item_cannot_be_truncated_even_when_its_response_spoke",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_connection_dropped_during_the_arguments_replays_the_whole_call",
             "tests/transport/test_function_calls_sdk.py::test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_up",
             "tests/transport/test_resume.py::test_b38_a_connection_dropped_during_a_calls_arguments_resumes_with_the_whole_call",
         ),

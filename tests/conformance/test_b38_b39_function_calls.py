@@ -311,3 +311,42 @@ def test_b38_a_call_item_cannot_be_truncated_even_when_its_response_spoke() -> N
     call = d.events("response.done")[-1].response.output[0]
     error = d.refuse(ev.ConversationItemTruncate(item_id=call.id or "", audio_end_ms=0))
     assert (error.code, error.param) == (ErrorCode.INVALID_TRUNCATE, "audio_end_ms")
+
+
+def test_b38_a_connection_dropped_during_the_arguments_replays_the_whole_call() -> None:
+    """A resumable session (B27) whose connection drops during a call's arguments: the
+    call goes on while detached, and the resumed connection gets every event after the
+    last one it saw, the rest of the arguments, the call's done and the response's done,
+    once each; the call is then answered."""
+    from itertools import count
+
+    from core.resume import Resumption
+    from core.session import SessionProtocol
+    from spec.session_config import validate_session
+
+    tokens = count(1)
+    resume = Resumption(
+        "sess_1", new_token=lambda: f"tok_{next(tokens)}", max_bytes=1 << 20, max_age_ms=60_000
+    )
+    d = Driver(config={"tools": [WEATHER]})
+    d.p = SessionProtocol(
+        session_id="sess_1", config=validate_session({"tools": [WEATHER]}), resume=resume
+    )
+    d.log = []  # the resumable session's events only
+    d.take()
+    vlm = ask(d)
+    stream_call(d, vlm, ARGUMENTS[:1])
+    seen = max(o.server_event_seq or 0 for o in d.log if isinstance(o, ev.ServerEvent))
+    resume.detach()  # the connection dropped; the call goes on
+    stream_call(d, vlm, ARGUMENTS[1:])
+    d.result(VlmDecisionResult(vlm.request_id, "speak", ""))
+    resume.reattach(resume.attachment.token)
+    replay = resume.resumed(seen, d.now, lambda: "event_resumed")
+    replayed = [o for o in replay[1:] if isinstance(o, ev.ServerEvent)]
+    deltas = [o.delta for o in replayed if isinstance(o, ev.ResponseFunctionCallArgumentsDelta)]
+    assert deltas == list(ARGUMENTS[1:])  # only what the client missed, nothing twice
+    assert [o.server_event_seq for o in replayed] == list(range(seen + 1, seen + 1 + len(replayed)))
+    [args_done] = [o for o in replayed if isinstance(o, ev.ResponseFunctionCallArgumentsDone)]
+    assert args_done.arguments == "".join(ARGUMENTS)
+    assert any(isinstance(o, ev.ResponseDone) for o in replayed)
+    d.send(answer(args_done.call_id))  # answered over the new connection
