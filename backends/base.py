@@ -48,7 +48,15 @@ import numpy.typing as npt
 
 from spec.effects import HistoryTurn, PromptInput
 from spec.errors import ErrorCode
-from spec.stage_results import AsrTranscript, TtsAudio, VlmAction, VlmDecisionResult, VlmDelta
+from spec.function_tools import TOOL_CHOICE_AUTO, FunctionTool, ToolChoice
+from spec.stage_results import (
+    AsrTranscript,
+    TtsAudio,
+    VlmAction,
+    VlmCallDelta,
+    VlmDecisionResult,
+    VlmDelta,
+)
 
 log = logging.getLogger("joyduplex.backends")
 
@@ -85,6 +93,7 @@ __all__ = [
     "VadState",
     "Vlm",
     "VlmAction",
+    "VlmCallDelta",
     "VlmDecisionResult",
     "VlmDelta",
     "VlmRequest",
@@ -184,6 +193,9 @@ class VlmRequest:
     #: the session's reply cap (`max_output_tokens`); None: the stage's own cap, which
     #: bounds a number given here too
     max_tokens: int | None = None
+    #: the function tools the model may call (B38; empty: none) and the session's choice
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = TOOL_CHOICE_AUTO
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +361,18 @@ class Vlm(Stage, Protocol):
         decodable) is handled at its turn as if never prepared."""
         ...
 
-    def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]: ...
+    @property
+    def function_calling(self) -> bool:
+        """Whether its model chooses function tools (B37, `session.created`'s
+        capabilities): a stage that cannot accepts a session's tools and never calls one."""
+        ...
+
+    def generate(
+        self, request: VlmRequest
+    ) -> AsyncIterator[VlmDelta | VlmCallDelta | VlmDecisionResult]:
+        """The reply's text deltas and function call pieces (`VlmCallDelta`, only of
+        `request.tools`), then its one decision."""
+        ...
 
 
 class Tts(Stage, Protocol):

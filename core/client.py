@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from core.client_calls import ClientCalls
 from core.client_holds import ClientHolds
 from core.client_replies import ClientReplies, base64_bytes
 from core.statemachines.client_camera import Camera
@@ -142,6 +143,8 @@ class ClientProtocol:
         #: its ids from here too, so none collides with the protocol's
         self.event_ids = self._out.event_ids
         self.connection = Connection(self._out, payload)
+        #: the function calls the host runs and answers (B38, B39)
+        self.calls = ClientCalls(self._out)
         self.watchdog = Watchdog(self._out, watchdog_ms)
         self.camera = Camera(self._out, captures=not self.on_tracks)
         self.turns = ClientHolds(self._out)
@@ -227,6 +230,14 @@ class ClientProtocol:
 
     def set_camera(self, on: bool, now_ms: float) -> list[Output]:
         self.camera_wanted = on
+        return self._finish(now_ms)
+
+    def function_output(self, call_id: str, output: str, now_ms: float) -> list[Output]:
+        """The host ran the function a `function_call` output asked for: its output goes
+        back, and the follow-up response is asked for once the call's response is done and
+        all its calls are answered (B39)."""
+        if self._ready():
+            self.calls.answer(call_id, output)
         return self._finish(now_ms)
 
     def stop_reply(self, now_ms: float) -> list[Output]:
@@ -330,6 +341,7 @@ class ClientProtocol:
     # --- server events ----------------------------------------------------------------
 
     def _on_server_event(self, event: Mapping[str, Any], now_ms: float) -> None:
+        self.calls.server_event(event)  # function calls to run and answer (B38, B39)
         kind = event.get("type")
         if kind == "session.updated":
             self.connection.fire("ready")
@@ -540,5 +552,6 @@ _RECORDED_INPUTS: dict[str, Callable[[ClientProtocol, Mapping[str, Any], float],
     "playback_started": lambda p, e, now: p.playback_started(e["response_id"], now),
     "playback_stopped": lambda p, e, now: p.playback_stopped(e["response_id"], e["played_ms"], now),
     "playback_drained": lambda p, e, now: p.playback_drained(e["response_id"], e["played_ms"], now),
+    "function_output": lambda p, e, now: p.function_output(e["call_id"], e["output"], now),
     "timeout": lambda p, e, now: p.handle_timeout(now),
 }

@@ -19,11 +19,22 @@ from typing import TYPE_CHECKING
 from core.append_checks import is_image
 from spec import events as ev
 from spec.errors import ErrorCode, RemoteProtocolError
+from spec.function_tools import TOOL_NAME
+from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES, MAX_FUNCTION_OUTPUT_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Container
 
-__all__ = ["ItemPlan", "check_item_create", "decode_image_url"]
+__all__ = [
+    "FunctionItemPlan",
+    "ItemPlan",
+    "check_function_item",
+    "check_item_create",
+    "decode_image_url",
+]
+
+#: the item types `conversation.item.create` takes besides `message` (B39)
+FUNCTION_ITEM_TYPES = ("function_call", "function_call_output")
 
 _DATA_URL = re.compile(r"^data:image/(jpeg|jpg|png);base64,(.*)$", re.DOTALL)
 _TEXT_PARTS = ("input_text", "text", "output_text")
@@ -44,6 +55,72 @@ class ItemPlan:
     def reserved(self) -> int:
         """Bytes held until the item's stage request is submitted (B13)."""
         return len(self.audio) + sum(len(f) for f in self.frames)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionItemPlan:
+    """A `function_call` (history the client brings) or `function_call_output` item."""
+
+    item_id: str | None
+    type: str
+    call_id: str
+    name: str | None  # function_call only
+    arguments: str | None  # function_call only
+    output: str | None  # function_call_output only
+
+
+def check_function_item(
+    event: ev.ConversationItemCreate, live_ids: Container[str]
+) -> FunctionItemPlan:
+    """Validate a function item's fields (B39); whether its call id answers a call is the
+    session's `FunctionCalls.check_output`.
+
+    Raises:
+        RemoteProtocolError: `bad_event` with the field path in `param`.
+    """
+    item = event.item
+    eid = event.event_id
+    if item.id is not None and item.id in live_ids:
+        raise _refuse(
+            f"item `{item.id}` already exists; delete it first", ErrorCode.BAD_EVENT, "item.id", eid
+        )
+    if not item.call_id:
+        raise _refuse(
+            f"a `{item.type}` item needs `call_id`", ErrorCode.BAD_EVENT, "item.call_id", eid
+        )
+    if item.content:
+        raise _refuse(
+            f"a `{item.type}` item has no content", ErrorCode.BAD_EVENT, "item.content", eid
+        )
+    if item.type == "function_call_output":
+        if item.output is None:
+            raise _refuse(
+                "a function output needs `output`", ErrorCode.BAD_EVENT, "item.output", eid
+            )
+        if len(item.output.encode()) > MAX_FUNCTION_OUTPUT_BYTES:
+            raise _refuse(
+                f"a function output takes at most {MAX_FUNCTION_OUTPUT_BYTES} bytes",
+                ErrorCode.BAD_EVENT,
+                "item.output",
+                eid,
+            )
+        return FunctionItemPlan(item.id, item.type, item.call_id, None, None, item.output)
+    if item.name is None or not TOOL_NAME.fullmatch(item.name):
+        raise _refuse(
+            "a function call's `name` must be 1-64 letters, digits, `_` or `-`",
+            ErrorCode.BAD_EVENT,
+            "item.name",
+            eid,
+        )
+    arguments = item.arguments or ""
+    if len(arguments.encode()) > MAX_FUNCTION_ARGUMENTS_BYTES:
+        raise _refuse(
+            f"a function call's arguments take at most {MAX_FUNCTION_ARGUMENTS_BYTES} bytes",
+            ErrorCode.BAD_EVENT,
+            "item.arguments",
+            eid,
+        )
+    return FunctionItemPlan(item.id, item.type, item.call_id, item.name, arguments, None)
 
 
 def _refuse(message: str, code: ErrorCode, param: str, eid: str | None) -> RemoteProtocolError:
@@ -82,12 +159,13 @@ def check_item_create(
     eid = event.event_id
     if item.type != "message":
         raise _refuse(
-            f"item type `{item.type}` is not supported; use `message`",
+            f"item type `{item.type}` is not supported; use `message`, `function_call` "
+            "or `function_call_output`",
             ErrorCode.BAD_EVENT,
             "item.type",
             eid,
         )
-    if item.role not in ("user", "assistant", "system"):
+    if not isinstance(item.role, str) or item.role not in ("user", "assistant", "system"):
         raise _refuse(
             f"item role `{item.role}` is not one of user, assistant, system",
             ErrorCode.BAD_EVENT,

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.item_checks import check_item_create
+from core.item_checks import FUNCTION_ITEM_TYPES, check_function_item, check_item_create
 from core.statemachines.commit import Commit
+from core.statemachines.function_call import FunctionCall
 from spec import events as ev
+from spec.errors import ErrorCode, RemoteProtocolError
+from spec.function_tools import function_result_text
 
 if TYPE_CHECKING:
     from core.conversation import Conversation
@@ -49,6 +52,9 @@ class ItemRequests:
         self.limits = limits
 
     def on_create(self, event: ev.ConversationItemCreate, now_ms: int) -> None:
+        if event.item.type in FUNCTION_ITEM_TYPES:
+            self._create_function_item(event)
+            return
         plan = check_item_create(event, self._items, max_parts=self.limits.max_content_parts)
         if plan.role == "user":
             self._pending.ensure_room(
@@ -77,12 +83,67 @@ class ItemRequests:
         commit.adopt()
         self._turns.enqueue(commit)
 
+    def _create_function_item(self, event: ev.ConversationItemCreate) -> None:
+        """A `function_call_output` answers its call and waits, like a user item, for the
+        `response.create` that speaks from it; a `function_call` is history the client
+        brings, answerable once (B39)."""
+        plan = check_function_item(event, self._items)
+        calls = self._turns.calls
+        if plan.type == "function_call_output":
+            call = calls.check_output(plan.call_id, event.event_id)
+            output = plan.output or ""
+            created = self._items.add(
+                plan.item_id, "user", [], type=plan.type, call_id=plan.call_id, output=output
+            )
+            self._out.emit(
+                ev.ConversationItemAdded(
+                    item=created.wire(), previous_item_id=created.previous_item_id
+                )
+            )
+            call.answer()
+            commit = Commit(
+                self._out,
+                created,
+                pcm16=b"",
+                frames=[],
+                has_speech=False,
+                reserved=0,
+                texts=[function_result_text(call.item.name, output)],
+            )
+            commit.adopt()
+            self._turns.enqueue(commit)
+            return
+        if plan.call_id in calls:
+            raise RemoteProtocolError(
+                f"function call `{plan.call_id}` already exists",
+                code=ErrorCode.BAD_EVENT,
+                param="item.call_id",
+                event_id=event.event_id,
+            )
+        created = self._items.add(
+            plan.item_id,
+            "assistant",
+            [],
+            type=plan.type,
+            call_id=plan.call_id,
+            name=plan.name,
+            arguments=plan.arguments,
+        )
+        self._out.emit(
+            ev.ConversationItemAdded(item=created.wire(), previous_item_id=created.previous_item_id)
+        )
+        created.complete()
+        call = FunctionCall(self._out, created, response_id=None, output_index=0)
+        call.import_call()
+        calls.add(call)
+
     def on_delete(self, event: ev.ConversationItemDelete, now_ms: int) -> None:
         self.delete(self._items.find(event.item_id, event.event_id))
 
     def delete(self, item: Item) -> None:
         """The item leaves history and queues, its waiting commits with it (D9)."""
         self._items.delete(item)
+        self._turns.calls.forget(item)
         self._turns.withdraw(item)
 
     def on_retrieve(self, event: ev.ConversationItemRetrieve, now_ms: int) -> None:

@@ -163,9 +163,12 @@ def _prompt(
             continue
         kept: tuple[bytes, ...] = ()
         time_s: float | None = None
-        if item.role == "assistant":
+        if item.role == "assistant" and item.type == "message":
             response = responses.get(item.response_id or "")
             text = heard_text(response) if response is not None else item.text()
+            tick = False
+        elif item.type != "message":  # a function call or its output (B39): its text
+            text = item.text()
             tick = False
         else:  # user and system items: their texts and transcripts
             text = item.text()

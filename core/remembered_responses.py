@@ -58,6 +58,7 @@ class RememberedResponses(dict[str, "Response"]):
         response = self.get(item.response_id or "")
         if (
             response is None
+            or item is not response.item  # a function call of that response has no audio
             or item.state is not ItemState.COMPLETED
             or audio_end_ms > response.playback.generated_ms
         ):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.delegations import Delegations
+from core.function_calls import FunctionCalls
 from core.preemption import Preemption
 from core.prompt_input import (
     build_prompt,
@@ -28,6 +29,7 @@ from core.prompt_input import (
     record_silence,
 )
 from core.remembered_responses import RememberedResponses
+from core.statemachines.function_call import FunctionCall
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
 from core.statemachines.speculation import ReplyTerms
@@ -46,8 +48,17 @@ from spec.effects import (
 )
 from spec.error_events import error_detail, error_event
 from spec.errors import ErrorCode, RemoteProtocolError
-from spec.stage_results import TtsAudio, TtsDone, VlmAction, VlmDecisionResult, VlmDelta
-from spec.tables import CommitState, ItemState, PlaybackState, ResponseState
+from spec.function_tools import delegation_arguments
+from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES
+from spec.stage_results import (
+    TtsAudio,
+    TtsDone,
+    VlmAction,
+    VlmCallDelta,
+    VlmDecisionResult,
+    VlmDelta,
+)
+from spec.tables import CommitState, FunctionCallState, ItemState, PlaybackState, ResponseState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,6 +70,7 @@ if TYPE_CHECKING:
     from core.statemachines.item import Item
     from core.statemachines.speculation import HeldResult
     from core.turn_log import TurnLog
+    from spec.function_tools import FunctionTool
     from spec.session_config import SessionConfig
     from spec.stage_results import (
         AsrTranscript,
@@ -78,6 +90,7 @@ class Responses:
         "_transcribe",
         "active",
         "by_id",
+        "calls",
         "delegations",
         "log",
         "preemption",
@@ -108,6 +121,7 @@ class Responses:
         self.active: Response | None = None
         self.by_id = RememberedResponses()
         self.delegations = Delegations()  # questions at the background model (B31)
+        self.calls = FunctionCalls()  # function calls until their outputs (B38, B39)
         self.log = log  # times, frames and silences of the turns, for history (B29)
         self.preemption = Preemption(outbox)  # a reply prepared during a pause (B35)
 
@@ -245,11 +259,18 @@ class Responses:
                     self._out.epoch,
                     prompt,
                     max_tokens=config.max_output_tokens,
+                    tools=self.offered_tools(),
+                    tool_choice=config.tool_choice,
                 )
             )
             return
         response.adopt(speculation.id, speculation.vlm_request, speculation.tts_requests)
         self._replay(response, held)
+
+    def offered_tools(self) -> tuple[FunctionTool, ...]:
+        """The function tools the model may call now (B38): none with `tool_choice: none`."""
+        config = self._config()
+        return () if config.tool_choice.mode == "none" else config.tools
 
     def preempt(self, item_id: str, words: str, frames: tuple[bytes, ...]) -> bool:
         """A pause of the utterance `item_id` heard `words`, with `frames` buffered: start
@@ -260,6 +281,8 @@ class Responses:
         if not config.preemptive_response or detection is None or not detection.create_response:
             return False
         if self.profile != "speech" or self.active is not None or self.queue or not words.strip():
+            return False
+        if self.offered_tools():  # a prepared reply holds no calls: tools answer at the turn's end
             return False
         prompt = pause_prompt(
             instructions=config.instructions,
@@ -328,6 +351,52 @@ class Responses:
         for sentence in response.add_text(result.text):
             self._submit_tts(response, sentence)
 
+    def on_vlm_call_delta(self, result: VlmCallDelta, now_ms: int) -> None:
+        """A piece of a function call (B38): its first opens the call's item, if the
+        session offers that function; arguments past their bound cut it."""
+        response = self._lookup(result.request_id, VLM)
+        if response is None:
+            return
+        if result.index not in response.calls:
+            self._open_call(response, result.index, result.name)
+        call = response.calls[result.index]
+        if call is None or call.state is not FunctionCallState.ARGUMENTS:
+            return  # not offered, or cut at its bound: the model's extra words are dropped
+        if len((call.arguments + result.delta).encode()) > MAX_FUNCTION_ARGUMENTS_BYTES:
+            call.cut()
+            return
+        if result.delta:
+            call.stream(result.delta)
+
+    def _open_call(self, response: Response, index: int, name: str) -> None:
+        config = self._config()
+        if not config.tool_choice.offers(name, self.offered_tools()):
+            response.open_call(index, None)  # a function the session does not offer
+            return
+        item = self._items.add(
+            None,
+            "assistant",
+            [],
+            response_id=response.id,
+            type="function_call",
+            call_id=self._out.next_id("call"),
+            name=name,
+            arguments="",
+        )
+        call = FunctionCall(
+            self._out, item, response_id=response.id, output_index=len(response.outputs)
+        )
+        response.open_call(index, call)
+        self.calls.add(call)
+        self._out.emit(
+            ev.ConversationItemAdded(item=item.wire(), previous_item_id=item.previous_item_id)
+        )
+        self._out.emit(
+            ev.ResponseOutputItemAdded(
+                response_id=response.id, output_index=call.output_index, item=item.wire()
+            )
+        )
+
     def on_vlm_decision(self, result: VlmDecisionResult, now_ms: int) -> None:
         response = self._lookup(result.request_id, VLM)
         if response is None:
@@ -335,23 +404,50 @@ class Responses:
         rest = response.decide(
             result.request_id, text=result.text, listen=result.action == VlmAction.LISTEN
         )
-        delegate = result.action == VlmAction.DELEGATE and self.delegations.enabled
-        if delegate and result.question.strip():
-            self._delegate(response, result.question.strip())
+        for call in response.calls.values():  # the model decided: its calls are made
+            if call is not None and call.state is FunctionCallState.ARGUMENTS:
+                call.finish()
+        question = result.question.strip() if result.action == VlmAction.DELEGATE else ""
+        tool = self._delegation_tool() if question else None
+        if tool is not None:  # B40: the client answers it, as a function call
+            self._call_delegation(response, tool, question)
+        elif question and self.delegations.enabled:
+            self._delegate(response, question)
         self._answer(response, rest)
+
+    def _delegation_tool(self) -> FunctionTool | None:
+        """The offered function a delegated question becomes (B40), if any."""
+        config = self._config()
+        name = config.delegation_tool
+        if not config.tool_choice.offers(name, self.offered_tools()):
+            return None
+        return next(t for t in config.tools if t.name == name)
+
+    def _call_delegation(self, response: Response, tool: FunctionTool, question: str) -> None:
+        """The question as a call of `tool`, made at once: its arguments in one delta."""
+        index = min((i for i in response.calls), default=0) - 1  # apart from the model's
+        self._open_call(response, index, tool.name)
+        call = response.calls[index]
+        assert call is not None  # offered: checked by `_delegation_tool`
+        call.stream(delegation_arguments(tool, question))
+        call.finish()
 
     def _answer(self, response: Response, rest: str) -> None:
         """The reply text is known: speak (or show) what is left of it, or listen."""
+        called = any(response.calls.values())  # a response that calls is no silence
         if "audio" not in response.modalities:
             if not rest:
-                self._listen(response)
+                if called:
+                    self._maybe_complete(response)
+                else:
+                    self._listen(response)
                 return
             self._show_text(response, rest)
             self._maybe_complete(response)
             return
         if rest:
             self._submit_tts(response, rest)
-        if response.tts_seq == 0:
+        if response.tts_seq == 0 and not called:
             self._listen(response)
             return
         self._maybe_complete(response)
@@ -401,7 +497,10 @@ class Responses:
         response.show_text(text)
         self._out.emit(
             ev.ResponseOutputTextDelta(
-                response_id=response.id, item_id=response.item_id, delta=text
+                response_id=response.id,
+                item_id=response.item_id,
+                output_index=response.message_index,
+                delta=text,
             )
         )
 
@@ -435,12 +534,16 @@ class Responses:
         rate_hz = self._config().output_format.rate_hz
         duration = len(result.pcm16) / 2 / rate_hz * 1000
         text = response.add_audio(result.request_id, result.text, duration, now_ms)
-        rid, iid = response.id, response.item_id
+        rid, iid, index = response.id, response.item_id, response.message_index
         self._out.emit(
-            ev.ResponseOutputAudioDelta(response_id=rid, item_id=iid, delta=result.pcm16)
+            ev.ResponseOutputAudioDelta(
+                response_id=rid, item_id=iid, output_index=index, delta=result.pcm16
+            )
         )
         self._out.emit(
-            ev.ResponseOutputAudioTranscriptDelta(response_id=rid, item_id=iid, delta=text)
+            ev.ResponseOutputAudioTranscriptDelta(
+                response_id=rid, item_id=iid, output_index=index, delta=text
+            )
         )
 
     def on_tts_done(self, result: TtsDone, now_ms: int) -> None:
@@ -479,11 +582,15 @@ class Responses:
         self._couple()
 
     def _close_output(self, response: Response) -> None:
-        """The part of the done-chain that closes the assistant item (upstream order)."""
+        """The part of the done-chain that closes the output items (upstream order); a
+        call cut during its arguments ends `incomplete` (B38)."""
+        for call in response.calls.values():
+            if call is not None and call.state is FunctionCallState.ARGUMENTS:
+                call.cut()
         item = response.item
         if item is None:
             return
-        rid, iid = response.id, item.id
+        rid, iid, index = response.id, item.id, response.message_index
         part = item.content[0]
         if response.playback.state is PlaybackState.STREAMING:
             response.playback.finish()
@@ -491,20 +598,32 @@ class Responses:
             if response.playback.state is PlaybackState.CLEARED:
                 part.transcript = heard_text(response)  # B19: only what was heard
             transcript = part.transcript or ""
-            self._out.emit(ev.ResponseOutputAudioDone(response_id=rid, item_id=iid))
+            self._out.emit(
+                ev.ResponseOutputAudioDone(response_id=rid, item_id=iid, output_index=index)
+            )
             self._out.emit(
                 ev.ResponseOutputAudioTranscriptDone(
-                    response_id=rid, item_id=iid, transcript=transcript
+                    response_id=rid, item_id=iid, output_index=index, transcript=transcript
                 )
             )
             done_part = ev.ContentPart(type="output_audio", transcript=transcript)
         else:
             self._out.emit(
-                ev.ResponseOutputTextDone(response_id=rid, item_id=iid, text=part.text or "")
+                ev.ResponseOutputTextDone(
+                    response_id=rid, item_id=iid, output_index=index, text=part.text or ""
+                )
             )
             done_part = ev.ContentPart(type="output_text", text=part.text or "")
-        self._out.emit(ev.ResponseContentPartDone(response_id=rid, item_id=iid, part=done_part))
-        self._out.emit(ev.ResponseOutputItemDone(response_id=rid, item=item.wire(completing=True)))
+        self._out.emit(
+            ev.ResponseContentPartDone(
+                response_id=rid, item_id=iid, output_index=index, part=done_part
+            )
+        )
+        self._out.emit(
+            ev.ResponseOutputItemDone(
+                response_id=rid, output_index=index, item=item.wire(completing=True)
+            )
+        )
         if item.state is ItemState.IN_PROGRESS:
             item.complete()
 

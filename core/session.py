@@ -71,6 +71,7 @@ from spec.stage_results import (
     TtsDone,
     TurnEndVerdict,
     VadScores,
+    VlmCallDelta,
     VlmDecisionResult,
     VlmDelta,
 )
@@ -125,6 +126,7 @@ class SessionProtocol:
         turn_end_budget_ms: int = 2000,
         resume: Resumption | None = None,
         prepares_frames: bool = False,
+        function_calling: bool = True,
     ) -> None:
         """The backend's capabilities come in as arguments (the stage Protocols declare
         them; `runtime.host` reads them): `voices`, the TTS's (`session.update` refuses
@@ -133,7 +135,9 @@ class SessionProtocol:
         `delegation`, a background model answers delegated questions (B31);
         `live_transcripts`, the ASR offers live partials (B33);
         `punctuated_transcripts`, its text ends sentences with a mark (B32);
-        `prepares_frames`, the VLM works on a frame as it arrives (`PrepareFrame`).
+        `prepares_frames`, the VLM works on a frame as it arrives (`PrepareFrame`);
+        `function_calling`, its model chooses function tools (B37: `session.created`
+        says so; a backend that cannot still accepts a session's `tools`).
         `turn_end_budget_ms`: how long an end-of-turn verdict may take, its pause's words
         included (the runtime's end-of-turn timeout). `resume`: the session is resumable
         (B27): every server event it hands out is numbered and journaled there."""
@@ -143,6 +147,7 @@ class SessionProtocol:
         self.voices = voices
         # an empty tuple would claim no language at all: it is read as "detects any"
         self.input_languages = input_languages or None
+        self.function_calling = function_calling
         initial_config = config or SessionConfig()
         self.limits = limits or Limits()
         self.profile = profile
@@ -228,6 +233,7 @@ class SessionProtocol:
             AsrTranscript: turns.on_transcript,
             AsrPartial: turn_taking.on_partial,
             VlmDelta: turns.on_vlm_delta,
+            VlmCallDelta: turns.on_vlm_call_delta,
             VlmDecisionResult: turns.on_vlm_decision,
             TtsAudio: turns.on_tts_audio,
             TtsDone: turns.on_tts_done,
@@ -238,7 +244,9 @@ class SessionProtocol:
         self._out.emit(
             ev.SessionCreated(
                 session=self._public(),
-                capabilities=ev.SessionCapabilities(input_languages=languages),
+                capabilities=ev.SessionCapabilities(
+                    input_languages=languages, function_calling=function_calling
+                ),
             )
         )
 
@@ -299,14 +307,18 @@ class SessionProtocol:
             return
         handler = self._handlers[type(event)]
         self._now_ms = now_ms
-        self._log.clock_ms = now_ms  # when a turn taken now was observed
+        # when a turn taken now was observed; a refused event changes nothing, its time
+        # included: a turn a later timeout ends keeps the last accepted event's time
+        observed_before, self._log.clock_ms = self._log.clock_ms, now_ms
         try:
             handler(event, now_ms)
             if self._turn_taking.settled:
                 self._settle(now_ms)
         except InvalidTransition as exc:
+            self._log.clock_ms = observed_before
             raise InvalidState(str(exc), event_id=event.event_id) from None
         except RemoteProtocolError as exc:
+            self._log.clock_ms = observed_before
             if exc.event_id is None:
                 exc.event_id = event.event_id
             raise

@@ -408,6 +408,7 @@ class SessionHost:
             turn_end_budget_ms=round(self.settings.timeouts.turn_end * 1000),
             resume=resume,
             prepares_frames=self.backend.vlm.prepares_frames,
+            function_calling=self.backend.vlm.function_calling,
         )
         runner = SessionRunner(
             protocol,

@@ -327,7 +327,11 @@ class StageExecutor:
     async def _run_vlm(self, effect: SubmitVlm) -> None:
         # the core's PromptInput is the backends' PromptContext: handed over as it is
         request = VlmRequest(
-            self._engine_id(effect.request_id), effect.prompt, max_tokens=effect.max_tokens
+            self._engine_id(effect.request_id),
+            effect.prompt,
+            max_tokens=effect.max_tokens,
+            tools=effect.tools,
+            tool_choice=effect.tool_choice,
         )
         async for out in self.backend.vlm.generate(request):
             # the stage names its engine request; the core knows it by its own id

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B36 as data.
+"""The behaviour catalogue: B1..B40 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -60,6 +60,8 @@ SESSION_INVARIANTS: Final[dict[str, str]] = {
     "I11": "at most two live-transcript requests are out per session (a pause's partial "
     "may supersede a cadence one, whose answer is dropped), and a transcription delta "
     "only names the utterance still being spoken",
+    "I12": "a refused session.update changes nothing: the tools and tool choice a session "
+    "offers its model are the ones its last session.updated echoed",
 }
 
 
@@ -118,6 +120,7 @@ _EXPOSURE = "10.1 Exposure: keys, origins, probes (B26)"
 _DELEGATION = "3.6 Delegation (B31)"
 _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 _PREEMPTION = "3.7 Preemptive response (B35)"
+_FUNCTIONS = "3.8 Function calls (B37-B40)"
 _D40 = "D40 What a preemptive response may change (3.7)"
 _CALLS = "10.2 WebRTC calls (B36)"
 _D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
@@ -1103,6 +1106,113 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call",
             "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_places_a_call",
             "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_sends_the_session_with_the_offer",
+        ),
+    ),
+    Behaviour(
+        id="B37",
+        title="A session declares function tools, validated with their paths",
+        summary=(
+            "`session.tools` (function tools: name, description, JSON-Schema parameters) "
+            "and `tool_choice` (auto, none, required, a named function) are validated and "
+            "echoed by `session.updated`; a malformed or oversized declaration is "
+            "`bad_event` naming the first bad field and changes nothing. "
+            "`session.created`'s capabilities say whether the model calls tools at all."
+        ),
+        sections=(_FUNCTIONS, _LIMITS),
+        rows=(),
+        invariants=("I12",),
+        tests=(
+            "tests/conformance/test_b37_tools_declared.py::test_b37_session_update_with_a_function_tool_is_echoed_not_dropped",
+            "tests/conformance/test_b37_tools_declared.py::test_b37_a_named_tool_choice_must_name_a_declared_function",
+            "tests/conformance/test_b37_tools_declared.py::test_b37_malformed_or_oversized_tools_are_refused_with_their_path",
+            "tests/conformance/test_b37_tools_declared.py::test_b37_an_unknown_tool_choice_is_refused",
+            "tests/conformance/test_b37_tools_declared.py::test_b37_null_tools_clear_them_and_tool_choice_defaults_to_auto",
+            "tests/conformance/test_b37_tools_declared.py::test_b37_an_unknown_key_of_a_tool_is_ignored",
+            "tests/core/test_session_capabilities.py::test_b37_session_created_says_whether_the_model_calls_functions",
+            "tests/backends/test_cpu_describer.py::test_b37_it_accepts_tools_and_never_calls_one",
+        ),
+    ),
+    Behaviour(
+        id="B38",
+        title="A function call streams its arguments and ends done or incomplete",
+        summary=(
+            "The model's call of an offered function opens a `function_call` item with its "
+            "own `output_index`; its arguments stream as "
+            "`response.function_call_arguments.delta`, and the decision ends it "
+            "(arguments done, item done); a response that only calls completes with the "
+            "call in `response.done`. A cancel, barge-in or failure during the arguments, "
+            "or arguments past their bound, end it `incomplete`; calls of functions the "
+            "session does not offer are dropped."
+        ),
+        sections=(_FUNCTIONS, _CANCEL, _FENCING),
+        rows=(
+            RowRef("function_call", "stream"),
+            RowRef("function_call", "finish"),
+            RowRef("function_call", "cut"),
+        ),
+        invariants=("CALL-2", "I2", "I4"),
+        tests=(
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_the_model_gets_the_offered_tools_and_tool_choice",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_call_streams_its_arguments_and_the_response_completes_with_it",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_spoken_note_and_a_call_have_their_own_output_indices",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_call_of_a_function_the_session_does_not_offer_is_dropped",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_named_tool_choice_offers_that_function_only",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_cancel_during_the_arguments_ends_the_call_incomplete_and_keeps_the_history",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_barge_in_during_the_arguments_cuts_the_call_and_starts_the_next_turn",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_arguments_past_their_bound_cut_the_call",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_call_item_cannot_be_truncated_even_when_its_response_spoke",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_connection_dropped_during_the_arguments_replays_the_whole_call",
+            "tests/transport/test_function_calls_sdk.py::test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_up",
+            "tests/transport/test_resume.py::test_b38_a_connection_dropped_during_a_calls_arguments_resumes_with_the_whole_call",
+        ),
+    ),
+    Behaviour(
+        id="B39",
+        title="The client answers a call once; the follow-up speaks from its output",
+        summary=(
+            "A `function_call_output` item answers the call its `call_id` names: an unknown "
+            "(or deleted) call, one already answered, or one cut or still streaming is a "
+            "typed error that changes nothing. Accepted, it waits like a user item for the "
+            "client's `response.create`, whose model reads the output as its turn and the "
+            "call in history. A client may bring a `function_call` item of its own."
+        ),
+        sections=(_FUNCTIONS, _ITEMS),
+        rows=(RowRef("function_call", "answer"), RowRef("function_call", "import_call")),
+        invariants=("CALL-1",),
+        tests=(
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_the_output_is_added_and_the_follow_up_speaks_from_it",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_an_output_for_an_unknown_call_id_is_a_typed_error_that_changes_nothing",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_second_output_for_one_call_is_a_typed_error",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_an_output_for_a_call_cut_or_still_streaming_is_a_typed_error",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_deleted_call_answers_nothing",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_a_call_the_client_brings_as_history_can_be_answered_once",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b39_malformed_function_items_are_refused_with_their_path",
+            "tests/transport/test_client_functions.py::test_b39_the_python_client_runs_an_async_function_and_hears_the_follow_up",
+            "tests/transport/test_client_functions.py::test_b39_a_function_that_raises_is_answered_with_its_error",
+            "tests/transport/test_client_functions.py::test_b39_an_answer_before_the_calls_response_is_done_still_gets_the_follow_up",
+            "tests/web/test_browser_function_calls.py::test_b39_the_page_shows_a_call_then_its_output_and_plays_the_follow_up",
+        ),
+    ),
+    Behaviour(
+        id="B40",
+        title="JoyAI's delegation becomes a function call when the session offers one",
+        summary=(
+            "When the session offers the delegation's function (a tool named `delegate`, or "
+            "the one `extra_body.delegation_tool` names), a delegated question becomes a "
+            "call of it, the question as its one string parameter, made at once after the "
+            "spoken note; the client answers it like any call. Without that function "
+            "offered, the background model answers as in B31. JoyAI's prompt is unchanged."
+        ),
+        sections=(_FUNCTIONS, _DELEGATION),
+        rows=(RowRef("function_call", "stream"), RowRef("function_call", "finish")),
+        invariants=("CALL-1",),
+        tests=(
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_declared_delegate_tool_turns_the_question_into_a_call",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_the_session_may_name_another_function_with_its_own_parameter",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_without_the_function_offered_the_background_model_answers_as_before",
+            "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_delegation_tool_that_is_no_function_name_is_refused",
+            "tests/backends/test_remote_turns.py::test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_function_call",
+            "tests/backends/test_remote_turns.py::test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_remote",
         ),
     ),
 )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypeAlias
 
 from spec.errors import CloseCode
+from spec.function_tools import TOOL_CHOICE_AUTO, FunctionTool, ToolChoice
 
 __all__ = [
     "ASR",
@@ -151,6 +152,11 @@ class SubmitVlm:
     #: the session's `max_output_tokens`; None (`"inf"`): the VLM backend's own cap, which
     #: also bounds a number given here
     max_tokens: int | None = None
+    #: the function tools the model may call for this response (B38): none when the
+    #: session declares none or its `tool_choice` is `none`
+    tools: tuple[FunctionTool, ...] = ()
+    #: the session's `tool_choice` (`required` / a named function: it must call one)
+    tool_choice: ToolChoice = TOOL_CHOICE_AUTO
 
 
 @dataclass(frozen=True, slots=True)

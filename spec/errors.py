@@ -87,6 +87,12 @@ class ErrorCode(enum.StrEnum):
     MISSING_ITEM_ID = "missing_item_id"
     ITEM_NOT_FOUND = "item_not_found"
     INVALID_TRUNCATE = "invalid_truncate"
+    #: a `function_call_output` whose `call_id` names no call of this session (B39)
+    FUNCTION_CALL_NOT_FOUND = "function_call_not_found"
+    #: a second `function_call_output` for a call already answered (B39)
+    FUNCTION_CALL_ALREADY_ANSWERED = "function_call_already_answered"
+    #: a `function_call_output` for a call cut while its arguments streamed (B38, B39)
+    FUNCTION_CALL_INCOMPLETE = "function_call_incomplete"
     # responses
     RESPONSE_ALREADY_ACTIVE = "response_already_active"
     RESPONSE_NOT_ACTIVE = "response_not_active"

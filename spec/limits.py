@@ -18,7 +18,18 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MAX_IDLE_TIMEOUT_S", "MAX_OUTPUT_TOKENS", "MIB", "Limits"]
+__all__ = [
+    "MAX_FUNCTION_ARGUMENTS_BYTES",
+    "MAX_FUNCTION_OUTPUT_BYTES",
+    "MAX_IDLE_TIMEOUT_S",
+    "MAX_OUTPUT_TOKENS",
+    "MAX_TOOLS",
+    "MAX_TOOLS_BYTES",
+    "MAX_TOOL_BYTES",
+    "MAX_TOOL_NESTING",
+    "MIB",
+    "Limits",
+]
 
 MIB = 1024 * 1024
 #: the largest idle timeout anyone may configure (one week): the operator here, a session
@@ -27,6 +38,21 @@ MAX_IDLE_TIMEOUT_S = 7 * 86_400.0
 #: the largest integer `max_output_tokens` a session may ask for (the OpenAI Realtime
 #: bound); `"inf"` instead leaves the reply to the VLM backend's own cap
 MAX_OUTPUT_TOKENS = 4_096
+#: function tools one session may declare (`session.tools`, B37): OpenAI's own bound; a
+#: session is echoed whole in every `session.updated`, so its size must stay small
+MAX_TOOLS = 128
+#: the encoded JSON of one tool (name, description, parameters schema)
+MAX_TOOL_BYTES = 32 * 1024
+#: the encoded JSON of all of a session's tools together
+MAX_TOOLS_BYTES = 256 * 1024
+#: how deeply one tool's `parameters` schema may nest objects and lists
+MAX_TOOL_NESTING = 32
+#: the arguments of one function call, as the model streams them or a client creates
+#: them: a call whose arguments grow past this is ended `incomplete` (B38)
+MAX_FUNCTION_ARGUMENTS_BYTES = 64 * 1024
+#: the `output` of one `function_call_output` item (B39): it enters history and the
+#: follow-up prompt, so it is bounded well below `max_history_bytes`
+MAX_FUNCTION_OUTPUT_BYTES = 256 * 1024
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_IDLE_TIMEOUT_S)]

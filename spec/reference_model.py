@@ -18,6 +18,7 @@ import binascii
 import math
 import struct
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from spec.effects import (
     ASR,
@@ -105,6 +106,7 @@ from spec.events import (
     SessionUpdated,
 )
 from spec.limits import Limits
+from spec.reference_calls import ReferenceCalls
 from spec.session_config import (
     DEFAULT_INSTRUCTIONS,
     INPUT_FORMATS,
@@ -124,11 +126,15 @@ from spec.stage_results import (
     TtsDone,
     TurnEndVerdict,
     VadScores,
+    VlmCallDelta,
     VlmDecisionResult,
     VlmDelta,
 )
 from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 from spec.trailing_transcript import trails_off
+
+if TYPE_CHECKING:
+    from spec.reference_calls import CallFields
 
 __all__ = [
     "ASR_TAIL_MS",
@@ -304,6 +310,8 @@ class _Item:
     silent: bool = False
     #: when the turn was taken, in seconds since the session started (ticks only)
     time_s: float | None = None
+    #: a function call or its output (3.8): its fields instead of content
+    call: CallFields | None = None
 
 
 @dataclass
@@ -543,6 +551,7 @@ class ReferenceSession:
         # AMBIGUITY (docs/session-semantics.md, decision D31): the session was asked something
         # once a VLM request carried a transcript, and stays so.
         self.asked = False
+        self.calls = ReferenceCalls(self, _Item, _Segment)  # section 3.8
         self._emit(
             SessionCreated(
                 session=self.config.public(self.session_id, profile=self.profile, epoch=0),
@@ -613,7 +622,13 @@ class ReferenceSession:
     def _history_bytes(self) -> int:
         """Section 10: UTF-8 bytes of the texts and transcripts of the completed items."""
         return sum(
-            len(" ".join(t for p in i.content for t in (p.text, p.transcript) if t).encode())
+            len(
+                (
+                    self.calls.text(i)
+                    if i.call is not None
+                    else " ".join(t for p in i.content for t in (p.text, p.transcript) if t)
+                ).encode()
+            )
             for i in self.items.values()
             if i.status == "completed"
         )
@@ -647,6 +662,8 @@ class ReferenceSession:
             self._on_transcript(resp, req, result)
         elif isinstance(result, VlmDelta) and req.stage == VLM:
             self._on_vlm_delta(resp, result)
+        elif isinstance(result, VlmCallDelta) and req.stage == VLM:
+            self.calls.on_delta(resp, result)
         elif isinstance(result, VlmDecisionResult) and req.stage == VLM:
             self._on_vlm_decision(resp, req, result)
         elif isinstance(result, TtsAudio) and req.stage == TTS:
@@ -858,6 +875,8 @@ class ReferenceSession:
         return r.first_audio_ms + r.generated_ms + 1000.0
 
     def _wire_item(self, item: _Item) -> ConversationItem:
+        if item.call is not None:
+            return self.calls.wire(item)
         return ConversationItem(
             id=item.id,
             role=item.role,
@@ -1212,6 +1231,9 @@ class ReferenceSession:
     def _on_item_create(self, event: ConversationItemCreate) -> None:
         eid = event.event_id
         wire = event.item
+        if wire.type in ("function_call", "function_call_output"):
+            self.calls.on_create(event)  # section 3.8
+            return
         if wire.type != "message":
             raise _reject(ErrorCode.BAD_EVENT, "only message items are supported", "item.type", eid)
         if wire.role not in ("user", "assistant", "system"):
@@ -1322,6 +1344,7 @@ class ReferenceSession:
 
     def _delete_item(self, item: _Item) -> None:
         del self.items[item.id]
+        self.calls.forget(item)
         self.kept_frames = [k for k in self.kept_frames if (k[0], k[1]) != (item.id, item.version)]
 
         def keep(s: _Segment) -> bool:
@@ -1343,6 +1366,7 @@ class ReferenceSession:
         resp = self.responses.get(item.response_id) if item.response_id else None
         if (
             item.role != "assistant"
+            or item.call is not None  # a function call has no audio (3.8)
             or item.status != "completed"
             or resp is None
             or not resp.audio_started
@@ -1477,6 +1501,8 @@ class ReferenceSession:
                     asked_before=self.asked,
                 ),
                 max_tokens=self.config.max_output_tokens,
+                tools=self.calls.offered(),
+                tool_choice=self.config.tool_choice,
             )
         )
         self._keep_frames(resp.segments)
@@ -1491,6 +1517,13 @@ class ReferenceSession:
         shown: list[tuple[bytes, ...]] = []
         for item in self.items.values():
             if (item.id, item.version) in mine or item.status != "completed":
+                continue
+            if item.call is not None:  # a function call or output (3.8): no tick
+                text = self.calls.text(item)
+                if text:
+                    history.append(HistoryTurn(item.role, text))
+                    times.append(None)
+                    shown.append(())
                 continue
             if item.response_id in self.responses:
                 text = self._assistant_text(self.responses[item.response_id])
@@ -1613,10 +1646,13 @@ class ReferenceSession:
         # actions act like `speak`.
         rest = (resp.vlm_text if resp.saw_delta else result.text).strip()
         resp.vlm_text = ""
+        self.calls.finish_all(resp)  # section 3.8: the decision makes its calls
         if result.action == "listen":
             rest = ""
         question = result.question.strip()
-        if result.action == "delegate" and question and self.delegation:
+        if result.action == "delegate" and question and self.calls.delegate(resp, question):
+            pass  # section 3.8: the session offers the delegation's function: a call
+        elif result.action == "delegate" and question and self.delegation:
             # section 3.6: the question goes to the background model, the note is spoken
             parts = self._prompt_parts(resp, ticks=False)
             history, transcript = parts.history, parts.transcript
@@ -1636,7 +1672,12 @@ class ReferenceSession:
 
     def _decide(self, resp: _Response, action: str, rest: str) -> None:
         """The reply text is known (3.2): speak or show the rest of it, or listen."""
+        called = self.calls.made(resp)  # a response that called is no silence (3.8)
         if not resp.audio_out:
+            if not rest and called:
+                resp.decision = action
+                self._maybe_complete(resp)
+                return
             if not rest:
                 self._finish_listen(resp)
                 return
@@ -1645,7 +1686,7 @@ class ReferenceSession:
             return
         if rest:
             self._submit_tts(resp, rest)
-        if resp.tts_submitted == 0:
+        if resp.tts_submitted == 0 and not called:
             self._finish_listen(resp)
             return
         # AMBIGUITY (docs/session-semantics.md, decision D15): `listen` after TTS was sent completes
@@ -1799,6 +1840,7 @@ class ReferenceSession:
 
     def _emit_done(self, resp: _Response, status: str, reason: str | None) -> None:
         """The done-chain of an audio response (section 3)."""
+        self.calls.cut_open(resp)  # section 3.8: cut during its arguments
         resp.status = status
         item = self._live(resp.item_id, self.versions.get(resp.item_id, 0))
         if resp.audio_started:

@@ -20,6 +20,15 @@ import msgspec
 
 from spec.errors import ErrorCode, InvalidSessionConfig
 from spec.events.objects import AudioFormat, SessionObject, SessionPatch
+from spec.function_tools import (
+    DEFAULT_DELEGATION_TOOL,
+    TOOL_CHOICE_AUTO,
+    TOOL_NAME,
+    FunctionTool,
+    ToolChoice,
+    validate_tool_choice,
+    validate_tools,
+)
 from spec.limits import MAX_IDLE_TIMEOUT_S, MAX_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
@@ -201,6 +210,12 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: `max_output_tokens`: the most tokens one reply may have; None is `"inf"`, the VLM
     #: backend's own cap (which also bounds any number given here)
     max_output_tokens: int | None = None
+    #: the declared function tools and which of them the model may call (B37)
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = TOOL_CHOICE_AUTO
+    #: the function a delegated question becomes when the session offers it (B40; our
+    #: extension `extra_body.delegation_tool`, a function name)
+    delegation_tool: str = DEFAULT_DELEGATION_TOOL
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def public(self, session_id: str, *, profile: str, epoch: int) -> SessionObject:
@@ -225,6 +240,8 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             profile=profile,
             epoch=epoch,
             max_output_tokens="inf" if self.max_output_tokens is None else self.max_output_tokens,
+            tools=[tool.public() for tool in self.tools],
+            tool_choice=self.tool_choice.public(),
             extra_body=dict(self.extra_body),
         )
 
@@ -563,6 +580,20 @@ def validate_session(
         changes["idle_timeout_s"] = _idle_timeout(patch.idle_timeout_s)
     if patch.max_output_tokens is not unset:
         changes["max_output_tokens"] = _max_output_tokens(patch.max_output_tokens)
+    # 4. function tools (B37): the choice is checked against the tools after this patch
+    if patch.tools is not unset:
+        changes["tools"] = validate_tools(patch.tools)
+    tools = changes.get("tools", base.tools)
+    if patch.tool_choice is not unset:
+        changes["tool_choice"] = validate_tool_choice(patch.tool_choice, tools)
+    elif base.tool_choice.mode == "function" and not base.tool_choice.offers(
+        base.tool_choice.name or "", tools
+    ):
+        raise _refuse(
+            ErrorCode.BAD_EVENT,
+            "session.tools",
+            f"`tool_choice` names `{base.tool_choice.name}`, which these tools leave out",
+        )
     if patch.extra_body is not unset:
         for flag in _EXTRA_BODY_FLAGS:
             value = patch.extra_body.get(flag, getattr(base, flag))
@@ -571,5 +602,13 @@ def validate_session(
                     ErrorCode.BAD_EVENT, f"session.extra_body.{flag}", f"`{flag}` must be a boolean"
                 )
             changes[flag] = value
+        name = patch.extra_body.get("delegation_tool", base.delegation_tool)
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise _refuse(
+                ErrorCode.BAD_EVENT,
+                "session.extra_body.delegation_tool",
+                "`delegation_tool` must be a function name",
+            )
+        changes["delegation_tool"] = name
         changes["extra_body"] = {**base.extra_body, **patch.extra_body}
     return msgspec.structs.replace(base, **changes)

@@ -24,6 +24,7 @@ __all__ = [
     "TurnEndVerdict",
     "VadScores",
     "VlmAction",
+    "VlmCallDelta",
     "VlmDecisionResult",
     "VlmDelta",
 ]
@@ -69,6 +70,18 @@ class AsrPartial:
 class VlmDelta:
     request_id: str
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VlmCallDelta:
+    """A piece of a function call the model is making (B38): `index` tells the calls of
+    one request apart (the first delta of an index opens its call, under `name`), `delta`
+    continues its JSON arguments. The request's `VlmDecisionResult` ends every call."""
+
+    request_id: str
+    index: int
+    name: str
+    delta: str
 
 
 class VlmAction(enum.StrEnum):
@@ -130,6 +143,7 @@ StageResult = (
     | AsrTranscript
     | AsrPartial
     | VlmDelta
+    | VlmCallDelta
     | VlmDecisionResult
     | TtsAudio
     | TtsDone

@@ -78,6 +78,7 @@ from transport.client_errors import (
     ServerError,
     connection_lost,
 )
+from transport.client_functions import FunctionRunner
 from transport.client_machines import HeadlessHost
 from transport.client_responses import ResponseAssembler, ResponseResult
 from transport.client_senders import ClientEventSender
@@ -126,7 +127,10 @@ class DuplexClient(ClientEventSender):
     from an open websocket reads nothing until it is entered (`async with client`)."""
 
     def __init__(
-        self, websocket: ClientConnection, lifecycle: ClientProtocol | None = None
+        self,
+        websocket: ClientConnection,
+        lifecycle: ClientProtocol | None = None,
+        functions: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     ) -> None:
         self._ws = websocket
         #: the client state machines (PTT holds, playback, watchdog) when opted in
@@ -139,6 +143,10 @@ class DuplexClient(ClientEventSender):
         #: the connection's one event-id allocator (the state machines' own in lifecycle
         #: mode, so the ids this client mints never collide with theirs)
         self.event_ids = lifecycle.event_ids if lifecycle is not None else EventIds()
+        #: the functions this client answers the model's calls with (B38, B39)
+        self._functions = (
+            FunctionRunner(functions, self.event_ids, self.send_raw) if functions else None
+        )
         # made on entering: a stream left unclosed warns when it is collected
         self._inbox_writer: MemoryObjectSendStream[_Received] | None = None
         self._inbox: MemoryObjectReceiveStream[_Received] | None = None
@@ -210,6 +218,7 @@ class DuplexClient(ClientEventSender):
         ping_timeout: float | None = 20.0,
         mode: str | None = None,
         resume: ResumeState | None = None,
+        functions: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     ) -> AsyncIterator[Self]:
         """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
 
@@ -217,6 +226,14 @@ class DuplexClient(ClientEventSender):
         (`core.client.ClientProtocol`, the same tables as the web UI): it sends the mode's
         `session.update`, tracks push-to-talk holds and pending commits by event id, plays
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
+
+        With `functions` (name -> a callable or coroutine function of the call's JSON
+        arguments) it answers the model's function calls itself: each called function
+        runs in the client's task group, its result goes back as the call's
+        `function_call_output` (a string as it is, else JSON; a missing function or an
+        exception as `{"error": ...}`), and once a response's calls are all answered and
+        it is done, `response.create` asks for the follow-up (B39). Declare the tools in
+        the session (`update_session(tools=[...])`).
 
         With `resume` it opens no session: it resumes that one (`?resume=1` and
         `session_id=<id>`, URL-encoded, for a balancer to route by; then
@@ -252,7 +269,7 @@ class DuplexClient(ClientEventSender):
             raise HandshakeRefused(url, response.status_code, bytes(response.body or b"")) from exc
         except (OSError, TimeoutError, WebSocketException) as exc:  # refused, bad URI
             raise ConnectionLost(f"cannot connect to {redact(url)}: {redact(str(exc))}") from exc
-        client = cls(websocket, ClientProtocol(mode) if mode is not None else None)
+        client = cls(websocket, ClientProtocol(mode) if mode is not None else None, functions)
         try:
             async with client:
                 if resume is not None:
@@ -432,6 +449,10 @@ class DuplexClient(ClientEventSender):
                     continue
                 if self._host is not None:  # the machines first, as a browser would
                     await self._host.server_event(event)
+                if self._functions is not None:
+                    for call in await self._functions.server_event(event):
+                        assert self._task_group is not None  # the reader runs inside it
+                        self._task_group.start_soon(self._functions.run, call)
                 if isinstance(event, SessionCreated | SessionUpdated):
                     self.session = event.session
                 self._track_resume(event)

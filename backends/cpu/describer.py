@@ -242,6 +242,9 @@ class FrameDescriber(StageLifecycle):
 
     #: a frame costs nothing before its turn here
     prepares_frames = False
+    #: a frame describer chooses no tools: it accepts a session's `tools` and never calls
+    #: one (B37; `session.created` says so in `capabilities.function_calling`)
+    function_calling = False
 
     async def prepare_frame(self, frame: bytes) -> None:
         """No-op (`prepares_frames` is False)."""

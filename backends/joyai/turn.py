@@ -99,6 +99,11 @@ class JoyAITurn:
     async def prepare_frame(self, frame: bytes) -> None:
         """No-op unless `prepares_frames`."""
 
+    @property
+    def function_calling(self) -> bool:
+        """JoyAI chooses no tool itself: its delegation is its one way to act."""
+        return False
+
     # --- the turn ------------------------------------------------------------------------
 
     def build(self, request: VlmRequest) -> BuiltPrompt:

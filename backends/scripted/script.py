@@ -15,8 +15,11 @@ A `Script` is shared by the four scripted stages of one backend. It owns:
                  `punctuates` whether it ends sentences with a mark, as Whisper does
                  (off by default: then an unpunctuated partial is no cue, B32);
                  `asr_languages` the languages it knows (None, the default: any)
-    replies      VLM replies `(action, text[, question])`, consumed oldest first; when empty
-                 the VLM echoes: "I hear you: <transcript>." (or "I hear you." without one)
+    replies      VLM replies `(action, text[, question, calls])`, consumed oldest first; when
+                 empty the VLM echoes: "I hear you: <transcript>." (or "I hear you." without
+                 one). `call(name, arguments)` queues a reply that calls a function (B38):
+                 its arguments stream in pieces of `chunk` characters after the text;
+                 `function_calling` says whether the VLM declares it chooses tools (on)
     failures     per stage, raise a chosen `BackendError` subclass at submission or after
                  N streamed items (`fail`); optionally aimed at one request id
     parking      `park(stage)`: requests of that stage wait until `release(stage)`;
@@ -73,6 +76,7 @@ __all__ = [
     "RecordedAbort",
     "RecordedRequest",
     "Script",
+    "ScriptedCall",
     "ScriptedFailure",
     "ScriptedFault",
     "ScriptedReply",
@@ -103,12 +107,23 @@ DEFAULT_LATENCY_S: dict[StageName, float] = {
 }
 
 
+class ScriptedCall(NamedTuple):
+    """One function call of a reply: its JSON `arguments` stream in `chunk`-character
+    pieces (B38)."""
+
+    name: str
+    arguments: str
+    chunk: int = 8
+
+
 class ScriptedReply(NamedTuple):
-    """One VLM answer: `listen` with empty text is a silence decision."""
+    """One VLM answer: `listen` with empty text is a silence decision; `calls` stream
+    after its text, before its decision."""
 
     action: VlmAction
     text: str = ""
     question: str | None = None
+    calls: tuple[ScriptedCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +241,8 @@ class Script:
     #: keep between this many and twice this many of the latest records (None: all)
     max_records: int | None = None
     prepares_frames: bool = False
+    #: whether its VLM declares that it chooses function tools (B37)
+    function_calling: bool = True
     prepared_frames: deque[bytes] = field(default_factory=lambda: deque(maxlen=256))
 
     def __post_init__(self) -> None:
@@ -251,6 +268,16 @@ class Script:
     ) -> Script:
         """Queue one VLM reply (`speak` by default)."""
         self.replies.append(ScriptedReply(action, text, question))
+        return self
+
+    def call(self, name: str, arguments: str, *, text: str = "", chunk: int = 8) -> Script:
+        """Queue one VLM reply that calls `name` with `arguments` (JSON, streamed in
+        `chunk`-character pieces), after speaking `text` if any (B38)."""
+        if chunk < 1:
+            raise ValueError("chunk must be at least one character")
+        self.replies.append(
+            ScriptedReply(VlmAction.SPEAK, text, None, (ScriptedCall(name, arguments, chunk),))
+        )
         return self
 
     def stay_silent(self, count: int = 1) -> Script:

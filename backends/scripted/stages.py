@@ -48,6 +48,7 @@ from backends.base import (
     TurnEndRequest,
     VadState,
     VlmAction,
+    VlmCallDelta,
     VlmDecisionResult,
     VlmDelta,
     VlmRequest,
@@ -294,14 +295,25 @@ class ScriptedVlm(_ScriptedStage):
         """Records the frame (`Script.prepared_frames`)."""
         self.script.prepared_frames.append(frame)
 
-    async def generate(self, request: VlmRequest) -> AsyncIterator[VlmDelta | VlmDecisionResult]:
+    @property
+    def function_calling(self) -> bool:
+        """Whether it declares that it chooses tools: as the script says."""
+        return self.script.function_calling
+
+    async def generate(
+        self, request: VlmRequest
+    ) -> AsyncIterator[VlmDelta | VlmCallDelta | VlmDecisionResult]:
         """Raises: whatever the script has due (at submission or after some items)."""
         self._require_entered()
         admission = await self.script.admit(self.stage, request.request_id, request)
         reply = self.script.next_reply(request.context.transcript)
-        items: list[VlmDelta | VlmDecisionResult] = []
+        items: list[VlmDelta | VlmCallDelta | VlmDecisionResult] = []
         if reply.action is not VlmAction.LISTEN:
             items.extend(VlmDelta(request.request_id, p) for p in word_pieces(reply.text))
+        for index, call in enumerate(reply.calls):
+            args = call.arguments
+            pieces = [args[i : i + call.chunk] for i in range(0, len(args), call.chunk)] or [""]
+            items.extend(VlmCallDelta(request.request_id, index, call.name, p) for p in pieces)
         text = reply.text if reply.action is not VlmAction.LISTEN else ""
         items.append(
             VlmDecisionResult(request.request_id, reply.action, text, reply.question or "")

@@ -7,7 +7,9 @@ port of the protocol produces byte-for-byte comparable outputs (tests/web/traces
 Kinds: `send` (a client event to put on the socket), `play` / `drain` / `clear` (the
 playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indicator),
 `transcript`, `latency`, `notice`, `fenced` (late audio dropped), `close` (end the call),
-`microphone` (on a WebRTC call: send the microphone track, or stop sending it).
+`microphone` (on a WebRTC call: send the microphone track, or stop sending it),
+`function_call` (run a function, or show a cut call) and `function_output` (its answer,
+for a transcript): `core.client_calls`.
 """
 
 from __future__ import annotations

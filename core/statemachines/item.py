@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
+
 from core.statemachines._rulebook import build, fire
 from spec.events import (
     ContentPart,
@@ -50,15 +52,21 @@ class Item:
     """One version of a conversation item."""
 
     __slots__ = (
+        "arguments",
+        "call_id",
         "content",
         "history_bytes",
         "id",
+        "incomplete",
         "ledger",
+        "name",
         "outbox",
+        "output",
         "previous_item_id",
         "response_id",
         "role",
         "state",
+        "type",
         "version",
     )
 
@@ -72,6 +80,11 @@ class Item:
         content: list[ContentPart],
         previous_item_id: str | None = None,
         response_id: str | None = None,
+        type: str = "message",
+        call_id: str | None = None,
+        name: str | None = None,
+        arguments: str | None = None,
+        output: str | None = None,
     ) -> None:
         self.outbox = outbox
         self.id = item_id
@@ -81,6 +94,15 @@ class Item:
         self.previous_item_id = previous_item_id
         self.response_id = response_id
         self.state = ItemState.IN_PROGRESS
+        #: `message`, `function_call` (B38) or `function_call_output` (B39); a function
+        #: item has no content: its call id, name, arguments or output instead
+        self.type = type
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments
+        self.output = output
+        #: a function call cut during its arguments: completed, but `incomplete` on the wire
+        self.incomplete = False
         #: UTF-8 bytes of `text()` while completed (0 before), kept in the ledger's total
         self.history_bytes = 0
         self.ledger: HistoryLedger | None = None
@@ -89,13 +111,29 @@ class Item:
         """The wire form; `completing`: as it will be once the chain under way completes it."""
         in_progress = self.state is ItemState.IN_PROGRESS and not completing
         status = "in_progress" if in_progress else "completed"
+        if self.type != "message":
+            return ConversationItem(
+                id=self.id,
+                type=self.type,
+                role=msgspec.UNSET,
+                status="incomplete" if self.incomplete else status,
+                call_id=self.call_id,
+                name=self.name,
+                arguments=self.arguments,
+                output=self.output,
+            )
         parts = [
             ContentPart(type=p.type, text=p.text, transcript=p.transcript) for p in self.content
         ]
         return ConversationItem(id=self.id, role=self.role, status=status, content=parts)
 
     def text(self) -> str:
-        """What this item contributes to history: its texts and transcripts, in order."""
+        """What this item contributes to history: its texts and transcripts, in order; a
+        function call's name and arguments, a function output's output."""
+        if self.type == "function_call":
+            return f"{self.name}({self.arguments or ''})"
+        if self.type == "function_call_output":
+            return self.output or ""
         pieces = [p.text or p.transcript or "" for p in self.content]
         return " ".join(p for p in pieces if p)
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from core.outbox import Outbox
     from core.statemachines.commit import Commit
+    from core.statemachines.function_call import FunctionCall
     from core.statemachines.item import Item
     from core.statemachines.playback import Playback
 
@@ -56,14 +57,17 @@ class Response:
     __slots__ = (
         "adopted_tts",
         "asr_targets",
+        "calls",
         "decided",
         "id",
         "item",
         "item_id",
         "last_tts_request",
+        "message_index",
         "modalities",
         "open_requests",
         "outbox",
+        "outputs",
         "pending_text",
         "playback",
         "reason",
@@ -98,6 +102,12 @@ class Response:
         self.adopted_tts: list[tuple[str, str]] = []
         self.item_id = item_id  # the assistant item, added on the first output
         self.item: Item | None = None
+        #: its function calls by the model's index; None: a call it may not make, whose
+        #: deltas are dropped (B38)
+        self.calls: dict[int, FunctionCall | None] = {}
+        #: its output items in `output_index` order: the assistant message and its calls
+        self.outputs: list[Item] = []
+        self.message_index = 0  # the assistant message's `output_index`
         self.segments = segments
         self.playback = playback
         self.modalities = modalities
@@ -205,6 +215,12 @@ class Response:
         dropped, self.adopted_tts = [request_id for request_id, _ in self.adopted_tts], []
         return dropped
 
+    def open_call(self, index: int, call: FunctionCall | None) -> None:
+        """The model's call `index` opened (None: refused, its deltas dropped)."""
+        self.calls[index] = call
+        if call is not None:
+            self.outputs.append(call.item)
+
     def open_tts(self, text: str, adopted: str | None = None) -> tuple[str, int]:
         """A TTS request for one sentence: (request id, sequence number)."""
         self.tts_seq += 1
@@ -245,7 +261,7 @@ class Response:
             details = ResponseStatusDetails(
                 type=status or "completed", reason=self.reason, error=self.status_error
             )
-        output = [self.item.wire()] if self.item is not None else []
+        output = [item.wire() for item in self.outputs]
         return WireResponse(
             id=self.id,
             status=status or "in_progress",
@@ -297,12 +313,19 @@ class Response:
     def emit_output_item(self, event: EventData) -> None:
         item: Item = event.kwargs["item"]
         self.item = item
+        self.message_index = len(self.outputs)
+        self.outputs.append(item)
         self.outbox.emit(ConversationItemAdded(item=item.wire(), previous_item_id=None))
-        self.outbox.emit(ResponseOutputItemAdded(response_id=self.id, item=item.wire()))
+        self.outbox.emit(
+            ResponseOutputItemAdded(
+                response_id=self.id, output_index=self.message_index, item=item.wire()
+            )
+        )
         self.outbox.emit(
             ResponseContentPartAdded(
                 response_id=self.id,
                 item_id=item.id,
+                output_index=self.message_index,
                 part=ContentPart(type=event.kwargs["part_type"], transcript=""),
             )
         )

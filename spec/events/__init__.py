@@ -67,6 +67,8 @@ from spec.events.server import (
     ResponseContentPartDone,
     ResponseCreated,
     ResponseDone,
+    ResponseFunctionCallArgumentsDelta,
+    ResponseFunctionCallArgumentsDone,
     ResponseListen,
     ResponseOutputAudioDelta,
     ResponseOutputAudioDone,
@@ -138,6 +140,8 @@ ServerEventT: TypeAlias = (
     | ResponseOutputTextDelta
     | ResponseOutputTextDone
     | ResponseDone
+    | ResponseFunctionCallArgumentsDelta
+    | ResponseFunctionCallArgumentsDone
     | ResponseListen
     | OutputAudioBufferCleared
     | OutputAudioBufferStarted
@@ -193,6 +197,8 @@ __all__ = [
     "ResponseCreateParams",
     "ResponseCreated",
     "ResponseDone",
+    "ResponseFunctionCallArgumentsDelta",
+    "ResponseFunctionCallArgumentsDone",
     "ResponseListen",
     "ResponseOutputAudioDelta",
     "ResponseOutputAudioDone",

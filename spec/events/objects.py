@@ -48,14 +48,21 @@ class ContentPart(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ConversationItem(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A conversation item (only `message` items are supported)."""
+    """A conversation item: a `message`, a `function_call` the model made (`call_id`,
+    `name`, `arguments`) or the `function_call_output` a client answers it with (`call_id`,
+    `output`), B38, B39. A function item has no role and no content: the session writes
+    its `role` as UNSET so it is omitted."""
 
     id: str | None = None
     object: str = "realtime.item"
     type: str = "message"
-    role: str = "user"
+    role: str | msgspec.UnsetType = "user"
     status: str | None = None
     content: list[ContentPart] = msgspec.field(default_factory=list)
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    output: str | None = None
 
 
 class ResponseStatusDetails(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -149,6 +156,9 @@ class SessionPatch(msgspec.Struct, kw_only=True, omit_defaults=True):
     overlap_policy: str | msgspec.UnsetType = msgspec.UNSET
     extra_body: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     max_output_tokens: int | Literal["inf"] | msgspec.UnsetType | None = msgspec.UNSET
+    # function calling (B37): raw, so the validator names the path of a bad value
+    tools: list[Any] | msgspec.UnsetType | None = msgspec.UNSET
+    tool_choice: str | dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class SessionCapabilities(msgspec.Struct, kw_only=True):
@@ -162,6 +172,9 @@ class SessionCapabilities(msgspec.Struct, kw_only=True):
     #: detects the language of each utterance. Never empty. `session.update` refuses to
     #: pin `audio.input.transcription.language` to any other (`unsupported_language`)
     input_languages: list[str] | None = None
+    #: whether its model chooses function tools (B37): false for a backend that accepts
+    #: a session's `tools` and never calls one (the CPU backend's frame describer)
+    function_calling: bool = True
 
 
 class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -183,4 +196,7 @@ class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: the reply cap in tokens, or "inf" (the backend's own cap); None only before
     #: `SessionConfig.public` fills it in, so the echo is always present
     max_output_tokens: int | Literal["inf"] | None = None
+    #: the declared function tools (B37), echoed as given (defaults filled in)
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    tool_choice: str | dict[str, str] = "auto"
     extra_body: dict[str, Any] = msgspec.field(default_factory=dict)

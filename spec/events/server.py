@@ -43,6 +43,8 @@ __all__ = [
     "ResponseContentPartDone",
     "ResponseCreated",
     "ResponseDone",
+    "ResponseFunctionCallArgumentsDelta",
+    "ResponseFunctionCallArgumentsDone",
     "ResponseListen",
     "ResponseOutputAudioDelta",
     "ResponseOutputAudioDone",
@@ -327,6 +329,32 @@ class ResponseOutputTextDone(_ContentRef, tag="response.output_text.done", kw_on
     """The whole reply text."""
 
     text: str = ""
+
+
+class ResponseFunctionCallArgumentsDelta(
+    _Duplex, tag="response.function_call_arguments.delta", kw_only=True
+):
+    """A piece of the JSON arguments of a function call the model is making (B38)."""
+
+    response_id: str
+    item_id: str
+    output_index: int = 0
+    call_id: str
+    delta: str
+
+
+class ResponseFunctionCallArgumentsDone(
+    _Duplex, tag="response.function_call_arguments.done", kw_only=True
+):
+    """A function call's arguments are final (B38); also sent when the response was
+    interrupted during them, with the arguments that came, and the item `incomplete`."""
+
+    response_id: str
+    item_id: str
+    output_index: int = 0
+    call_id: str
+    name: str
+    arguments: str
 
 
 class ResponseDone(_Duplex, tag="response.done", kw_only=True):

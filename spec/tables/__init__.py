@@ -12,6 +12,7 @@ from __future__ import annotations
 from spec.tables.attachment import ATTACHMENT, AttachmentState
 from spec.tables.base import T, Table
 from spec.tables.commit import COMMIT, CommitState
+from spec.tables.function_call import FUNCTION_CALL, FunctionCallState
 from spec.tables.input_buffer import INPUT_BUFFER, BufferState
 from spec.tables.item import ITEM, ItemState
 from spec.tables.output_audio_buffer import OUTPUT_AUDIO_BUFFER, OutputBufferState
@@ -23,6 +24,7 @@ from spec.tables.turn_detector import TURN_DETECTOR, DetectorState
 __all__ = [
     "ATTACHMENT",
     "COMMIT",
+    "FUNCTION_CALL",
     "INPUT_BUFFER",
     "ITEM",
     "OUTPUT_AUDIO_BUFFER",
@@ -35,6 +37,7 @@ __all__ = [
     "BufferState",
     "CommitState",
     "DetectorState",
+    "FunctionCallState",
     "ItemState",
     "OutputBufferState",
     "PlaybackState",
@@ -51,6 +54,7 @@ TABLES: tuple[Table, ...] = (
     COMMIT,
     TURN_DETECTOR,
     RESPONSE,
+    FUNCTION_CALL,
     PLAYBACK,
     SPECULATION,
     ATTACHMENT,

@@ -229,3 +229,18 @@ def test_topics_and_word_deltas() -> None:
     assert topic_of("did it move") is Topic.MOTION
     assert topic_of("hello") is Topic.SCENE
     assert word_deltas("I see  red.") == ["I", " see", "  red."]
+
+
+async def test_b37_it_accepts_tools_and_never_calls_one(describer: FrameDescriber) -> None:
+    """The frame describer chooses no tools: it says so (`function_calling`, announced in
+    `session.created`) and answers a request that offers tools as it answers any other."""
+    from spec.function_tools import ToolChoice, validate_tools
+
+    assert describer.function_calling is False
+    tools = validate_tools([{"type": "function", "name": "get_weather"}])
+    context = PromptContext("You describe the camera.", (), "what colour is this", (jpeg(RED),))
+    request = VlmRequest("v1", context, 256, tools=tools, tool_choice=ToolChoice(mode="required"))
+    items = [item async for item in describer.generate(request)]
+    assert all(isinstance(i, VlmDelta | VlmDecisionResult) for i in items)
+    *_, decision = items
+    assert isinstance(decision, VlmDecisionResult) and "red" in decision.text

@@ -11,6 +11,7 @@ The same turns against real `vllm serve` processes are in test_remote_vllm_cpu.p
 from __future__ import annotations
 
 import io
+import json
 import wave
 from pathlib import Path
 from typing import Any
@@ -426,3 +427,153 @@ def test_server_overhead_of_a_remote_turn(fleet: dict[str, FakeReplica]) -> None
     assert all(t.overhead_s >= 0 for t in turns)
     # a loose bound: this machine's cores are shared; the figures are in the note
     assert median.overhead_share < 0.25
+
+
+def test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_function_call(
+    fleet: dict[str, FakeReplica],
+) -> None:
+    """--backend remote against an OpenAI-compatible server answering in JoyAI's
+    delegation grammar: with a `delegate` tool declared, the question becomes its call,
+    the note is spoken, and the client's output is spoken by the follow-up."""
+    grammar = ("</response>", " Let me", " check.", " <delegation>", " How far", " is the moon?")
+    for name in ("vlm0", "vlm1"):
+        fleet[name].vlm_pieces = grammar
+    delegate = {
+        "type": "function",
+        "name": "delegate",
+        "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
+    }
+
+    async def run(host: SessionHost) -> Any:
+        async def session(client: Client) -> tuple[list[Any], list[Any]]:
+            await client.send(ev.SessionUpdate(session=ev.SessionPatch(tools=[delegate])))
+            first = await client.until("session.updated")
+            await client.send(QUESTION)
+            await client.send(ev.ResponseCreate())
+            first = await client.until("response.done", first)
+            [call] = [
+                e.item
+                for e in first
+                if isinstance(e, ev.ResponseOutputItemDone) and e.item.type == "function_call"
+            ]
+            for name in ("vlm0", "vlm1"):
+                fleet[name].vlm_pieces = ("</response>", " The moon", " is far.")
+            await client.send(
+                ev.ConversationItemCreate(
+                    item=ev.ConversationItem(
+                        type="function_call_output", call_id=call.call_id, output="384,400 km"
+                    )
+                )
+            )
+            await client.send(ev.ResponseCreate())
+            return first, await client.until("response.done")
+
+        return await serve_one(host, session)
+
+    first, second = anyio.run(with_host, remote_table(fleet), run)
+    assert "error" not in _tags(first + second), first + second
+    [args] = [e for e in first if isinstance(e, ev.ResponseFunctionCallArgumentsDone)]
+    assert (args.name, json.loads(args.arguments)) == (
+        "delegate",
+        {"question": "How far is the moon?"},
+    )
+    [spoken] = [e for e in first if isinstance(e, ev.ResponseOutputAudioTranscriptDone)]
+    assert spoken.transcript == "Let me check."  # the note only: the question is never spoken
+    assert _audio(second)
+    [reply] = [e for e in second if isinstance(e, ev.ResponseOutputAudioTranscriptDone)]
+    assert reply.transcript == "The moon is far."
+    chats = [s for r in ("vlm0", "vlm1") for s in fleet[r].requests("/v1/chat/completions")]
+    follow_up = max(chats, key=lambda s: s.started).body
+    assert "384,400 km" in json.dumps(follow_up["messages"])
+
+
+def test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_remote(
+    fleet: dict[str, FakeReplica], tmp_path: Path
+) -> None:
+    """Function calling end to end with `joyduplex serve --backend remote`: the official
+    `openai` SDK, unchanged, declares a `delegate` function tool; the fake
+    OpenAI-compatible VLM answers in JoyAI's delegation grammar; the SDK receives the call
+    with its arguments, sends the output and hears the follow-up spoken from it."""
+    openai = pytest.importorskip("openai")
+    from tests.served_process import serve
+
+    for name in ("vlm0", "vlm1"):
+        fleet[name].vlm_pieces = (
+            "</response>",
+            " One moment.",
+            " <delegation>",
+            " How far is the moon?",
+        )
+    remote = remote_table(fleet)
+    lines = ['[server]\nbackend = "remote"\n', "[remote]\nprobe_interval_s = 0.05\n"]
+    for stage in ("asr", "vlm", "tts"):
+        urls = ", ".join(f'"{u}"' for u in remote[stage]["urls"])
+        lines.append(f'[remote.{stage}]\nurls = [{urls}]\nmodel = "{stage}-model"\n')
+    config = tmp_path / "joyduplex.toml"
+    config.write_text("\n".join(lines))
+    delegate = {
+        "type": "function",
+        "name": "delegate",
+        "description": "Ask a stronger model.",
+        "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
+    }
+
+    async def until(conn: Any, kind: str, seen: list[Any]) -> Any:
+        async for event in conn:
+            seen.append(event)
+            if event.type == "error":
+                raise AssertionError(event.error)
+            if event.type == kind:
+                return event
+        raise AssertionError(f"the connection ended before {kind}")
+
+    async def run(base: str) -> tuple[list[Any], list[Any]]:
+        client = openai.AsyncOpenAI(
+            api_key="sk-local",
+            base_url=base + "/v1",
+            websocket_base_url=base.replace("http://", "ws://") + "/v1",
+        )
+        first: list[Any] = []
+        second: list[Any] = []
+        async with client.realtime.connect(model="joyai") as conn:
+            await conn.session.update(
+                session={
+                    "type": "realtime",
+                    "audio": {"input": {"turn_detection": None}},
+                    "tools": [delegate],
+                }
+            )
+            await until(conn, "session.updated", first)
+            await conn.conversation.item.create(
+                item={
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "How far is the moon?"}],
+                }
+            )
+            await conn.response.create()
+            done = await until(conn, "response.done", first)
+            [call] = [i for i in done.response.output if i.type == "function_call"]
+            for name in ("vlm0", "vlm1"):
+                fleet[name].vlm_pieces = ("</response>", " About 384,400", " kilometres.")
+            await conn.conversation.item.create(
+                item={
+                    "type": "function_call_output",
+                    "call_id": call.call_id,
+                    "output": "384,400 km",
+                }
+            )
+            await conn.response.create()
+            await until(conn, "response.done", second)
+        await client.close()
+        return first, second
+
+    with serve(["--config", str(config)], tmp_path / "serve.log") as served:
+        first, second = anyio.run(run, served.base)
+    deltas = [e for e in first if e.type == "response.function_call_arguments.delta"]
+    assert json.loads("".join(e.delta for e in deltas)) == {"question": "How far is the moon?"}
+    notes = [e.transcript for e in first if e.type == "response.output_audio_transcript.done"]
+    assert notes == ["One moment."]
+    replies = [e.transcript for e in second if e.type == "response.output_audio_transcript.done"]
+    assert replies == ["About 384,400 kilometres."]
+    assert any(e.type == "response.output_audio.delta" for e in second)

@@ -15,6 +15,7 @@ from core.outbox import Outbox
 from core.statemachines._rulebook import build, fire
 from core.statemachines.attachment import Attachment
 from core.statemachines.commit import Commit
+from core.statemachines.function_call import FunctionCall
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
 from core.statemachines.output_audio_buffer import OutputAudioBuffer
@@ -55,6 +56,22 @@ FACTORIES: dict[str, Callable[[Outbox], Any]] = {
     "playback": lambda out: Playback(out, response_id="resp_1", item_id="item_2"),
     "attachment": lambda out: Attachment("sess_1", "token_1"),
     "output_audio_buffer": OutputAudioBuffer,
+    "function_call": lambda out: FunctionCall(
+        out,
+        Item(
+            out,
+            "item_3",
+            version=1,
+            role="assistant",
+            content=[],
+            type="function_call",
+            call_id="call_1",
+            name="f",
+            arguments="",
+        ),
+        response_id="resp_1",
+        output_index=0,
+    ),
     "speculation": lambda out: Speculation(
         out,
         "spec_1",
@@ -78,6 +95,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "cancel": {"status": "cancelled"},
     "fail": {"status": "failed"},
     "ack": {"played_ms": 0.0},
+    "stream": {"delta": "{}"},
 }
 
 

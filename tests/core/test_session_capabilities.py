@@ -39,7 +39,7 @@ def test_session_created_names_the_asr_languages() -> None:
     created = _created(SessionProtocol(session_id="s", input_languages=("en",)))
     assert created.capabilities == ev.SessionCapabilities(input_languages=["en"])
     wire = msgspec.json.decode(msgspec.json.encode(created))
-    assert wire["capabilities"] == {"input_languages": ["en"]}
+    assert wire["capabilities"] == {"input_languages": ["en"], "function_calling": True}
     assert "capabilities" not in wire["session"]  # the configuration is unchanged
 
 
@@ -50,7 +50,14 @@ def test_session_created_says_a_multilingual_asr_detects_any_language(
     wire = msgspec.json.decode(
         msgspec.json.encode(_created(SessionProtocol(session_id="s", input_languages=languages)))
     )
-    assert wire["capabilities"] == {"input_languages": None}  # written out: null answers
+    assert wire["capabilities"]["input_languages"] is None  # written out: null answers
+
+
+def test_b37_session_created_says_whether_the_model_calls_functions() -> None:
+    for calls in (True, False):
+        created = _created(SessionProtocol(session_id="s", function_calling=calls))
+        assert created.capabilities is not None
+        assert created.capabilities.function_calling is calls
 
 
 @pytest.mark.parametrize(

@@ -140,7 +140,7 @@ def test_bad_items_are_refused_with_their_param(
 
 def test_item_type_duplicate_id_and_unknown_ids() -> None:
     d = Driver()
-    bad_type = ev.ConversationItemCreate(item=ev.ConversationItem(type="function_call"))
+    bad_type = ev.ConversationItemCreate(item=ev.ConversationItem(type="mcp_call"))
     assert d.refuse(bad_type).param == "item.type"
     d.send(item_create(ev.ContentPart(type="input_text", text="x"), item_id="a"))
     assert d.refuse(item_create(item_id="a")).param == "item.id"

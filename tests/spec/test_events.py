@@ -104,6 +104,8 @@ def test_every_documented_event_name_is_in_a_union() -> None:
         "response.output_audio_transcript.done",
         "response.output_text.delta",
         "response.output_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
         "response.done",
         "response.listen",
         "output_audio_buffer.cleared",

@@ -13,6 +13,7 @@ from core.statemachines.client_hold import Hold
 from core.statemachines.client_playback import ClientPlayback
 from core.statemachines.client_watchdog import Watchdog
 from core.statemachines.commit import Commit
+from core.statemachines.function_call import FunctionCall
 from core.statemachines.input_buffer import InputBuffer
 from core.statemachines.item import Item
 from core.statemachines.output_audio_buffer import OutputAudioBuffer
@@ -32,6 +33,7 @@ MODELS = {
     "playback": Playback,
     "attachment": Attachment,
     "speculation": Speculation,
+    "function_call": FunctionCall,
     "output_audio_buffer": OutputAudioBuffer,
     "client_connection": Connection,
     "client_hold": Hold,

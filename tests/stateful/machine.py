@@ -58,7 +58,8 @@ from spec.events import (
     SessionResume,
     SessionUpdate,
 )
-from spec.limits import Limits
+from spec.function_tools import validate_tools
+from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES, Limits
 from spec.reference_model import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
@@ -70,6 +71,7 @@ from spec.stage_results import (
     TtsDone,
     TurnEndVerdict,
     VadScores,
+    VlmCallDelta,
     VlmDecisionResult,
     VlmDelta,
 )
@@ -132,8 +134,22 @@ def audio_payloads(draw: Any) -> dict[str, Any]:
     return {"audio": b"\x01" * (32 * ms + 1)}  # not a whole number of samples
 
 
+#: a function tool the sessions may declare (B37-B39)
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
 SESSION_PATCHES = st.sampled_from(
     [
+        SessionPatch(tools=[WEATHER]),
+        SessionPatch(tools=[WEATHER], tool_choice="none"),
+        # a delegated question becomes a call of `delegate` (B40)
+        SessionPatch(tools=[WEATHER, {"type": "function", "name": "delegate"}]),
+        SessionPatch(tool_choice="required"),
+        SessionPatch(tools=None),
+        SessionPatch(tools=[{**WEATHER, "name": "no spaces"}]),  # refused
+        SessionPatch(tool_choice={"type": "function", "name": "book_flight"}),  # refused
         SessionPatch(turn_detection=VAD.public()),
         SessionPatch(turn_detection={**VAD.public(), "interrupt_response": False}),
         SessionPatch(turn_detection={**VAD.public(), "create_response": False}),
@@ -200,6 +216,7 @@ class SessionMachine(RuleBasedStateMachine):
     )
 
     items = Bundle("items")
+    calls = Bundle("calls")
     responses = Bundle("responses")
     requests = Bundle("requests")
 
@@ -223,14 +240,20 @@ class SessionMachine(RuleBasedStateMachine):
         auto=st.booleans(),
         delegation=st.sampled_from([True, True, True, False]),
         live=st.booleans(),
+        tools=st.booleans(),
     )
-    def start(self, profile: str, vad: str, auto: bool, delegation: bool, live: bool) -> None:
+    def start(
+        self, profile: str, vad: str, auto: bool, delegation: bool, live: bool, tools: bool
+    ) -> None:
         server = VAD_LIVE if live else VAD
         detection = {"off": None, "server": server, "semantic": SEMANTIC}[vad]
         # the reference model has no preemptive response (B35): its wire is what a session
         # with one must produce, which tests/stateful/test_preemption_is_invisible.py holds
         config = SessionConfig(
-            turn_detection=detection, auto_response=auto, preemptive_response=False
+            turn_detection=detection,
+            auto_response=auto,
+            preemptive_response=False,
+            tools=validate_tools([WEATHER]) if tools else (),
         )
         self.ref = ReferenceSession(
             session_id="s1",
@@ -301,6 +324,12 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(target=items)
     def learn_items(self) -> Any:
         new, self.obs.new_items = self.obs.new_items, []
+        return multiple(*new)
+
+    @precondition(lambda self: bool(self.obs.new_calls))
+    @rule(target=calls)
+    def learn_calls(self) -> Any:
+        new, self.obs.new_calls = self.obs.new_calls, []
         return multiple(*new)
 
     @precondition(lambda self: bool(self.obs.new_responses))
@@ -519,6 +548,46 @@ class SessionMachine(RuleBasedStateMachine):
     def vlm_delta(self, data: st.DataObject, text: str) -> None:
         req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
         self.backend(VlmDelta(request_id=req, text=text))
+
+    @precondition(lambda self: bool(self.obs.open_of("vlm")))
+    @rule(
+        data=st.data(),
+        index=st.sampled_from([0, 0, 1]),
+        name=st.sampled_from(["get_weather", "get_weather", "book_flight"]),
+        delta=st.sampled_from(['{"city": ', '"Paris"}', "", "x" * MAX_FUNCTION_ARGUMENTS_BYTES]),
+    )
+    def vlm_call_delta(self, data: st.DataObject, index: int, name: str, delta: str) -> None:
+        """A piece of a function call (B38): offered or not, past its bound or not."""
+        req = data.draw(st.sampled_from(self.obs.open_of("vlm")))
+        self.backend(VlmCallDelta(request_id=req, index=index, name=name, delta=delta))
+
+    @rule(
+        call_id=st.one_of(calls, st.sampled_from(["call_999", "mine"])),
+        output=st.sampled_from(['{"sky": "sunny"}', ""]),
+    )
+    def function_output(self, call_id: str, output: str) -> None:
+        """The client answers a call (B39): a known, answered, cut or unknown call id."""
+        self.client(
+            ConversationItemCreate(
+                event_id=self.eid(),
+                item=ConversationItem(type="function_call_output", call_id=call_id, output=output),
+            )
+        )
+
+    @rule(
+        call_id=st.sampled_from(["mine", "call_1", ""]),
+        name=st.sampled_from(["get_weather", "bad name"]),
+    )
+    def function_call_item(self, call_id: str, name: str) -> None:
+        """The client brings a call of its own as history (B39)."""
+        self.client(
+            ConversationItemCreate(
+                event_id=self.eid(),
+                item=ConversationItem(
+                    type="function_call", call_id=call_id, name=name, arguments="{}"
+                ),
+            )
+        )
 
     @precondition(lambda self: bool(self.obs.open_of("vlm")))
     @rule(

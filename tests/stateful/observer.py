@@ -170,6 +170,7 @@ class Observer:
         self.speaking: str | None = None  # the item id of the utterance being spoken
         # ids seen for the first time since the last harvest
         self.new_items: list[str] = []
+        self.new_calls: list[str] = []  # call ids of function_call items (B38)
         self.new_responses: list[str] = []
         self.new_requests: list[str] = []
         #: end-of-turn verdicts asked for (semantic VAD), oldest first
@@ -335,6 +336,8 @@ class Observer:
             self.version[iid] += 1
             self.live[iid] = self.version[iid]
             self.new_items.append(iid)
+            if o.item.type == "function_call" and o.item.call_id:
+                self.new_calls.append(o.item.call_id)
         elif isinstance(o, ConversationItemDeleted):
             assert o.item_id in self.live, f"deleted unknown item {o.item_id}"
             del self.live[o.item_id]

@@ -180,3 +180,30 @@ def test_the_asr_languages_and_a_refused_pin_agree_with_the_reference_model(
     assert runs[0] == runs[1]
     refused = [o for o in runs[0][0] if o[0] == "error"]
     assert len(refused) == (1 if languages else 0)
+
+
+class _NoVerdict:
+    """A `data` whose every draw is None: the pause's review gives no verdict."""
+
+    def draw(self, strategy: Any) -> None:
+        return None
+
+
+def test_a_refused_response_create_leaves_the_turn_time_of_a_pause_that_ends_later() -> None:
+    """Found by the exploration: a `response.create` refused during a semantic pause set
+    the session's turn clock, so the turn a later timeout ended was stamped with the
+    refused event's time (a refused event changes nothing, D30)."""
+    machine = SessionVsReference()
+    machine.start(
+        profile="speech", vad="semantic", auto=False, delegation=True, live=True, tools=False
+    )
+    machine.live_pause(
+        data=_NoVerdict(),  # type: ignore[arg-type]
+        wait_ms=0,
+        when="before",
+        words="What colour is this?",
+    )
+    machine.advance_clock(ms=1)
+    machine.response_create()  # refused: nothing is queued yet
+    machine.advance_clock(ms=400)  # the pause ends: its turn keeps the time of the last event
+    machine.teardown()

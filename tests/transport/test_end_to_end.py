@@ -463,7 +463,7 @@ def test_session_created_names_the_asr_languages_and_a_pin_of_another_is_an_erro
 
     created, answer = asyncio.run(asyncio.wait_for(run(), 30))
     assert created["type"] == "session.created"
-    assert created["capabilities"] == {"input_languages": ["en"]}
+    assert created["capabilities"] == {"input_languages": ["en"], "function_calling": True}
     assert answer["type"] == "error"
     assert {k: answer["error"][k] for k in ("type", "code", "param", "event_id")} == {
         "type": "invalid_request_error",

@@ -272,3 +272,56 @@ def test_b27_a_normal_close_ends_a_resumable_session_at_once(server: LiveServer)
         assert host.metrics.value("joyduplex_session_resume_total", event="detached") == 0
 
     _run(test)
+
+
+def test_b38_a_connection_dropped_during_a_calls_arguments_resumes_with_the_whole_call(
+    server: LiveServer,
+) -> None:
+    host = server.app.state.host
+    arguments = json.dumps({"city": "Paris", "unit": "celsius"})
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    server.script.call("get_weather", arguments, chunk=2).reply("It is sunny.")
+
+    async def test() -> None:
+        url = _duplex_url(server)
+        server.script.latency["vlm"] = 0.05  # slow the arguments so the drop lands inside
+        async with DuplexClient.connect(url) as first:
+            await first.update_session(tools=[weather])
+            await _ask(first)
+            await first.wait_for("response.function_call_arguments.delta", timeout=HANG_GUARD_S)
+            await first.drop()
+            state = first.resume_state
+            assert state is not None
+            before = list(first.history)
+        runner = host.session(state.session_id)
+        assert runner is not None
+        await _eventually(
+            "the detached session's call to finish",
+            lambda: any(isinstance(e, ev.ResponseDone) for e in _resumption(runner).journal.kept()),
+        )
+        server.script.latency["vlm"] = 0.01
+        async with DuplexClient.connect(url, resume=state) as second:
+            done = await second.wait_for("response.done", timeout=HANG_GUARD_S)
+            assert isinstance(done, ev.ResponseDone)
+            [call] = done.response.output
+            assert (call.type, call.arguments) == ("function_call", arguments)
+            # the deltas before the drop and the replayed ones make the arguments, once each
+            streamed = "".join(
+                e.delta
+                for e in before + list(second.history)
+                if isinstance(e, ev.ResponseFunctionCallArgumentsDelta)
+            )
+            assert streamed == arguments
+            # the call is answered over the new connection, and the follow-up speaks
+            await second.send(
+                ev.ConversationItemCreate(
+                    item=ev.ConversationItem(
+                        type="function_call_output", call_id=call.call_id, output="sunny"
+                    )
+                )
+            )
+            await second.create_response()
+            reply = await second.collect_response(timeout=HANG_GUARD_S)
+            assert reply.transcript == "It is sunny."
+
+    _run(test)

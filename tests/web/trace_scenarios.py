@@ -472,6 +472,44 @@ def b31_follow_up_reply_plays_like_any_reply() -> list[Input]:
     ]
 
 
+def _call_done(now: int, response_id: str, call_id: str, status: str = "completed") -> Input:
+    item = {
+        "id": f"item_{call_id}",
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+        "status": status,
+    }
+    return srv(now, "response.output_item.done", response_id=response_id, item=item)
+
+
+def b39_function_calls_are_run_answered_and_followed_up() -> list[Input]:
+    """A response makes two calls (one answered before its done, one after) and a cut
+    one: the completed calls are to be run, the cut one shown only; the follow-up is asked
+    for once, when the response is done and both are answered; a second answer sends
+    nothing."""
+    return [
+        *ready(),
+        *hold(100),
+        committed(300, "item_1", "evt_5"),
+        created(330, "resp_1"),
+        _call_done(340, "resp_1", "call_1"),
+        _call_done(345, "resp_1", "call_2"),
+        _call_done(346, "resp_1", "call_3", status="incomplete"),
+        at(350, "function_output", call_id="call_1", output="sunny"),
+        srv(
+            355,
+            "conversation.item.added",
+            item={"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        ),
+        done(360, "resp_1"),
+        at(370, "function_output", call_id="call_2", output="21 C"),
+        at(380, "function_output", call_id="call_2", output="again"),
+        at(390, "function_output", call_id="call_3", output="cut"),
+    ]
+
+
 def b33_vad_live_transcript_then_completed() -> list[Input]:
     return [
         *ready(),
@@ -554,6 +592,11 @@ def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
 
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
+    "b39_function_calls_are_run_answered_and_followed_up": (
+        "ptt",
+        {},
+        b39_function_calls_are_run_answered_and_followed_up,
+    ),
     "b31_follow_up_reply_plays_like_any_reply": (
         "ptt",
         {},

@@ -108,6 +108,11 @@ window.joyduplex = {
   snapshot: () => (call ? call.protocol.snapshot() : null),
   constants: spec.constants,
   transport: () => call?.transport ?? null,
+  // an embedder that has functions answers the model's calls here (B39): the output goes
+  // back and, once the call's response is done and all its calls answered, the follow-up
+  answerCall: (callId, output) => {
+    if (call) call.run(call.protocol.function_output(callId, String(output), now()));
+  },
   quietMs: QUIET_MS,
   quietPeak: QUIET_PEAK,
 };
@@ -259,6 +264,33 @@ function transcriptLine(role, id, text, final) {
   }
   if (final) line.dataset.final = "true";
   line.scrollIntoView({ block: "nearest" });
+}
+
+/**
+ * A function call the model made (B38) and, once the conversation takes it, its output
+ * (B39): one transcript line per call, keyed by its call id. This page answers no calls
+ * (it has no functions); a client that does (the Python `DuplexClient`, a sideband)
+ * makes the output appear here.
+ */
+function callLine(callId, name, args, status) {
+  const line = lineOf("function", callId);
+  line.querySelector(".who").textContent = "Function";
+  const span = line.querySelector(".text");
+  span.textContent = `${name}(${args})${status === "incomplete" ? " (cut off)" : ""}`;
+  line.dataset.status = status;
+  line.scrollIntoView({ block: "nearest" });
+}
+
+function callOutputLine(callId, output) {
+  const line = lineOf("function", callId);
+  let result = line.querySelector(".output");
+  if (!result) {
+    result = document.createElement("span");
+    result.className = "output";
+    line.append(result);
+  }
+  result.textContent = ` -> ${output}`;
+  line.dataset.answered = "true";
 }
 
 /** A reply's playback was cut after `playedMs`: mark the text that was not heard. */
@@ -647,6 +679,12 @@ class Call {
             output.text,
             output.final,
           );
+          break;
+        case "function_call":
+          callLine(output.call_id, output.name, output.arguments, output.status);
+          break;
+        case "function_output":
+          callOutputLine(output.call_id, output.output);
           break;
         case "latency":
           metrics.latencies.push({

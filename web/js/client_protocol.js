@@ -48,6 +48,79 @@ class ClientOutbox {
   }
 }
 
+// core/client_calls.py: the function calls the host runs and answers (B38, B39)
+class ClientCalls {
+  constructor(out) {
+    this.out = out;
+    this.pending = new Map(); // response id -> Set of call ids waiting for an answer
+    this.responseOf = new Map(); // call id -> its response
+    this.done = new Set(); // responses done whose calls still wait
+  }
+  server_event(event) {
+    const kind = event.type;
+    if (kind === "response.output_item.done") {
+      const item = event.item;
+      if (item !== null && typeof item === "object" && item.type === "function_call") {
+        this.called(id(event.response_id), item);
+      }
+    } else if (kind === "conversation.item.added") {
+      const item = event.item;
+      if (item !== null && typeof item === "object" && item.type === "function_call_output") {
+        this.out.emit({
+          kind: "function_output",
+          call_id: id(item.call_id) ?? "",
+          output: id(item.output) ?? "",
+        });
+      }
+    } else if (kind === "response.done") {
+      const response = event.response;
+      const responseId =
+        response !== null && typeof response === "object" ? id(response.id) : null;
+      if (responseId !== null && this.pending.has(responseId)) {
+        this.done.add(responseId);
+        this.followUp(responseId);
+      }
+    }
+  }
+  called(responseId, item) {
+    const callId = id(item.call_id);
+    if (responseId === null || callId === null) return;
+    const status = item.status === "incomplete" ? "incomplete" : "completed";
+    this.out.emit({
+      kind: "function_call",
+      response_id: responseId,
+      call_id: callId,
+      name: id(item.name) ?? "",
+      arguments: id(item.arguments) ?? "",
+      status,
+    });
+    if (status === "completed") {
+      if (!this.pending.has(responseId)) this.pending.set(responseId, new Set());
+      this.pending.get(responseId).add(callId);
+      this.responseOf.set(callId, responseId);
+    }
+  }
+  answer(callId, output) {
+    const responseId = this.responseOf.get(callId);
+    if (responseId === undefined) return;
+    this.responseOf.delete(callId);
+    this.out.send({
+      type: "conversation.item.create",
+      item: { type: "function_call_output", call_id: callId, output },
+    });
+    this.pending.get(responseId).delete(callId);
+    this.followUp(responseId);
+  }
+  followUp(responseId) {
+    const waiting = this.pending.get(responseId);
+    if (this.done.has(responseId) && (waiting === undefined || waiting.size === 0)) {
+      this.pending.delete(responseId);
+      this.done.delete(responseId);
+      this.out.send({ type: "response.create" });
+    }
+  }
+}
+
 class Hold {
   constructor(rules, outbox, holdId) {
     this.rules = rules;
@@ -276,6 +349,7 @@ export class ClientProtocol {
     };
     this.out = new ClientOutbox();
     this.connection = new Connection(this.rules.client_connection, this.out, payload);
+    this.calls = new ClientCalls(this.out); // function calls to run and answer (B38, B39)
     this.watchdog = new Watchdog(
       this.rules.client_watchdog,
       this.out,
@@ -378,6 +452,11 @@ export class ClientProtocol {
 
   set_camera(on, now) {
     this.camera_wanted = on;
+    return this.finish(now);
+  }
+
+  function_output(callId, output, now) {
+    if (this.ready()) this.calls.answer(callId, output);
     return this.finish(now);
   }
 
@@ -497,6 +576,8 @@ export class ClientProtocol {
         return this.playback_drained(entry.response_id, entry.played_ms, now);
       case "timeout":
         return this.handle_timeout(now);
+      case "function_output":
+        return this.function_output(entry.call_id, entry.output, now);
       default:
         throw new Error(`unknown input kind \`${entry.kind}\``);
     }
@@ -523,6 +604,7 @@ export class ClientProtocol {
   // --- server events ------------------------------------------------------------------
 
   onServerEvent(event, now) {
+    this.calls.server_event(event);
     const kind = event.type;
     if (kind === "session.updated") {
       this.connection.fire("ready");

@@ -1,0 +1,125 @@
+"""Function calling end to end (B37-B39): the official `openai` SDK, unchanged, declares a
+function tool over /v1/realtime, receives the call with its arguments streamed, sends the
+output and hears the follow-up reply (scripted backend)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from tests.transport.conftest import LiveServer
+
+openai = pytest.importorskip("openai")
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+ARGUMENTS = json.dumps({"city": "Paris"})
+
+
+async def _until(conn: Any, kind: str, seen: list[Any]) -> Any:
+    async for event in conn:
+        seen.append(event)
+        if event.type == "error":
+            raise AssertionError(event.error)
+        if event.type == kind:
+            return event
+    raise AssertionError(f"the connection ended before {kind}")
+
+
+def test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_up(
+    live_server: LiveServer,
+) -> None:
+    script = live_server.script
+    script.call("get_weather", ARGUMENTS, chunk=4).reply("It is sunny in Paris.")
+
+    async def run() -> dict[str, Any]:
+        client = openai.AsyncOpenAI(
+            api_key="sk-local",
+            base_url=live_server.url + "/v1",
+            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
+        )
+        first: list[Any] = []
+        second: list[Any] = []
+        async with client.realtime.connect(model="joyai") as conn:
+            created = await _until(conn, "session.created", first)
+            await conn.session.update(
+                session={
+                    "type": "realtime",
+                    "output_modalities": ["audio"],
+                    "audio": {"input": {"turn_detection": None}},
+                    "tools": [WEATHER],
+                    "tool_choice": "auto",
+                }
+            )
+            updated = await _until(conn, "session.updated", first)
+            await conn.conversation.item.create(
+                item={
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "What is the weather in Paris?"}],
+                }
+            )
+            await conn.response.create()
+            done = await _until(conn, "response.done", first)
+            [call] = done.response.output
+            await conn.conversation.item.create(
+                item={
+                    "type": "function_call_output",
+                    "call_id": call.call_id,
+                    "output": json.dumps({"sky": "sunny"}),
+                }
+            )
+            await conn.response.create()
+            follow_up = await _until(conn, "response.done", second)
+        await client.close()
+        return {
+            "created": created,
+            "updated": updated,
+            "first": first,
+            "call": call,
+            "second": second,
+            "follow_up": follow_up,
+        }
+
+    got = asyncio.run(asyncio.wait_for(run(), 30))
+    # the SDK parses every event into its own types: the protocol is OpenAI's
+    assert got["updated"].session.tools[0].name == "get_weather"
+    assert got["updated"].session.tool_choice == "auto"
+    first = got["first"]
+    deltas = [e for e in first if e.type == "response.function_call_arguments.delta"]
+    assert len(deltas) == -(-len(ARGUMENTS) // 4) and "".join(e.delta for e in deltas) == ARGUMENTS
+    [args_done] = [e for e in first if e.type == "response.function_call_arguments.done"]
+    call = got["call"]
+    assert (call.type, call.name, call.arguments, call.status) == (
+        "function_call",
+        "get_weather",
+        ARGUMENTS,
+        "completed",
+    )
+    assert args_done.call_id == call.call_id == deltas[0].call_id
+    assert [e.type for e in first].count("response.output_item.added") == 1
+    # the follow-up speaks from the output
+    second = got["second"]
+    output_added = next(e for e in second if e.type == "conversation.item.added")
+    assert (output_added.item.type, output_added.item.call_id) == (
+        "function_call_output",
+        call.call_id,
+    )
+    assert any(e.type == "response.output_audio.delta" for e in second)
+    transcript = [e for e in second if e.type == "response.output_audio_transcript.done"]
+    assert transcript[-1].transcript == "It is sunny in Paris."
+    assert got["follow_up"].response.status == "completed"
+    [first_vlm, follow_vlm] = script.requests_of("vlm")[-2:]
+    assert [t.name for t in first_vlm.tools] == ["get_weather"]  # type: ignore[attr-defined]
+    assert follow_vlm.context.transcript == '[get_weather returned] {"sky": "sunny"}'  # type: ignore[attr-defined]
