@@ -4,8 +4,9 @@ time, a red camera frame with each turn, speech in voices the product is not tun
 
     python tools/turn_latency.py latency [--repo DIR] [--turns 12] [--out FILE.json]
         [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
-        [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33]
-    python tools/turn_latency.py wer [--asr-model DIR] [--language en]
+        [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33] [--asr moonshine|whisper]
+    python tools/turn_latency.py wer [--asr moonshine,whisper] [--asr-model DIR]
+        [--language en]
 
 `latency` starts the server from `--repo` (default: this checkout; point it at another
 checkout to measure that code the same way), speaks `--turns` turns in each voice, the
@@ -32,9 +33,11 @@ why, where no cgroup can be set up. The client stays outside the quota. The summ
 the server's CPU seconds over the measured turns and, under a quota, how often the group
 was throttled.
 
-`wer` transcribes every sentence of both Piper voices with the cpu backend's `WhisperAsr`
-(the default model, or `--asr-model`) and prints the word error rate per voice and
-overall, with the mean time per clip, then the real speaker's, whole and cut at his pauses.
+`wer` transcribes every sentence of both Piper voices with the cpu backend's ASR stages
+(`--asr`: `MoonshineAsr` and `WhisperAsr`, default both, taking turns on each clip so that
+a loaded machine slows them alike; `--asr-model` for Whisper's) and prints, per model, the
+word error rate per voice and overall with the mean time per clip (and the ratio of the
+two models' times), then the real speaker's, whole and cut at his pauses.
 
 Figures are printed, never asserted: a loaded machine stretches all of them.
 """
@@ -260,11 +263,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(repo: Path, port: int, quota: CpuQuota | None = None) -> subprocess.Popen[bytes]:
-    """`joyduplex serve` from `repo`; moved into `quota`'s cgroup at once, before it loads
-    anything or forks its workers (they follow it there)."""
+def start_server(
+    repo: Path, port: int, quota: CpuQuota | None = None, asr: str | None = None
+) -> subprocess.Popen[bytes]:
+    """`joyduplex serve` from `repo` (with `--asr` where one is asked; else the server's
+    default); moved into `quota`'s cgroup at once, before it loads anything or forks its
+    workers (they follow it there)."""
     env = dict(os.environ, PYTHONPATH=str(repo))
     command = [sys.executable, "-m", "transport.cli", "serve", "--port", str(port)]
+    if asr is not None:
+        command += ["--asr", asr]
     server = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.DEVNULL)
     if quota is not None:
         try:
@@ -528,7 +536,7 @@ def latency(args: argparse.Namespace) -> None:
             print(
                 f"server under a CPU quota: {quota.path} ({args.cpu_quota} cores)", file=sys.stderr
             )
-        server = start_server(repo, port, quota)
+        server = start_server(repo, port, quota, args.asr)
         try:
             wait_ready(port, 300.0 / min(1.0, args.cpu_quota or 1.0))
             # one warm-up turn, not counted: first calls of every model are slow
@@ -558,6 +566,7 @@ def latency(args: argparse.Namespace) -> None:
         summary["passes"] = summaries
     summary["repo"] = str(repo)
     summary["turn_detection"] = args.turn_detection
+    summary["asr"] = args.asr or "the server's default"
     summary["server_cpu"] = {
         "seconds": round(cpu_s, 2),
         "wall_s": round(wall_s, 1),
@@ -621,48 +630,93 @@ def word_error_rate(references: list[str], hypotheses: list[str]) -> float:
     return errors / max(total, 1)
 
 
-async def _transcribe_all(model_dir: str | None, clips: list[np.ndarray], language: str | None):
-    from backends.base import AsrRequest
-    from backends.cpu.asr import WhisperAsr
+ASR_MODELS = ("moonshine", "whisper")
 
-    asr = WhisperAsr(model_dir)
-    texts: list[str] = []
-    seconds: list[float] = []
-    async with asr:
-        await asr.warmup()
+
+def _asr_stage(name: str, model_dir: str | None) -> Any:
+    from backends.cpu.asr import WhisperAsr
+    from backends.cpu.moonshine import MoonshineAsr
+
+    return MoonshineAsr() if name == "moonshine" else WhisperAsr(model_dir)
+
+
+async def _transcribe_all(
+    names: list[str], model_dir: str | None, clips: list[np.ndarray], language: str | None
+) -> dict[str, tuple[list[str], list[float]]]:
+    """Every clip through every ASR named, the models taking turns on each clip, so a
+    loaded machine slows them alike: {name: (texts, seconds per clip)}."""
+    from backends.base import AsrRequest
+
+    stages = {name: _asr_stage(name, model_dir) for name in names}
+    out: dict[str, tuple[list[str], list[float]]] = {name: ([], []) for name in names}
+    async with contextlib.AsyncExitStack() as stack:
+        for stage in stages.values():
+            await stack.enter_async_context(stage)
+            await stage.warmup()
         for index, clip in enumerate(clips):
-            started = time.perf_counter()
-            result = await asr.transcribe(AsrRequest(f"wer-{index}", clip, language=language))
-            seconds.append(time.perf_counter() - started)
-            texts.append(result.text)
-    return texts, seconds
+            for name, stage in stages.items():
+                started = time.perf_counter()
+                request = AsrRequest(f"wer-{index}", clip, language=language)
+                result = await stage.transcribe(request)
+                out[name][1].append(time.perf_counter() - started)
+                out[name][0].append(result.text)
+    return out
 
 
 def wer(args: argparse.Namespace) -> None:
-    report: dict[str, Any] = {"model": args.asr_model or "default (Whisper tiny.en)"}
+    names: list[str] = args.asr
+    report: dict[str, Any] = {
+        name: {"model": "Moonshine tiny-en"}
+        if name == "moonshine"
+        else {"model": args.asr_model or "Whisper tiny.en"}
+        for name in names
+    }
     all_refs: list[str] = []
-    all_hyps: list[str] = []
+    all_hyps: dict[str, list[str]] = {name: [] for name in names}
+    all_seconds: dict[str, list[float]] = {name: [] for name in names}
+    pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
+    audio_s = 0.0
     for voice in PIPER_VOICES:
-        clips = [synthesize(text, voice) for text in SENTENCES]
-        pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
-        clips = [np.concatenate([pad, c, pad]) for c in clips]
-        texts, seconds = asyncio.run(_transcribe_all(args.asr_model, clips, args.language))
-        for ref, hyp in zip(SENTENCES, texts, strict=True):
-            if _words(ref) != _words(hyp):
-                print(f"  {voice:14} {ref!r} -> {hyp!r}")
-        report[voice] = {
-            "wer": round(word_error_rate(list(SENTENCES), texts), 3),
-            "mean_ms_per_clip": round(statistics.mean(seconds) * 1000, 1),
-        }
+        clips = [np.concatenate([pad, synthesize(text, voice), pad]) for text in SENTENCES]
+        audio_s += sum(len(c) for c in clips) / RATE_HZ
+        results = asyncio.run(_transcribe_all(names, args.asr_model, clips, args.language))
+        for name, (texts, seconds) in results.items():
+            for ref, hyp in zip(SENTENCES, texts, strict=True):
+                if _words(ref) != _words(hyp):
+                    print(f"  {name:9} {voice:14} {ref!r} -> {hyp!r}")
+            report[name][voice] = {
+                "wer": round(word_error_rate(list(SENTENCES), texts), 4),
+                "mean_ms_per_clip": round(statistics.mean(seconds) * 1000, 1),
+            }
+            all_hyps[name] += texts
+            all_seconds[name] += seconds
         all_refs += SENTENCES
-        all_hyps += texts
-    report["overall_wer"] = round(word_error_rate(all_refs, all_hyps), 3)
+    for name in names:
+        report[name]["overall_wer"] = round(word_error_rate(all_refs, all_hyps[name]), 4)
+        report[name]["mean_ms_per_clip"] = round(statistics.mean(all_seconds[name]) * 1000, 1)
+        # a transcription's CPU per second of audio (one call at a time, so wall = CPU)
+        report[name]["ms_per_audio_s"] = round(sum(all_seconds[name]) * 1000 / audio_s, 1)
     report["sentences"] = len(all_refs)
-    report["real_speaker"] = _real_speaker_wer(args)
+    speaker = _real_speaker_wer(args, names)
+    for name in names:
+        report[name]["real_speaker"] = speaker if isinstance(speaker, str) else speaker[name]
+        if not isinstance(speaker, str):
+            # every clip: both Piper voices' sentences, the real speaker whole and cut
+            from tests.backends.cpu_audio import HUMAN_SPEECH_PARTS, HUMAN_SPEECH_TEXT
+
+            own = speaker[name]
+            refs = [*all_refs, HUMAN_SPEECH_TEXT, *HUMAN_SPEECH_PARTS]
+            hyps = [*all_hyps[name], own["whole"]["text"], *own["cut_at_pauses"]["texts"]]
+            report[name]["all_clips_wer"] = round(word_error_rate(refs, hyps), 4)
+    if len(names) == 2:
+        a, b = names
+        report[f"{a}_to_{b}_time_ratio"] = round(
+            statistics.mean(all_seconds[a]) / statistics.mean(all_seconds[b]), 3
+        )
     print(json.dumps(report, indent=2))
 
 
-def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
+def _real_speaker_wer(args: argparse.Namespace, names: list[str]) -> dict[str, Any] | str:
     """The real recording `make install-test` fetches (JFK, 11 s, one sentence with three
     pauses): whole, and cut at its pauses as server VAD cuts it."""
     from tests.backends.cpu_audio import (
@@ -684,17 +738,28 @@ def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
     clips = [voice, *(voice[int(a * RATE_HZ) : int(b * RATE_HZ)] for a, b in cuts)]
     pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
     clips = [np.concatenate([pad, c, pad]) for c in clips]
-    texts, _ = asyncio.run(_transcribe_all(args.asr_model, clips, args.language))
+    results = asyncio.run(_transcribe_all(names, args.asr_model, clips, args.language))
     return {
-        "whole": {
-            "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 3),
-            "text": texts[0],
-        },
-        "cut_at_pauses": {
-            "wer": round(word_error_rate(list(HUMAN_SPEECH_PARTS), texts[1:]), 3),
-            "texts": texts[1:],
-        },
+        name: {
+            "whole": {
+                "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 4),
+                "text": texts[0],
+                "ms": round(seconds[0] * 1000, 1),
+            },
+            "cut_at_pauses": {
+                "wer": round(word_error_rate(list(HUMAN_SPEECH_PARTS), texts[1:]), 4),
+                "texts": texts[1:],
+            },
+        }
+        for name, (texts, seconds) in results.items()
     }
+
+
+def parse_asr(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in ASR_MODELS for n in names):
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(ASR_MODELS)}: {text!r}")
+    return list(dict.fromkeys(names))
 
 
 def main() -> None:
@@ -734,9 +799,20 @@ def main() -> None:
         help="each Piper turn is two sentences with this much silence between (a pause "
         "the speaker talks on after; 0: one sentence)",
     )
+    lat.add_argument(
+        "--asr",
+        choices=ASR_MODELS,
+        help="the server's ASR stage (serve --asr; default: the server's default)",
+    )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")
-    w.add_argument("--asr-model", help="a local faster-whisper model directory")
+    w.add_argument(
+        "--asr",
+        type=parse_asr,
+        default=list(ASR_MODELS),
+        help="comma-separated, from moonshine, whisper (default both, side by side)",
+    )
+    w.add_argument("--asr-model", help="whisper: a local faster-whisper model directory")
     w.add_argument("--language", default=None, help="tell the ASR the language")
     args = parser.parse_args()
     {"latency": latency, "wer": wer}[args.command](args)

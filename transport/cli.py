@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="name this server in its session ids (sess_NAME.…), so that a load balancer "
         "can route a resume to it (docs/deploy.md); [server] host_id",
     )
+    serve.add_argument(
+        "--asr",
+        choices=("moonshine", "whisper"),
+        help="cpu: the ASR stage (default whisper; docs/performance.md compares them)",
+    )
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument("--tts-voice", help="cpu: a local Piper voice (.onnx)")
     serve.add_argument("--vad-model", help="cpu: a Silero VAD .onnx (SHA-256 checked)")
@@ -111,6 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
     options = {
         key: value
         for key, value in (
+            ("asr", args.asr),
             ("asr_model", args.asr_model),
             ("tts_voice", args.tts_voice),
             ("vad_model", args.vad_model),

@@ -14,19 +14,25 @@ from backends.base import Backend, BackendUnavailable
 from backends.cpu.asr import WhisperAsr
 from backends.cpu.assets import smart_turn_model_path
 from backends.cpu.describer import FrameDescriber
+from backends.cpu.moonshine import MoonshineAsr
 from backends.cpu.smart_turn import SmartTurn
 from backends.cpu.tts import PiperTts
 from backends.cpu.vad import SileroVad
 
-__all__ = ["PROFILES", "create_backend"]
+__all__ = ["ASR_MODELS", "DEFAULT_ASR", "PROFILES", "create_backend"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 PROFILES = ("speech", "camera")
+#: the ASR stages to choose from (`[backend] asr`); docs/performance.md says why the
+#: default is the one it is
+ASR_MODELS = ("moonshine", "whisper")
+DEFAULT_ASR = "whisper"
 
 
 def create_backend(
     *,
+    asr: str | None = None,
     asr_model: str | None = None,
     tts_voice: str | None = None,
     vad_model: str | None = None,
@@ -37,7 +43,9 @@ def create_backend(
     """The embedded CPU backend, not yet loaded.
 
     Args:
-        asr_model: a local faster-whisper model directory (default Whisper tiny.en).
+        asr: `moonshine` (Moonshine tiny-en, line by line) or `whisper` (faster-whisper);
+            default `DEFAULT_ASR`, or whisper where `asr_model` names its directory.
+        asr_model: whisper: a local faster-whisper model directory (default tiny.en).
         tts_voice: a Piper `.onnx` voice (default joe, en_US medium).
         vad_model: a Silero ONNX file, SHA-256 pinned (default the silero-vad wheel's).
         turn_model: a Smart Turn v3.2 ONNX file, SHA-256 pinned (default the pipecat-ai
@@ -49,20 +57,33 @@ def create_backend(
             always the same samples (tools that replay one clip across processes).
 
     Raises:
-        BackendUnavailable: an unknown profile.
+        BackendUnavailable: an unknown profile or ASR, or a model directory given to
+            Moonshine (its one model ships in moonshine-voice).
     """
     if profile not in PROFILES:
         raise BackendUnavailable(
             f"cpu: unknown profile `{profile}`; expected one of {', '.join(PROFILES)}"
         )
-    asr = WhisperAsr(asr_model) if profile == "speech" else None
-    asr_name = (
-        "no ASR (camera profile)"
-        if asr is None
-        else "Whisper tiny.en"
-        if asr_model is None
-        else f"Whisper ({Path(asr_model).name})"
-    )
+    if asr is None:
+        asr = "whisper" if asr_model is not None else DEFAULT_ASR
+    if asr not in ASR_MODELS:
+        raise BackendUnavailable(
+            f"cpu: unknown asr `{asr}`; expected one of {', '.join(ASR_MODELS)}", stage="asr"
+        )
+    if asr == "moonshine" and asr_model is not None:
+        raise BackendUnavailable(
+            'cpu: asr_model names a faster-whisper directory; choose asr = "whisper" '
+            "with it (Moonshine's one model ships in moonshine-voice)",
+            stage="asr",
+        )
+    asr_stage: WhisperAsr | MoonshineAsr | None = None
+    if profile != "speech":
+        asr_name = "no ASR (camera profile)"
+    elif asr == "moonshine":
+        asr_stage, asr_name = MoonshineAsr(), "Moonshine tiny-en"
+    else:
+        asr_stage = WhisperAsr(asr_model)
+        asr_name = "Whisper tiny.en" if asr_model is None else f"Whisper ({Path(asr_model).name})"
     voice_name = "Piper (joe)" if tts_voice is None else f"Piper ({Path(tts_voice).stem})"
     vad_name = "Silero VAD" if vad_model is None else f"Silero VAD ({Path(vad_model).name})"
     turn_end: SmartTurn | None = SmartTurn(turn_model)
@@ -81,7 +102,7 @@ def create_backend(
     return Backend(
         name="cpu",
         vad=SileroVad(vad_model),
-        asr=asr,
+        asr=asr_stage,
         vlm=FrameDescriber(),
         tts=PiperTts(tts_voice, deterministic=tts_deterministic),
         description=description,
