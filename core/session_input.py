@@ -85,7 +85,7 @@ class SessionInput:
         config = self.config
         vad = config.turn_detection is not None
         # the manual speech verdict starts a capture, and while one runs, tells a manual
-        # hold's live transcripts where its pauses are (B37)
+        # hold's live transcripts where its pauses are (B41)
         live = self._turn_taking.live.enabled
         plan = check_append(
             event,

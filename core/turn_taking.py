@@ -17,7 +17,7 @@ the two decisions that join them:
   scored since (its audio then differs from the partial's only by the pause's silence),
   the partial's text is the transcript: at once when it has answered, else when it does;
   only a partial that failed sends the `SubmitAsr`. Under manual turns (push-to-talk,
-  B37) each append's speech verdict plays the VAD's part: a hold is transcribed while
+  B41) each append's speech verdict plays the VAD's part: a hold is transcribed while
   held, and the client's commit of a hold that went quiet after a pause's partial takes
   its words (D44).
 
@@ -326,12 +326,12 @@ class TurnTaking:
         audio = self._buffer.audio()[: self.buffered_bytes_before(at)]
         self.live.ask(audio, self._config().transcription_language, at, pause=pause)
 
-    # --- live transcripts of a manual turn (B37) ------------------------------------------
+    # --- live transcripts of a manual turn (B41) ------------------------------------------
 
     def on_manual_append(self, *, speech: bool) -> None:
         """An append under manual turns (`turn_detection` null: the client's push-to-talk),
         buffered, with its speech verdict: the hold is transcribed while it is held, as
-        VAD speech is (B37). Its first speech names its item (the live text's); the first
+        VAD speech is (B41). Its first speech names its item (the live text's); the first
         quiet append after speech asks the pause's partial, with all the audio buffered,
         else the cadence asks one."""
         live = self.live
@@ -354,7 +354,7 @@ class TurnTaking:
     def manual_commit(self) -> None:
         """The client commits a manual turn: when it holds the audio of the latest pause's
         partial and, after it, only appends judged quiet, that partial's words are its
-        transcript (B37, D44)."""
+        transcript (B41, D44)."""
         if self._pause_partial is not None:
             self.live.turn_ended(self._buffer.audio())
 

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B37 as data.
+"""The behaviour catalogue: B1..B41 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -103,7 +103,7 @@ _HISTORY = "4. Transcripts and history"
 _TICKS = "4.1 History in tick form (B29, B30)"
 _VAD = "5. Server VAD (B10)"
 _LIVE = "5.2 Live transcripts (B33)"
-_MANUAL_LIVE = "5.3 Live transcripts of a manual turn (B37)"
+_MANUAL_LIVE = "5.3 Live transcripts of a manual turn (B41)"
 _D44 = "D44 When a push-to-talk hold's pause words are its commit's transcript (5.3, 5.2)"
 _PLAYBACK = "6. Playback (B19)"
 _SESSION = "7. Session"
@@ -1108,7 +1108,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         ),
     ),
     Behaviour(
-        id="B37",
+        id="B41",
         title="Live transcripts while a push-to-talk hold is held",
         summary=(
             "Under manual turns, with an ASR that offers it, the hold is transcribed while "
@@ -1124,15 +1124,15 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         rows=(),
         invariants=("I11",),
         tests=(
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_words",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_a_pause_partial_answering_after_the_release_is_the_commits_transcript",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_speech_after_the_pause_partial_gives_the_release_its_own_asr",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_a_failed_pause_partial_leaves_the_release_its_own_asr",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_a_pause_supersedes_a_cadence_partial_still_out",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_no_partial_when_the_asr_offers_none",
-            "tests/conformance/test_b37_ptt_live_text.py::test_b37_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh",
-            "tests/stateful/test_session_vs_reference.py::test_b37_a_push_to_talk_hold_with_live_text_agrees_step_by_step",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_words",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_pause_partial_answering_after_the_release_is_the_commits_transcript",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_speech_after_the_pause_partial_gives_the_release_its_own_asr",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_failed_pause_partial_leaves_the_release_its_own_asr",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_pause_supersedes_a_cadence_partial_still_out",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_no_partial_when_the_asr_offers_none",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh",
+            "tests/stateful/test_session_vs_reference.py::test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step",
         ),
     ),
 )

@@ -2251,7 +2251,7 @@ class ReferenceSession:
         return request_id
 
     def _manual_live(self, speech: bool) -> None:
-        """Section 5.2, B37: under manual turns each append's speech verdict plays the
+        """Section 5.2, B41: under manual turns each append's speech verdict plays the
         VAD's part. A hold's first speech names its item; the first quiet append after
         speech asks the pause's partial (one per quiet run), else the cadence asks one;
         all the buffered audio, one at a time, a pause superseding a cadence partial."""

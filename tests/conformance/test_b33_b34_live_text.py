@@ -89,7 +89,7 @@ def test_b33_no_partial_when_the_asr_offers_none() -> None:
     d.append(speech_pcm(32 * 200))
     d.vad(*([HI] * 100), *([LO] * 7))
     assert d.effects(SubmitPartialAsr) == []
-    # (manual turns have their own live transcripts: B37)
+    # (manual turns have their own live transcripts: B41)
 
 
 def _reply_streaming(d: Driver) -> None:

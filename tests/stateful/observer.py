@@ -262,7 +262,7 @@ class Observer:
             # supersede a cadence one, never another pause's)
             assert len(self.partials) < 2, f"I11: {o.request_id} while {self.partials} are out"
             if not self.vad_on and self.speaking is None:
-                # a manual hold (B37) names its item with its first partial: no
+                # a manual hold (B41) names its item with its first partial: no
                 # speech_started announces it
                 self.speaking = o.item_id
             assert o.item_id == self.speaking, f"a partial for {o.item_id} not being spoken"

@@ -130,8 +130,8 @@ def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
 
 
 @pytest.mark.parametrize("answered", ["before", "after"])
-def test_b37_a_push_to_talk_hold_with_live_text_agrees_step_by_step(answered: str) -> None:
-    """Manual turns with live transcripts (B37): a hold's first speech names its item, a
+def test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step(answered: str) -> None:
+    """Manual turns with live transcripts (B41): a hold's first speech names its item, a
     quiet append asks the pause's partial, speech and a second pause ask another, and the
     release takes the last one's words (answered before or after it), in lockstep; then a
     second hold whose speech outruns its partial does not take its words."""

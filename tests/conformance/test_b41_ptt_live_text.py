@@ -1,4 +1,4 @@
-"""B37 live transcripts while a push-to-talk hold is held (manual turns)."""
+"""B41 live transcripts while a push-to-talk hold is held (manual turns)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _held(live: bool = True) -> Driver:
     return d
 
 
-def test_b37_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_words() -> None:
+def test_b41_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_words() -> None:
     d = _held()
     words = speech_pcm(400) + speech_pcm(300)
     d.append(words[: 400 * 32])
@@ -39,7 +39,7 @@ def test_b37_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_word
     assert d.effects(SubmitAsr) == []  # no second transcription at the release
 
 
-def test_b37_a_pause_partial_answering_after_the_release_is_the_commits_transcript() -> None:
+def test_b41_a_pause_partial_answering_after_the_release_is_the_commits_transcript() -> None:
     d = _held()
     d.append(speech_pcm(500))
     d.append(quiet_pcm(40))
@@ -53,7 +53,7 @@ def test_b37_a_pause_partial_answering_after_the_release_is_the_commits_transcri
     assert d.effects(SubmitAsr) == []
 
 
-def test_b37_speech_after_the_pause_partial_gives_the_release_its_own_asr() -> None:
+def test_b41_speech_after_the_pause_partial_gives_the_release_its_own_asr() -> None:
     d = _held()
     d.append(speech_pcm(500))
     d.append(quiet_pcm(40))
@@ -68,7 +68,7 @@ def test_b37_speech_after_the_pause_partial_gives_the_release_its_own_asr() -> N
     assert completed.transcript == "is it dark in here"
 
 
-def test_b37_a_failed_pause_partial_leaves_the_release_its_own_asr() -> None:
+def test_b41_a_failed_pause_partial_leaves_the_release_its_own_asr() -> None:
     d = _held()
     d.append(speech_pcm(500))
     d.append(quiet_pcm(40))
@@ -80,7 +80,7 @@ def test_b37_a_failed_pause_partial_leaves_the_release_its_own_asr() -> None:
     assert submit.pcm16 == partial.pcm16
 
 
-def test_b37_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight() -> None:
+def test_b41_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight() -> None:
     d = _held()
     chunk = 200  # ms per append
     for _ in range(2 * LIVE_CADENCE_MS // chunk + 2):  # two cadences of speech, no pause
@@ -93,7 +93,7 @@ def test_b37_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight() -> N
     assert len(second.pcm16) > len(first.pcm16)
 
 
-def test_b37_a_pause_supersedes_a_cadence_partial_still_out() -> None:
+def test_b41_a_pause_supersedes_a_cadence_partial_still_out() -> None:
     d = _held()
     for _ in range(LIVE_CADENCE_MS // 200 + 2):
         d.append(speech_pcm(200))
@@ -107,7 +107,7 @@ def test_b37_a_pause_supersedes_a_cadence_partial_still_out() -> None:
     assert delta.delta == "all of it"
 
 
-def test_b37_no_partial_when_the_asr_offers_none() -> None:
+def test_b41_no_partial_when_the_asr_offers_none() -> None:
     d = _held(live=False)
     d.append(speech_pcm(500))
     d.append(quiet_pcm(40))
@@ -116,7 +116,7 @@ def test_b37_no_partial_when_the_asr_offers_none() -> None:
     assert len(d.effects(SubmitAsr)) == 1
 
 
-def test_b37_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh() -> None:
+def test_b41_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh() -> None:
     from spec import events as ev
 
     d = _held()
