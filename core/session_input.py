@@ -84,8 +84,14 @@ class SessionInput:
         buffer = self._buffer
         config = self.config
         vad = config.turn_detection is not None
+        # the manual speech verdict starts a capture, and while one runs, tells a manual
+        # hold's live transcripts where its pauses are (B41)
+        live = self._turn_taking.live.enabled
         plan = check_append(
-            event, config.input_format, self.limits, verdict=not (vad or buffer.capturing)
+            event,
+            config.input_format,
+            self.limits,
+            verdict=not vad and (live or not buffer.capturing),
         )
         pcm16, frames = plan.pcm16, plan.frames
         capture = buffer.capturing or plan.speech
@@ -113,6 +119,8 @@ class SessionInput:
         if vad and pcm16:
             self._out.effect(ScoreVad(pcm16, clock.bytes // BYTES_PER_MS_16K))
         clock.bytes += len(pcm16)  # the audio clock advances (inline: once per append)
+        if not vad and pcm16:
+            self._turn_taking.on_manual_append(speech=plan.speech)
 
     def on_clear(self) -> None:
         self._pending.free(self._buffer.clear())
@@ -133,6 +141,8 @@ class SessionInput:
                 event_id=event.event_id,
             )
         item_id = self._buffer.speech_item_id
+        if self.config.turn_detection is None:
+            self._turn_taking.manual_commit()
         self._turn_taking.end_utterance()
         self.commit(
             client_event_id=event.event_id,

@@ -16,7 +16,10 @@ the two decisions that join them:
   is the one the detector made in the pause that partial was asked in, with no speech
   scored since (its audio then differs from the partial's only by the pause's silence),
   the partial's text is the transcript: at once when it has answered, else when it does;
-  only a partial that failed sends the `SubmitAsr`.
+  only a partial that failed sends the `SubmitAsr`. Under manual turns (push-to-talk,
+  B41) each append's speech verdict plays the VAD's part: a hold is transcribed while
+  held, and the client's commit of a hold that went quiet after a pause's partial takes
+  its words (D44).
 
 The session drives it the way h11's `Connection` drives its `ConnectionState`: it hands
 over VAD scores, partials, verdicts and the clock, and is called back to barge in
@@ -322,6 +325,38 @@ class TurnTaking:
             return
         audio = self._buffer.audio()[: self.buffered_bytes_before(at)]
         self.live.ask(audio, self._config().transcription_language, at, pause=pause)
+
+    # --- live transcripts of a manual turn (B41) ------------------------------------------
+
+    def on_manual_append(self, *, speech: bool) -> None:
+        """An append under manual turns (`turn_detection` null: the client's push-to-talk),
+        buffered, with its speech verdict: the hold is transcribed while it is held, as
+        VAD speech is (B41). Its first speech names its item (the live text's); the first
+        quiet append after speech asks the pause's partial, with all the audio buffered,
+        else the cadence asks one."""
+        live = self.live
+        if not live.enabled or not self._buffer.capturing:
+            return
+        at = self._clock.samples
+        if speech:
+            live.speech_scored()  # the latest partial's audio is no longer all that was said
+        if live.item_id is None:
+            item_id = self._buffer.speech_item_id or self._out.next_id("item")
+            self._buffer.speech_item_id = item_id
+            live.begin(item_id, at)
+            return
+        pause = not speech
+        if pause and self._pause_partial is not None:
+            return  # this quiet run has its partial
+        if live.due(at, pause=pause):
+            live.ask(self._buffer.audio(), self._config().transcription_language, at, pause=pause)
+
+    def manual_commit(self) -> None:
+        """The client commits a manual turn: when it holds the audio of the latest pause's
+        partial and, after it, only appends judged quiet, that partial's words are its
+        transcript (B41, D44)."""
+        if self._pause_partial is not None:
+            self.live.turn_ended(self._buffer.audio())
 
     def on_partial(self, result: AsrPartial, now_ms: int) -> None:
         asked = self.live.in_flight

@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B40 as data.
+"""The behaviour catalogue: B1..B41 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -105,6 +105,8 @@ _HISTORY = "4. Transcripts and history"
 _TICKS = "4.1 History in tick form (B29, B30)"
 _VAD = "5. Server VAD (B10)"
 _LIVE = "5.2 Live transcripts (B33)"
+_MANUAL_LIVE = "5.3 Live transcripts of a manual turn (B41)"
+_D44 = "D44 When a push-to-talk hold's pause words are its commit's transcript (5.3, 5.2)"
 _PLAYBACK = "6. Playback (B19)"
 _SESSION = "7. Session"
 _HOLDS = "9.1 Push-to-talk holds (B20)"
@@ -991,7 +993,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_asks_for_the_utterance_so_far_and_new_words_become_deltas",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_on_a_cadence_while_speech_goes_on_with_at_most_one_in_flight",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_partial_answering_after_its_utterance_ended_is_dropped",
-            "tests/conformance/test_b33_b34_live_text.py::test_b33_no_partial_when_the_asr_offers_none_or_without_server_vad",
+            "tests/conformance/test_b33_b34_live_text.py::test_b33_no_partial_when_the_asr_offers_none",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_under_semantic_review_is_transcribed_while_the_model_decides",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_held_semantic_pause_sends_its_partial_as_live_text",
             "tests/conformance/test_b33_b34_live_text.py::test_b33_a_pause_supersedes_a_cadence_partial_still_out_and_the_review_names_it",
@@ -1213,6 +1215,34 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b40_delegation_as_a_call.py::test_b40_a_delegation_tool_that_is_no_function_name_is_refused",
             "tests/backends/test_remote_turns.py::test_b40_joyai_delegation_over_the_remote_backend_becomes_the_sessions_function_call",
             "tests/backends/test_remote_turns.py::test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_remote",
+        ),
+    ),
+    Behaviour(
+        id="B41",
+        title="Live transcripts while a push-to-talk hold is held",
+        summary=(
+            "Under manual turns, with an ASR that offers it, the hold is transcribed while "
+            "it is held: each append's speech verdict plays the VAD's part (the first "
+            "speech names the item, the first quiet append after speech asks the pause's "
+            "partial of all the audio, a cadence asks while speech goes on, one at a "
+            "time) and new words become `delta` events. A release whose audio is the "
+            "latest pause partial's and quiet appends after it takes that partial's words "
+            "as its transcript, without a second ASR; speech the partial did not hear "
+            "gives the commit its own."
+        ),
+        sections=(_MANUAL_LIVE, _D44, _LIVE),
+        rows=(),
+        invariants=("I11",),
+        tests=(
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_hold_is_transcribed_at_its_pause_and_the_release_takes_those_words",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_pause_partial_answering_after_the_release_is_the_commits_transcript",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_speech_after_the_pause_partial_gives_the_release_its_own_asr",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_failed_pause_partial_leaves_the_release_its_own_asr",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_on_a_cadence_while_speech_is_held_with_at_most_one_in_flight",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_pause_supersedes_a_cadence_partial_still_out",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_no_partial_when_the_asr_offers_none",
+            "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh",
+            "tests/stateful/test_session_vs_reference.py::test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step",
         ),
     ),
 )

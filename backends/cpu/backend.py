@@ -16,21 +16,27 @@ from backends.cpu.asr import WhisperAsr
 from backends.cpu.assets import smart_turn_model_path
 from backends.cpu.describer import FrameDescriber
 from backends.cpu.hibari_tts import HibariTts
+from backends.cpu.moonshine import MoonshineAsr
 from backends.cpu.smart_turn import SmartTurn
 from backends.cpu.tts import PiperTts, SentenceTts
 from backends.cpu.vad import SileroVad
 
-__all__ = ["PROFILES", "TTS_ENGINES", "create_backend"]
+__all__ = ["ASR_MODELS", "DEFAULT_ASR", "PROFILES", "TTS_ENGINES", "create_backend"]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 PROFILES = ("speech", "camera")
 #: `[backend] tts`: the voice engines, the default first
 TTS_ENGINES = ("hibari", "piper")
+#: the ASR stages to choose from (`[backend] asr`); docs/performance.md says why the
+#: default is the one it is
+ASR_MODELS = ("moonshine", "whisper")
+DEFAULT_ASR = "whisper"
 
 
 def create_backend(
     *,
+    asr: str | None = None,
     asr_model: str | None = None,
     tts: str = "hibari",
     tts_voice: str | None = None,
@@ -42,7 +48,9 @@ def create_backend(
     """The embedded CPU backend, not yet loaded.
 
     Args:
-        asr_model: a local faster-whisper model directory (default Whisper tiny.en).
+        asr: `moonshine` (Moonshine tiny-en, line by line) or `whisper` (faster-whisper);
+            default `DEFAULT_ASR`, or whisper where `asr_model` names its directory.
+        asr_model: whisper: a local faster-whisper model directory (default tiny.en).
         tts: the voice engine, `hibari` (Apache-2.0, 24 kHz) or `piper` (GPL-3.0, the
             `piper` extra).
         tts_voice: for hibari, the voice a session that names none gets (a hibari voice
@@ -59,7 +67,8 @@ def create_backend(
             that replay one clip across processes).
 
     Raises:
-        BackendUnavailable: an unknown profile or voice engine.
+        BackendUnavailable: an unknown profile, ASR or voice engine, or a model directory
+            given to Moonshine (its one model ships in moonshine-voice).
     """
     if profile not in PROFILES:
         raise BackendUnavailable(
@@ -71,14 +80,26 @@ def create_backend(
             f"{', '.join(TTS_ENGINES)}",
             stage="tts",
         )
-    asr = WhisperAsr(asr_model) if profile == "speech" else None
-    asr_name = (
-        "no ASR (camera profile)"
-        if asr is None
-        else "Whisper tiny.en"
-        if asr_model is None
-        else f"Whisper ({Path(asr_model).name})"
-    )
+    if asr is None:
+        asr = "whisper" if asr_model is not None else DEFAULT_ASR
+    if asr not in ASR_MODELS:
+        raise BackendUnavailable(
+            f"cpu: unknown asr `{asr}`; expected one of {', '.join(ASR_MODELS)}", stage="asr"
+        )
+    if asr == "moonshine" and asr_model is not None:
+        raise BackendUnavailable(
+            'cpu: asr_model names a faster-whisper directory; choose asr = "whisper" '
+            "with it (Moonshine's one model ships in moonshine-voice)",
+            stage="asr",
+        )
+    asr_stage: WhisperAsr | MoonshineAsr | None = None
+    if profile != "speech":
+        asr_name = "no ASR (camera profile)"
+    elif asr == "moonshine":
+        asr_stage, asr_name = MoonshineAsr(), "Moonshine tiny-en"
+    else:
+        asr_stage = WhisperAsr(asr_model)
+        asr_name = "Whisper tiny.en" if asr_model is None else f"Whisper ({Path(asr_model).name})"
     voice: SentenceTts
     if tts == "piper":
         voice = PiperTts(tts_voice, deterministic=tts_deterministic)
@@ -103,7 +124,7 @@ def create_backend(
     return Backend(
         name="cpu",
         vad=SileroVad(vad_model),
-        asr=asr,
+        asr=asr_stage,
         vlm=FrameDescriber(),
         tts=voice,
         description=description,

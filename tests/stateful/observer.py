@@ -262,6 +262,10 @@ class Observer:
             # I11: at most two live-transcript requests are out (a pause's partial may
             # supersede a cadence one, never another pause's)
             assert len(self.partials) < 2, f"I11: {o.request_id} while {self.partials} are out"
+            if not self.vad_on and self.speaking is None:
+                # a manual hold (B41) names its item with its first partial: no
+                # speech_started announces it
+                self.speaking = o.item_id
             assert o.item_id == self.speaking, f"a partial for {o.item_id} not being spoken"
             self.partials.append(o.request_id)
             self.partial_item[o.request_id] = o.item_id

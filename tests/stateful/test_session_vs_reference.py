@@ -39,9 +39,9 @@ TestSessionVsReference.settings = settings(
 
 def _live_lockstep(config: SessionConfig, limits: Limits) -> tuple[Any, Callable[[Any], list]]:
     """The session and the reference model with live transcripts on, and a step that
-    feeds both one event (an append, else a backend result) and checks they agree; it
+    feeds both one event (a client's, else a backend result) and checks they agree; it
     returns what the model emitted."""
-    from spec.events import InputAudioBufferAppend
+    from spec.events.base import ClientEvent
     from spec.reference_model import ReferenceSession
     from tests.stateful.observer import project
 
@@ -51,7 +51,7 @@ def _live_lockstep(config: SessionConfig, limits: Limits) -> tuple[Any, Callable
 
     def step(event: Any) -> list[Any]:
         for s in (sut, ref):
-            if isinstance(event, InputAudioBufferAppend):
+            if isinstance(event, ClientEvent):
                 s.receive(event, 0)
             else:
                 s.backend_event(event, 0)
@@ -127,6 +127,43 @@ def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
     assert [o.delta for out in sent for o in out if hasattr(o, "delta")] == ["I want to know"]
     step(VadScores(hi * 4 + lo * 7))  # speech again, and a pause with nothing out
     assert sut.live.in_flight is not None and sut.live.in_flight[2]
+
+
+@pytest.mark.parametrize("answered", ["before", "after"])
+def test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step(answered: str) -> None:
+    """Manual turns with live transcripts (B41): a hold's first speech names its item, a
+    quiet append asks the pause's partial, speech and a second pause ask another, and the
+    release takes the last one's words (answered before or after it), in lockstep; then a
+    second hold whose speech outruns its partial does not take its words."""
+    from spec.effects import SubmitPartialAsr
+    from spec.events import InputAudioBufferAppend, InputAudioBufferCommit
+    from spec.stage_results import AsrPartial
+    from tests.conformance.harness import quiet_pcm, speech_pcm
+    from tests.stateful.machine import LIMITS
+
+    _, step = _live_lockstep(SessionConfig(turn_detection=None, preemptive_response=False), LIMITS)
+
+    def append(pcm: bytes) -> list[Any]:
+        return step(InputAudioBufferAppend(audio=pcm))
+
+    append(quiet_pcm(100))  # idle pre-roll before the hold's speech
+    append(speech_pcm(300))
+    [first] = [o for o in append(quiet_pcm(40)) if isinstance(o, SubmitPartialAsr)]
+    assert step(AsrPartial(first.request_id, "what")) != []  # a delta
+    append(speech_pcm(200))
+    [second] = [o for o in append(quiet_pcm(40)) if isinstance(o, SubmitPartialAsr)]
+    append(quiet_pcm(60))
+    if answered == "before":
+        step(AsrPartial(second.request_id, "what colour"))
+    out = step(InputAudioBufferCommit(create_response=True))
+    if answered == "after":
+        out = step(AsrPartial(second.request_id, "what colour"))
+    assert "InputAudioTranscriptionCompleted" in [type(o).__name__ for o in out]
+    append(speech_pcm(300))
+    [third] = [o for o in append(quiet_pcm(40)) if isinstance(o, SubmitPartialAsr)]
+    append(speech_pcm(100))
+    step(InputAudioBufferCommit(create_response=True))  # queued behind the first reply
+    assert step(AsrPartial(third.request_id, "late")) == []  # heard only a part of it
 
 
 def test_audio_of_a_later_tts_request_arriving_first_is_spaced_alike() -> None:
