@@ -1,4 +1,5 @@
-"""The behaviour catalogue: B1..B36 as data.
+"""The behaviour catalogue: B1..B36 and B40 as data (B37-B39 are left to the server's
+function tools, being numbered on another branch).
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -120,6 +121,7 @@ _SEMANTIC_VAD = "5.1 Semantic VAD (B32)"
 _PREEMPTION = "3.7 Preemptive response (B35)"
 _D40 = "D40 What a preemptive response may change (3.7)"
 _CALLS = "10.2 WebRTC calls (B36)"
+_CLIENT_RESUME = "9.5 Resume through a network drop (B40)"
 _D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
 
 
@@ -1103,6 +1105,45 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_webrtc_calls.py::test_b36_a_sideband_that_reaches_another_worker_is_relayed_to_the_call",
             "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_places_a_call",
             "tests/transport/test_openai_compatibility.py::test_b36_the_openai_sdk_sends_the_session_with_the_offer",
+        ),
+    ),
+    Behaviour(
+        id="B40",
+        title="The client resumes its session through a network drop",
+        summary=(
+            "A resumable session's call whose socket fails once ready drops its link "
+            "instead of ending: nothing but `session.resume` goes out while it is down "
+            "(a live push-to-talk hold is cut, the camera and the button pause, other "
+            "sends wait), attempts follow a doubling backoff scaled by the host's jitter, "
+            "bounded in number and time, and the resume carries the last "
+            "`server_event_seq`; a replayed event already applied is skipped, the reply "
+            "continues from the replay or is cut by `session.resync_required`; a refusal "
+            "or the end of the attempts loses the call with a notice."
+        ),
+        sections=(_CLIENT_RESUME, _RESUME),
+        rows=(
+            RowRef("client_resume", "drop"),
+            RowRef("client_resume", "attempt"),
+            RowRef("client_resume", "opened"),
+            RowRef("client_resume", "fail"),
+            RowRef("client_resume", "refused"),
+            RowRef("client_resume", "resumed"),
+            RowRef("client_connection", "drop"),
+            RowRef("client_connection", "resumed"),
+            RowRef("client_hold", "cut"),
+        ),
+        invariants=("L1", "L2", "L3", "L4"),
+        tests=(
+            "tests/conformance/test_b40_client_resume.py::test_b40_a_drop_mid_reply_resumes_with_the_cursor_and_the_replay_applies_once",
+            "tests/conformance/test_b40_client_resume.py::test_b40_nothing_goes_out_while_the_link_is_down_and_held_sends_follow_the_resume",
+            "tests/conformance/test_b40_client_resume.py::test_b40_a_hold_cut_by_the_drop_sends_no_commit_and_the_resume_clears_its_audio",
+            "tests/conformance/test_b40_client_resume.py::test_b40_the_backoff_doubles_up_to_the_cap_scaled_by_the_hosts_jitter",
+            "tests/conformance/test_b40_client_resume.py::test_b40_attempts_are_bounded_in_time_then_the_call_is_lost",
+            "tests/conformance/test_b40_client_resume.py::test_b40_an_attempt_that_never_answers_is_abandoned_and_retried",
+            "tests/conformance/test_b40_client_resume.py::test_b40_a_refused_resume_loses_the_call_at_once",
+            "tests/conformance/test_b40_client_resume.py::test_b40_resync_required_marks_the_reply_in_flight_as_cut",
+            "tests/conformance/test_b40_client_resume.py::test_b40_a_session_without_a_token_ends_on_a_drop_as_before",
+            "tests/conformance/test_b40_client_resume.py::test_b40_the_resume_token_stays_inside_the_protocol",
         ),
     ),
 )

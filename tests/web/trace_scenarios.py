@@ -552,6 +552,205 @@ def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
     ]
 
 
+# --- resume through a network drop (B40) ------------------------------------------------
+
+
+def numbered(steps: list[Input], first_seq: int) -> list[Input]:
+    """`steps` with each server event numbered from `first_seq` on, as a resumable
+    session's server numbers them (`server_event_seq`)."""
+    seq = first_seq
+    out: list[Input] = []
+    for step in steps:
+        if step["kind"] == "server":
+            step = {**step, "event": {**step["event"], "server_event_seq": seq}}
+            seq += 1
+        out.append(step)
+    return out
+
+
+def ready_resumable(now: int = 0) -> list[Input]:
+    """The handshake of a resumable session: `session.created` names the first token."""
+    return [
+        at(now, "connected"),
+        srv(
+            now + 5,
+            "session.created",
+            session={"id": "sess_1"},
+            resume_token="tok_1",
+            attachment_generation=1,
+            server_event_seq=1,
+        ),
+        srv(now + 10, "session.updated", session={"id": "sess_1"}, server_event_seq=2),
+    ]
+
+
+def resumed(now: int, token: str, replay_from: int, last: int) -> Input:
+    return srv(
+        now,
+        "session.resumed",
+        session_id="sess_1",
+        resume_token=token,
+        attachment_generation=2,
+        replay_from_seq=replay_from,
+        last_server_event_seq=last,
+    )
+
+
+def retimed(steps: list[Input], now: int) -> list[Input]:
+    """`steps` again, one ms apart from `now` on (a replay arrives after the drop)."""
+    return [{**step, "now_ms": now + i} for i, step in enumerate(steps)]
+
+
+def b40_drop_mid_reply_resumes_and_the_replay_applies_once() -> list[Input]:
+    """A reply streams; the socket fails mid-reply; one backoff later the host opens a new
+    socket, which sends session.resume with the cursor; the replay resends the last event
+    already applied (skipped: no second transcript piece) and then what the drop missed;
+    the reply finishes and the next turn works in the same session."""
+    first = numbered(reply(300, "resp_1", "item_2", chunks=3), 6)  # seq 6..15
+    return [
+        *ready_resumable(),  # seq 1..2
+        *numbered(vad_turn(100, "item_1"), 3),  # seq 3..5
+        *first[:3],  # created, the first chunk and its transcript piece: up to seq 8
+        at(312, "playback_started", response_id="resp_1"),
+        at(330, "disconnected", reason="socket_closed:1006", jitter=0.2),
+        mic(350),  # hands-free: nothing goes out while the link is down
+        at(480, "timeout"),  # the first attempt: reconnect
+        at(500, "connected"),  # the new socket: session.resume {last: 8}
+        resumed(520, "tok_2", 9, 15),
+        *retimed(first[2:], 521),  # seq 8 again (skipped), then 9..15
+        at(560, "playback_drained", response_id="resp_1", played_ms=3.0),
+        *numbered(vad_turn(600, "item_3"), 16),
+        *numbered(reply(820, "resp_2", "item_4", chunks=1), 19),
+    ]
+
+
+def b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume() -> list[Input]:
+    """The link drops while the button is down: the hold is cut (no commit), the camera
+    and the button pause; the playback ack of a reply drained during the drop waits; the
+    first attempt's socket fails too, so the second waits a doubled backoff; on resume the
+    held ack goes out, the cut hold's audio is cleared from the server's input buffer,
+    the camera resumes and the next hold commits as usual."""
+    return [
+        *ready_resumable(),
+        at(20, "camera", on=True),
+        at(30, "frame", jpeg=JPEG),
+        *numbered(reply(40, "resp_0", "item_0", chunks=1), 3),  # seq 3..8
+        at(70, "playback_started", response_id="resp_0"),
+        *hold(100, chunks=2)[:-1],  # press and two uploads, no release yet
+        at(200, "disconnected", reason="socket_closed:1006", jitter=0.0),
+        at(205, "playback_drained", response_id="resp_0", played_ms=1.0),
+        at(210, "release"),
+        at(220, "press"),
+        mic(230),
+        at(240, "release"),
+        at(330, "timeout"),  # attempt 1
+        at(400, "disconnected", reason="connection_refused", jitter=1.0),
+        at(900, "timeout"),  # attempt 2, after 2 x 250 ms
+        at(950, "connected"),
+        resumed(970, "tok_2", 9, 8),
+        *hold(1000, chunks=2),
+        *numbered(
+            [committed(1200, "item_1", "evt_10"), *reply(1210, "resp_1", "item_2", chunks=1)], 9
+        ),
+    ]
+
+
+def b40_resume_after_the_grace_is_refused_and_the_call_is_lost() -> list[Input]:
+    """The server forgot the session (its resume grace expired): `unknown_session` loses
+    the call at once, with a notice saying that Connect starts a new session."""
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", reason="socket_closed:1006", jitter=0.5),
+        at(300, "timeout"),
+        at(320, "connected"),
+        error(330, "unknown_session", "evt_2"),
+        at(340, "disconnected", reason="socket_closed:1008", jitter=0.5),
+        at(350, "press"),
+    ]
+
+
+def b40_attempts_end_after_the_give_up_time() -> list[Input]:
+    """Every attempt's socket fails; backoffs double up to the cap; no attempt starts
+    later than the give-up time after the drop: the call is lost."""
+    steps: list[Input] = [*ready_resumable(), at(100, "disconnected", jitter=0.5)]
+    now = 100
+    for _ in range(15):
+        now += 2_000
+        steps.append(at(now, "timeout"))
+        steps.append(at(now + 50, "disconnected", reason="connection_refused", jitter=0.5))
+        now += 50
+    return steps
+
+
+def b40_an_attempt_that_hangs_is_abandoned() -> list[Input]:
+    """A socket that opens no session.resumed within the attempt timeout is abandoned
+    (`abandon_socket`); its late close changes nothing; the next attempt resumes."""
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", jitter=0.5),
+        at(300, "timeout"),
+        at(5_300, "timeout"),  # attempt 1's deadline: abandon it, back off
+        at(5_310, "disconnected", reason="socket_closed:1006", jitter=0.5),
+        at(5_800, "timeout"),
+        at(5_820, "connected"),
+        resumed(5_840, "tok_2", 3, 2),
+    ]
+
+
+def b40_resync_required_cuts_the_reply_in_flight() -> list[Input]:
+    """The journal lost events of the drop: the reply in flight is cut (its local audio
+    cleared, its hold settled), not continued, and a notice says so."""
+    return [
+        *ready_resumable(),
+        *numbered(vad_turn(100, "item_1"), 3),
+        *numbered(reply(300, "resp_1", "item_2", chunks=3)[:3], 6),
+        at(330, "disconnected", jitter=0.5),
+        at(520, "timeout"),
+        at(540, "connected"),
+        resumed(560, "tok_2", 9, 40),
+        srv(561, "session.resync_required", reason="journal_overflow", last_server_event_seq=40),
+        srv(
+            570,
+            "response.output_audio.delta",
+            response_id="resp_1",
+            delta=REPLY_CHUNK,
+            server_event_seq=41,
+        ),
+    ]
+
+
+def b40_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]:
+    """On a call's media (the WebRTC data channel is the link): the microphone track stops
+    while the link is down and is sent again once resumed; the replay finishes the reply."""
+    first = numbered(track_reply(300, "resp_1", "item_2", chunks=2), 6)
+    return [
+        *ready_resumable(),
+        *numbered(vad_turn(100, "item_1"), 3),
+        *first[:3],
+        at(330, "disconnected", jitter=0.5),
+        at(520, "timeout"),
+        at(540, "connected"),
+        resumed(560, "tok_2", 9, 11),
+        *retimed(first[3:], 561),
+    ]
+
+
+def b40_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", jitter=0.5),
+        at(300, "timeout"),
+        at(310, "hang_up"),
+        at(320, "connected"),
+        at(330, "timeout"),
+    ]
+
+
+def b40_a_session_without_a_token_ends_on_a_drop() -> list[Input]:
+    """A session the server did not make resumable (no token) ends as before."""
+    return [*ready(), at(100, "disconnected", reason="socket_closed:1006", jitter=0.5)]
+
+
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
     "b31_follow_up_reply_plays_like_any_reply": (
@@ -622,6 +821,43 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         "ptt",
         {"media": "tracks"},
         b36_tracks_ptt_hold_clears_the_streamed_audio_first,
+    ),
+    "b40_drop_mid_reply_resumes_and_the_replay_applies_once": (
+        "vad",
+        {},
+        b40_drop_mid_reply_resumes_and_the_replay_applies_once,
+    ),
+    "b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume": (
+        "ptt",
+        {},
+        b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume,
+    ),
+    "b40_resume_after_the_grace_is_refused_and_the_call_is_lost": (
+        "ptt",
+        {},
+        b40_resume_after_the_grace_is_refused_and_the_call_is_lost,
+    ),
+    "b40_attempts_end_after_the_give_up_time": ("ptt", {}, b40_attempts_end_after_the_give_up_time),
+    "b40_an_attempt_that_hangs_is_abandoned": ("vad", {}, b40_an_attempt_that_hangs_is_abandoned),
+    "b40_resync_required_cuts_the_reply_in_flight": (
+        "vad",
+        {},
+        b40_resync_required_cuts_the_reply_in_flight,
+    ),
+    "b40_hang_up_while_reconnecting_ends_the_call": (
+        "ptt",
+        {},
+        b40_hang_up_while_reconnecting_ends_the_call,
+    ),
+    "b40_a_session_without_a_token_ends_on_a_drop": (
+        "vad",
+        {},
+        b40_a_session_without_a_token_ends_on_a_drop,
+    ),
+    "b40_tracks_drop_stops_the_microphone_track_until_the_resume": (
+        "vad",
+        {"media": "tracks"},
+        b40_tracks_drop_stops_the_microphone_track_until_the_resume,
     ),
 }
 

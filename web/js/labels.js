@@ -12,6 +12,7 @@ export function stateLabels(constants) {
       connecting: "connecting…",
       handshaking: "setting up the session…",
       ready: "connected",
+      resuming: "reconnecting…", // the link dropped; the session waits on the server (B40)
       closed: "disconnected",
     },
     client_watchdog: {
@@ -60,6 +61,7 @@ export function transportLabel(transport, connection) {
   if (connection === null) return `will connect over ${name}`;
   if (connection === "ready") return `connected over ${name}`;
   if (connection === "closed") return `disconnected (${name})`;
+  if (connection === "resuming") return `reconnecting over ${name}…`;
   return `connecting over ${name}…`;
 }
 

@@ -1,0 +1,82 @@
+"""Client resume: a resumable session's connection through a network drop (B40)."""
+
+from __future__ import annotations
+
+import enum
+
+from spec.tables.base import T, Table
+
+__all__ = ["CLIENT_RESUME", "LINK_DOWN_STATES", "RESUME_REFUSALS", "ResumeState"]
+
+
+class ResumeState(enum.Enum):
+    CONNECTED = "connected"  # the first connection of the session is up
+    DROPPED = "dropped"  # the socket failed; the next attempt waits for its backoff
+    RECONNECTING = "reconnecting"  # a new socket is opening, or its session.resume awaits
+    RESUMED = "resumed"  # session.resumed arrived: the session goes on over a new socket
+    LOST = "lost"  # refused, or out of attempts or time: the call is over
+
+
+R = ResumeState
+
+#: the link is down: no socket carries the session's events now
+LINK_DOWN_STATES = frozenset({R.DROPPED, R.RECONNECTING})
+
+#: the server's refusals of a `session.resume` (docs/session-semantics.md 7.1): the session
+#: is gone (its grace expired, it ended, the token is stale) and no retry can bring it back
+RESUME_REFUSALS = frozenset(
+    {"unknown_session", "invalid_resume_token", "session_not_resumable", "resume_expected"}
+)
+
+CLIENT_RESUME = Table(
+    name="client_resume",
+    doc=(
+        "A resumable session's connection (B40). A socket that fails after the handshake, "
+        "when the server named a resume token, drops the link instead of ending the call: "
+        "each attempt waits a backoff (doubling from the first delay up to a cap, each "
+        "scaled by a jitter the host draws), opens a new socket and sends `session.resume` "
+        "with the last `server_event_seq` received; `session.resumed` resumes the call. "
+        "A refusal (the session is gone), or running out of attempts or time, loses it."
+    ),
+    states=ResumeState,
+    initial=R.CONNECTED,
+    terminal=frozenset({R.LOST}),
+    groups={"down": LINK_DOWN_STATES},
+    transitions=(
+        T(
+            "drop",
+            (R.CONNECTED, R.RESUMED),
+            R.DROPPED,
+            effect="start_backoff",
+            behaviours=("B40",),
+        ),
+        T(
+            "attempt",
+            R.DROPPED,
+            R.RECONNECTING,
+            guard="within_limits",
+            effect="open_socket",
+            behaviours=("B40",),
+        ),
+        T("attempt", R.DROPPED, R.LOST, effect="give_up", behaviours=("B40",)),
+        T("opened", R.RECONNECTING, None, effect="send_resume", behaviours=("B40",)),
+        T(
+            "fail",
+            R.RECONNECTING,
+            R.DROPPED,
+            guard="within_limits",
+            effect="schedule_attempt",
+            behaviours=("B40",),
+        ),
+        T("fail", R.RECONNECTING, R.LOST, effect="give_up", behaviours=("B40",)),
+        T("refused", R.RECONNECTING, R.LOST, effect="give_up", behaviours=("B40",)),
+        T("resumed", R.RECONNECTING, R.RESUMED, effect="report_resumed", behaviours=("B40",)),
+    ),
+    invariants={
+        "L1": "the resume token and the event cursor live in memory only, never in storage",
+        "L2": "an event numbered at or below the cursor is applied at most once",
+        "L3": "attempts are bounded in number and in time from the drop; then the call is lost",
+        "L4": "while the link is down no audio, frame or commit is sent; other sends wait "
+        "for the resume",
+    },
+)
