@@ -1144,6 +1144,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b40_client_resume.py::test_b40_resync_required_marks_the_reply_in_flight_as_cut",
             "tests/conformance/test_b40_client_resume.py::test_b40_a_session_without_a_token_ends_on_a_drop_as_before",
             "tests/conformance/test_b40_client_resume.py::test_b40_the_resume_token_stays_inside_the_protocol",
+            "tests/web/test_browser_resume.py::test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works",
+            "tests/web/test_browser_resume.py::test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
         ),
     ),
 )

@@ -25,12 +25,19 @@
 // and the audio length of each transcript piece; a final transcript that is shorter or
 // empty (a server that only knew part of what was heard) never erases the streamed text.
 //
+// Resume (B40, websocket): the session is resumable (js/websocket_link.js); when the socket
+// drops, the page shows "reconnecting…", ClientProtocol pauses push-to-talk, the microphone
+// and the camera and asks for new sockets on a bounded backoff (this page draws the jitter),
+// and the replay finishes what the drop interrupted; a lost session is a notice, and the
+// next Connect starts a new one.
+//
 // Labels: the indicators show plain words (js/labels.js); each keeps the machine's state
 // name in its `data-state`. The note on spoken languages is what `session.created` says
 // the server's speech recognition knows.
 
 import { ClientProtocol } from "./client_protocol.js";
 import {
+  cameraPausedLabel,
   cameraTrackLabel,
   labelOf,
   languageNote,
@@ -40,6 +47,7 @@ import {
   transportLabel,
 } from "./labels.js";
 import { loadSpec } from "./spec_loader.js";
+import { WebsocketLink } from "./websocket_link.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -90,6 +98,11 @@ const metrics = {
   drained: [], // response ids played out
   fenced: 0,
   outputLatencyMs: null,
+  // resume (B40): each `link` output {state, at, attempts, downMs?, retryInMs?}, each
+  // socket opened to resume {attempt, at}, and the replayed events skipped as applied
+  links: [],
+  reconnects: [],
+  duplicates: 0,
 };
 
 const spec = await loadSpec();
@@ -349,23 +362,20 @@ class Call {
   }
 
   openSocket() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`, offeredProtocols());
-    let opened = false;
-    this.socket.onopen = () => {
-      opened = true;
-      this.run(this.protocol.connected(now()));
-    };
-    this.socket.onmessage = (event) => this.onServerText(event.data);
-    this.socket.onclose = (event) => {
-      // The server checks the key and the page's origin before the upgrade and answers a
-      // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
-      if (!opened) notice("error", "connection_refused", REFUSED_MESSAGE);
-      this.run(this.protocol.disconnected(now(), opened ? `socket_closed:${event.code}` : "connection_refused"));
-    };
-    this.socket.onerror = () => {
-      if (opened) notice("error", "socket_error", "the connection failed");
-    };
+    this.socket = new WebsocketLink(offeredProtocols(), {
+      open: () => this.run(this.protocol.connected(now())),
+      text: (data) => this.onServerText(data),
+      close: (event, opened) => {
+        // a resume attempt that fails is the protocol's to retry (the network is down)
+        const resuming = this.protocol.snapshot().connection === "resuming";
+        // The server checks the key and the page's origin before the upgrade and answers a
+        // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
+        if (!opened && !resuming) notice("error", "connection_refused", REFUSED_MESSAGE);
+        const reason = opened ? `socket_closed:${event.code}` : "connection_refused";
+        this.run(this.protocol.disconnected(now(), reason, Math.random()));
+      },
+    });
+    this.socket.start();
   }
 
   /** WebRTC: the microphone on an audio track (sendrecv: the reply comes back on it), a
@@ -606,7 +616,7 @@ class Call {
           metrics.sent.push({ type: output.event.type, at: eventAt });
           if (this.channel) {
             if (this.channel.readyState === "open") this.channel.send(JSON.stringify(output.event));
-          } else if (this.socket.readyState === WebSocket.OPEN) {
+          } else {
             this.socket.send(JSON.stringify(output.event));
           }
           break;
@@ -671,6 +681,28 @@ class Call {
         case "close":
           this.shutdown(output.reason);
           break;
+        case "reconnect":
+          metrics.reconnects.push({ attempt: output.attempt, at: eventAt });
+          this.socket?.resume(output.session_id);
+          break;
+        case "abandon_socket":
+          this.socket?.abandon();
+          break;
+        case "link":
+          metrics.links.push({
+            state: output.state,
+            at: eventAt,
+            attempts: output.attempts,
+            downMs: output.down_ms,
+            retryInMs: output.retry_in_ms,
+          });
+          if (output.state === "resumed") {
+            notice("info", "reconnected", `the connection is back after ${Math.round(output.down_ms)} ms`);
+          }
+          break;
+        case "duplicate":
+          metrics.duplicates += 1;
+          break;
         default:
           break; // "watchdog": shown from the snapshot
       }
@@ -691,7 +723,7 @@ class Call {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
-    if (this.socket && this.socket.readyState <= WebSocket.OPEN) this.socket.close(1000, "client closed");
+    this.socket?.close();
     if (this.channel && this.channel.readyState !== "closed") this.channel.close();
     this.pc?.close();
     ui.remoteAudio.srcObject = null;
@@ -760,6 +792,8 @@ function render(snapshot, active = null) {
       ? "camera on once you connect"
       : labelOf(labels, "client_camera", "off");
   document.body.dataset.connection = state;
+  document.body.dataset.link = snapshot?.link.state ?? "";
+  if (state === "resuming" && cameraOn) ui.cameraState.textContent = cameraPausedLabel;
 }
 
 // --- controls -------------------------------------------------------------------------
@@ -767,7 +801,7 @@ function render(snapshot, active = null) {
 ui.connect.addEventListener("click", async () => {
   if (call) {
     const active = call;
-    active.run(active.protocol.disconnected(now(), "client_hangup"));
+    active.run(active.protocol.hang_up(now()));
     return;
   }
   call = new Call(ui.mode.value, ui.turn.value, ui.transport.value);

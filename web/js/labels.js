@@ -65,6 +65,9 @@ export function transportLabel(transport, connection) {
   return `connecting over ${name}…`;
 }
 
+/** The camera caption while the link is down (B40): no frame goes out until the resume. */
+export const cameraPausedLabel = "camera paused — reconnecting";
+
 /** The camera caption on a WebRTC call: the video track carries the camera. */
 export const cameraTrackLabel = "camera on — streaming on the call's video track";
 
