@@ -87,7 +87,7 @@ from spec.tables.client_constants import (
     TURN_WATCHDOG_MS,
     session_payload,
 )
-from spec.tables.client_resume import RESUME_REFUSALS, ResumeState
+from spec.tables.client_resume import RESUME_REFUSALS, LinkState
 from spec.tables.client_watchdog import WatchdogState
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class ClientProtocol:
         if self.connection.state is ConnectionState.CONNECTING:
             self.connection.fire("open")
             self._handshake_deadline = now_ms + HANDSHAKE_TIMEOUT_MS
-        elif self._link_is(ResumeState.RECONNECTING):
+        elif self._link_is(LinkState.RECONNECTING):
             self.link.fire("opened")
         return self._finish(now_ms)
 
@@ -204,7 +204,7 @@ class ClientProtocol:
         if state is ConnectionState.READY and self.link.resumable():
             self._drop(now_ms, jitter)
         elif state is ConnectionState.RESUMING:
-            if self.link.state is ResumeState.RECONNECTING:  # this attempt's socket failed
+            if self.link.state is LinkState.RECONNECTING:  # this attempt's socket failed
                 self.link.fire("fail", now_ms=now_ms, jitter=jitter, why="out_of_time")
                 self._lose_if_lost()
             # dropped: a socket already given up on (attempt timeout) closed; nothing new
@@ -323,10 +323,10 @@ class ClientProtocol:
             self._tear_down("lost", "handshake_timeout")
         elif state is ConnectionState.RESUMING:
             link = self.link
-            if link.state is ResumeState.DROPPED and self._due(link.next_attempt_ms, now_ms):
+            if link.state is LinkState.DROPPED and self._due(link.next_attempt_ms, now_ms):
                 link.fire("attempt", now_ms=now_ms, why="out_of_time")
                 self._lose_if_lost()
-            elif link.state is ResumeState.RECONNECTING and self._due(
+            elif link.state is LinkState.RECONNECTING and self._due(
                 link.attempt_deadline_ms, now_ms
             ):
                 self._out.emit({"kind": "abandon_socket"})
@@ -466,7 +466,7 @@ class ClientProtocol:
         event_id = _id(error.get("event_id"))
         code = _id(error.get("code")) or "error"
         message = _id(error.get("message")) or ""
-        if self._link_is(ResumeState.RECONNECTING) and code in RESUME_REFUSALS:
+        if self._link_is(LinkState.RECONNECTING) and code in RESUME_REFUSALS:
             self.link.fire("refused", why=code)
             self._lose_if_lost()
             return
@@ -546,7 +546,7 @@ class ClientProtocol:
 
     # --- resume (B40) -----------------------------------------------------------------
 
-    def _link_is(self, state: ResumeState) -> bool:
+    def _link_is(self, state: LinkState) -> bool:
         return self.connection.state is ConnectionState.RESUMING and self.link.state is state
 
     def _drop(self, now_ms: float, jitter: float) -> None:
@@ -559,7 +559,7 @@ class ClientProtocol:
         self.user_speaking = False  # the server's VAD verdicts of the drop come in the replay
 
     def _on_resumed(self, now_ms: float) -> None:
-        if not self._link_is(ResumeState.RECONNECTING):
+        if not self._link_is(LinkState.RECONNECTING):
             return
         self.link.fire("resumed", now_ms=now_ms)
         self.connection.fire("resumed")
@@ -569,7 +569,7 @@ class ClientProtocol:
             self._out.send({"type": "input_audio_buffer.clear"})
 
     def _lose_if_lost(self) -> None:
-        if self.link.state is ResumeState.LOST:
+        if self.link.state is LinkState.LOST:
             self._tear_down("lost", "resume_lost")
 
     def _ready(self) -> bool:

@@ -32,7 +32,7 @@ from spec.tables.client_constants import (
     RESUME_GIVE_UP_MS,
     RESUME_MAX_ATTEMPTS,
 )
-from spec.tables.client_resume import CLIENT_RESUME, ResumeState
+from spec.tables.client_resume import CLIENT_RESUME, LinkState
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -69,7 +69,7 @@ class ResumeLink:
 
     def __init__(self, outbox: ClientOutbox) -> None:
         self.outbox = outbox
-        self.state = ResumeState.CONNECTED
+        self.state = LinkState.CONNECTED
         self.session_id: str | None = None
         self.resume_token: str | None = None
         self.last_server_event_seq = 0

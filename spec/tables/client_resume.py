@@ -6,10 +6,10 @@ import enum
 
 from spec.tables.base import T, Table
 
-__all__ = ["CLIENT_RESUME", "LINK_DOWN_STATES", "RESUME_REFUSALS", "ResumeState"]
+__all__ = ["CLIENT_RESUME", "LINK_DOWN_STATES", "RESUME_REFUSALS", "LinkState"]
 
 
-class ResumeState(enum.Enum):
+class LinkState(enum.Enum):
     CONNECTED = "connected"  # the first connection of the session is up
     DROPPED = "dropped"  # the socket failed; the next attempt waits for its backoff
     RECONNECTING = "reconnecting"  # a new socket is opening, or its session.resume awaits
@@ -17,10 +17,10 @@ class ResumeState(enum.Enum):
     LOST = "lost"  # refused, or out of attempts or time: the call is over
 
 
-R = ResumeState
+L = LinkState
 
 #: the link is down: no socket carries the session's events now
-LINK_DOWN_STATES = frozenset({R.DROPPED, R.RECONNECTING})
+LINK_DOWN_STATES = frozenset({L.DROPPED, L.RECONNECTING})
 
 #: the server's refusals of a `session.resume` (docs/session-semantics.md 7.1): the session
 #: is gone (its grace expired, it ended, the token is stale) and no retry can bring it back
@@ -38,39 +38,39 @@ CLIENT_RESUME = Table(
         "with the last `server_event_seq` received; `session.resumed` resumes the call. "
         "A refusal (the session is gone), or running out of attempts or time, loses it."
     ),
-    states=ResumeState,
-    initial=R.CONNECTED,
-    terminal=frozenset({R.LOST}),
+    states=LinkState,
+    initial=L.CONNECTED,
+    terminal=frozenset({L.LOST}),
     groups={"down": LINK_DOWN_STATES},
     transitions=(
         T(
             "drop",
-            (R.CONNECTED, R.RESUMED),
-            R.DROPPED,
+            (L.CONNECTED, L.RESUMED),
+            L.DROPPED,
             effect="start_backoff",
             behaviours=("B40",),
         ),
         T(
             "attempt",
-            R.DROPPED,
-            R.RECONNECTING,
+            L.DROPPED,
+            L.RECONNECTING,
             guard="within_limits",
             effect="open_socket",
             behaviours=("B40",),
         ),
-        T("attempt", R.DROPPED, R.LOST, effect="give_up", behaviours=("B40",)),
-        T("opened", R.RECONNECTING, None, effect="send_resume", behaviours=("B40",)),
+        T("attempt", L.DROPPED, L.LOST, effect="give_up", behaviours=("B40",)),
+        T("opened", L.RECONNECTING, None, effect="send_resume", behaviours=("B40",)),
         T(
             "fail",
-            R.RECONNECTING,
-            R.DROPPED,
+            L.RECONNECTING,
+            L.DROPPED,
             guard="within_limits",
             effect="schedule_attempt",
             behaviours=("B40",),
         ),
-        T("fail", R.RECONNECTING, R.LOST, effect="give_up", behaviours=("B40",)),
-        T("refused", R.RECONNECTING, R.LOST, effect="give_up", behaviours=("B40",)),
-        T("resumed", R.RECONNECTING, R.RESUMED, effect="report_resumed", behaviours=("B40",)),
+        T("fail", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B40",)),
+        T("refused", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B40",)),
+        T("resumed", L.RECONNECTING, L.RESUMED, effect="report_resumed", behaviours=("B40",)),
     ),
     invariants={
         "L1": "the resume token and the event cursor live in memory only, never in storage",
