@@ -122,6 +122,7 @@ _PREEMPTION = "3.7 Preemptive response (B35)"
 _D40 = "D40 What a preemptive response may change (3.7)"
 _CALLS = "10.2 WebRTC calls (B36)"
 _CLIENT_RESUME = "9.5 Resume through a network drop (B40)"
+_CALL_RESUME = "10.3 Resuming a call through a network change (B40)"
 _D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
 
 
@@ -1120,7 +1121,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "continues from the replay or is cut by `session.resync_required`; a refusal "
             "or the end of the attempts loses the call with a notice."
         ),
-        sections=(_CLIENT_RESUME, _RESUME),
+        sections=(_CLIENT_RESUME, _RESUME, _CALL_RESUME),
         rows=(
             RowRef("client_resume", "drop"),
             RowRef("client_resume", "attempt"),
@@ -1147,6 +1148,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_client_reconnect.py::test_b40_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once",
             "tests/transport/test_client_reconnect.py::test_b40_python_client_loses_a_session_the_server_no_longer_holds",
             "tests/transport/test_client_reconnect.py::test_b40_python_client_gives_up_when_the_network_never_returns",
+            "tests/transport/test_call_resume.py::test_b40_a_resumable_call_resumes_its_session_through_a_new_call",
+            "tests/transport/test_call_resume.py::test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused",
             "tests/web/test_browser_resume.py::test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works",
             "tests/web/test_browser_resume.py::test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
         ),

@@ -27,7 +27,14 @@ What differs from the websocket (decision D42):
 
 A call whose ICE fails, whose data channel does not open within `[webrtc] setup_timeout_s`
 or whose peer goes away ends its session (the slot is freed) and closes the peer
-connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose. A websocket to
+connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose.
+
+Resume (B40, docs/session-semantics.md 10.3): a call placed with `?resumable=1` is a
+resumable session (7.1): when its peer goes away the session is detached, not ended, and
+a new call placed with `?resume=1` (and `session_id=<id>` for a balancer) opens no
+session: the first event on its data channel must be `session.resume`, and the session
+then goes on over the new call (replay on its data channel, reply audio on its track).
+aiortc has no ICE restart, so a new call is how a call survives a network change. A websocket to
 `/v1/realtime?call_id=...` (sideband, `attach_sideband`) sees the call's events from then
 on and may send it client events.
 """
@@ -37,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,7 +57,16 @@ from core.connection_budget import ConnectionBudget
 from core.outbox import Outbox
 from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from runtime.channel import ChannelClosed
-from spec.errors import ErrorCode, InvalidEvent, InvalidSessionConfig, ProtocolError, UnknownCall
+from spec.error_events import refusal_event
+from spec.errors import (
+    ErrorCode,
+    InvalidEvent,
+    InvalidSessionConfig,
+    ProtocolError,
+    ResumeExpected,
+    ResumeRefused,
+    UnknownCall,
+)
 from spec.events import (
     InputAudioBufferAppend,
     OutputAudioBufferCleared,
@@ -58,6 +75,7 @@ from spec.events import (
     ResponseDone,
     ResponseOutputAudioDelta,
     SessionCreated,
+    SessionResume,
     SessionUpdated,
 )
 from spec.session_config import validate_session
@@ -512,7 +530,9 @@ async def calls_endpoint(request: Request) -> Response:
         host.metrics.session_refused()
         log.info("refused a call: %d %s", denial.status, denial.code.value)
         return JSONResponse(denial.body(), status_code=denial.status, headers=denial.headers())
-    refusal = host.refusal()
+    query = request.query_params
+    resume_only = query.get("resume", "").lower() in _YES
+    refusal = None if resume_only else host.refusal()  # a resumed session has its slot
     if refusal is not None:
         host.metrics.session_refused()
         log.info("refused a call: %s", refusal.message)
@@ -532,7 +552,10 @@ async def calls_endpoint(request: Request) -> Response:
             f"this server cannot take WebRTC calls: install joyduplex[webrtc] ({exc.name})",
         )
     registry: CallRegistry = request.app.state.calls
-    session_id = host.new_session_id()
+    # a resume names the session it resumes (its call id then routes a sideband as the
+    # session's own would); only the token of its `session.resume` attaches it
+    session_id = query.get("session_id", "") if resume_only else ""
+    session_id = session_id or host.new_session_id()
     call_id = new_call_id(session_id)
     channel = CallChannel(call_id, settings.limits)
     try:
@@ -541,6 +564,21 @@ async def calls_endpoint(request: Request) -> Response:
         channel.end("its offer was refused")
         log.info("refused a call's offer: %s", exc.message)
         return exc.response()
+    setup_timeout_s = _webrtc_settings(request).setup_timeout_s
+    if resume_only:
+        resuming = Call(call_id, channel, peer, session_id)
+
+        async def serve_resume() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
+                try:
+                    await _resume_call(host, channel, settings.limits)
+                finally:
+                    tg.cancel_scope.cancel()
+
+        registry.start(resuming, serve_resume)
+        log.info("call %s opened to resume session %s", call_id, session_id)
+        return _answered(answer, call_id)
     # the slot is taken before the answer leaves: another call or socket may have taken
     # the last one meanwhile, and offers answered together would all pass a mere check
     refusal = host.reserve(session_id)
@@ -553,11 +591,13 @@ async def calls_endpoint(request: Request) -> Response:
         return refusal_response(503, refusal.code, refusal.message)
     call = Call(call_id, channel, peer, session_id)
 
+    resumable = query.get("resumable", "").lower() in _YES or settings.duplex
+
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(call_peer.watch, peer, channel, _webrtc_settings(request).setup_timeout_s)
+            tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
             try:
-                await host.serve(channel, config=config, session_id=session_id)
+                await host.serve(channel, config=config, session_id=session_id, resumable=resumable)
             except Exception:
                 log.exception("call %s: its session crashed", call_id)
             finally:
@@ -565,12 +605,59 @@ async def calls_endpoint(request: Request) -> Response:
 
     registry.start(call, serve)
     log.info("call %s opened (session %s)", call_id, session_id)
+    return _answered(answer, call_id)
+
+
+_YES = ("1", "true", "on", "yes")
+
+
+def _answered(answer: str, call_id: str) -> Response:
     return Response(
         answer,
         status_code=201,
         media_type="application/sdp",
         headers={"Location": f"/v1/realtime/calls/{call_id}"},
     )
+
+
+async def _watch_then_close(peer: Any, channel: CallChannel, setup_timeout_s: float) -> None:
+    """Run the call's media until it ends, then close its peer connection at once: a
+    resumable session outlives its call (detached), and the dead peer must not wait for
+    the session's end to be closed."""
+    from transport import call_peer
+
+    try:
+        await call_peer.watch(peer, channel, setup_timeout_s)
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await peer.close()
+
+
+async def _resume_call(host: SessionHost, channel: CallChannel, limits: Limits) -> None:
+    """A call placed to resume: its first event must be `session.resume`; then it carries
+    that session until the session leaves it. A refusal is an `error` event on its data
+    channel, then the call ends."""
+    first: ClientEvent | ProtocolError | None = None
+    with anyio.move_on_after(limits.first_event_timeout_s or math.inf):
+        first = await channel.receive()
+    if first is None:
+        channel.end("no first event")
+        return
+    try:
+        if not isinstance(first, SessionResume):
+            raise ResumeExpected(
+                "a resume call (`?resume=1`) must begin with session.resume",
+                param="type",
+                event_id=getattr(first, "event_id", None),
+            )
+        await host.resume(channel, first)
+    except ResumeRefused as exc:
+        exc.event_id = exc.event_id or getattr(first, "event_id", None)
+        with contextlib.suppress(ChannelClosed):
+            await channel.send(refusal_event(exc))
+        with anyio.move_on_after(2.0):  # the peer reads the refusal and hangs up
+            await channel.ended.wait()
+        channel.end(f"resume refused: {exc.code.value}")
 
 
 async def hangup_endpoint(request: Request) -> Response:
@@ -591,6 +678,7 @@ async def hangup_endpoint(request: Request) -> Response:
         return refusal_response(
             404, ErrorCode.UNKNOWN_CALL, "no live call of that id on this worker"
         )
+    call.channel.peer_close_code = 1000  # a hang-up ends even a resumable session (D28)
     call.channel.end("hung up")
     return Response(status_code=200)
 

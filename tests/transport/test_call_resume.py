@@ -1,0 +1,70 @@
+"""B40 over WebRTC: a call placed with `?resumable=1` outlives its peer going away (the
+network changed under it), and a new call placed with `?resume=1` resumes the session:
+the reply the drop interrupted finishes in its replay, and the next turn is in the same
+session. aiortc (the server's WebRTC stack) has no ICE restart, so a new call is how a
+call survives a network change (docs/session-semantics.md 10.3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from spec.events import SessionResume
+from tests.transport.conftest import LiveServer
+from transport.call_client import open_call
+from transport.client_errors import ServerError
+
+pytest.importorskip("aiortc", reason="the webrtc extra is not installed")
+
+
+def _tone(ms: int) -> bytes:
+    return (np.sin(np.arange(ms * 16) / 5.0) * 8000).astype("<i2").tobytes()
+
+
+def test_b40_a_resumable_call_resumes_its_session_through_a_new_call(
+    live_server: LiveServer,
+) -> None:
+    async def test() -> None:
+        live_server.script.latency["tts"] = 0.05  # the drop lands inside the reply
+        async with open_call(live_server.url, query="resumable=1") as first:
+            await first.wait_for("session.created", timeout=30)
+            state = first.resume_state
+            assert state is not None
+            await first.update_session(turn_detection=None)
+            await first.speak(_tone(400))
+            await first.commit(create_response=True)
+            created = await first.wait_for("response.created", timeout=30)
+            await first.peer.close()  # the network goes away under the call
+        query = f"resume=1&session_id={state.session_id}"
+        async with open_call(live_server.url, query=query) as second:
+            await second._resume(state)  # session.resume, then session.resumed
+            done = await second.wait_for("response.done", timeout=30)
+            assert done.response.id == created.response.id  # type: ignore[attr-defined]
+            assert second.resume_state is not None
+            assert second.resume_state.session_id == state.session_id
+            # the next turn, in the same session, over the new call's tracks
+            await second.speak(_tone(400))
+            await second.commit(create_response=True)
+            result = await second.collect_response(timeout=30)
+            assert result.status == "completed"
+        seqs = [e.server_event_seq for e in first.history + second.history if e.server_event_seq]
+        # every event once, in order (the audio deltas' numbers are the gaps: on a call
+        # they go out on the track, never on the data channel)
+        assert seqs == sorted(set(seqs)) and seqs[0] == 1
+
+    asyncio.run(test())
+
+
+def test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused(
+    live_server: LiveServer,
+) -> None:
+    async def test() -> None:
+        async with open_call(live_server.url, query="resume=1&session_id=sess_x") as call:
+            with pytest.raises(ServerError) as info:
+                await call.send(SessionResume(session_id="sess_nope", resume_token="t"))
+                await call.wait_for("session.resumed", timeout=30)
+            assert info.value.code == "unknown_session"
+
+    asyncio.run(test())
