@@ -213,7 +213,11 @@ class ClientProtocol:
         return self._finish(now_ms)
 
     def hang_up(self, now_ms: float) -> list[Output]:
-        """The person ended the call (also while its link is down: no resume follows)."""
+        """The person ended the call (also while its link is down: no resume follows). A
+        resumable session is closed first (`session.close`): a call's data channel that
+        closes only detaches it, and it would hold its slot for the server's grace."""
+        if self._ready() and self.link.resumable():
+            self._out.send({"type": "session.close"})
         if self.connection.state is not ConnectionState.CLOSED:
             self._tear_down("lost", "client_hangup")
         return self._finish(now_ms)

@@ -9,6 +9,10 @@ applies the server's replay once (each transcript line once, the reply finishes)
 next turn is in the same session. A drop longer than the server's resume grace ends in
 `session_lost`, and Connect then starts a new session.
 
+Over WebRTC the server kills the call's peer connection (as a network change does to a
+call): the page places a new call that resumes the session (aiortc, the server's WebRTC
+stack, has no ICE restart: docs/session-semantics.md 10.3).
+
 How long the resume took after the network came back is measured and written to
 `test-artifacts/web-resume.json`, never asserted: a loaded machine stretches it without a
 bug (the backoff's cap, 2 s, bounds the wait for the next attempt).
@@ -16,7 +20,9 @@ bug (the backoff's cap, 2 s, bounds the wait for the next attempt).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import msgspec
@@ -185,5 +191,85 @@ def test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_ne
             fresh = snapshot(page)["link"]["session_id"]
             assert fresh and fresh != session_id
             assert not page.errors, page.errors
+    finally:
+        stop()
+
+
+def test_b40_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_page: Any) -> None:
+    live, stop = start_scripted(grace_s=20.0)
+    try:
+        page = browser_page
+        open_call(page, live.url, "vad", "webrtc")
+        session_id = snapshot(page)["link"]["session_id"]
+        assert session_id and snapshot(page)["link"]["resumable"]
+        wait_until(
+            page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
+        )
+        page.click("#mute")
+        wait_until(
+            page, "the reply to start", lambda: received(page, "output_audio_buffer.started"), 60
+        )
+        reply = received(page, "response.created") and page.evaluate(
+            "window.joyduplex.snapshot().playbacks.at(-1).response_id"
+        )
+        calls = list(live.app.state.calls.calls.values())
+        assert len(calls) == 1
+        cut_at = page.evaluate("performance.now()")
+        asyncio.run_coroutine_threadsafe(calls[0].peer.close(), live.loop).result(timeout=10)
+        page.wait_for_selector("body[data-connection=resuming]", timeout=30_000)
+        page.wait_for_selector("body[data-connection=ready]", timeout=60_000)
+        resumed = wait_until(
+            page,
+            "the resume",
+            lambda: [x for x in metrics(page)["links"] if x["state"] == "resumed"],
+            30,
+        )[0]
+        assert snapshot(page)["link"]["session_id"] == session_id
+        assert page.locator("#transport-state").get_attribute("data-transport") == "webrtc"
+        final = wait_until(
+            page,
+            "the reply's final transcript",
+            lambda: [
+                t
+                for t in metrics(page)["transcripts"]
+                if t["role"] == "assistant" and t["id"] == reply and t["final"]
+            ],
+            60,
+        )[0]
+        line = page.locator(f'#transcript li[data-key="assistant:{reply}"] .text')
+        assert line.inner_text() == final["text"].strip() == REPLY.strip()
+        lines_once(page)
+
+        stopped = len(received(page, "input_audio_buffer.speech_stopped"))
+        page.click("#mute")
+        wait_until(
+            page,
+            "the next turn",
+            lambda: len(received(page, "input_audio_buffer.speech_stopped")) > stopped,
+            60,
+        )
+        page.click("#mute")
+        wait_until(
+            page,
+            "the next reply",
+            lambda: len(received(page, "response.created")) >= 2,
+            60,
+        )
+        assert snapshot(page)["link"]["session_id"] == session_id
+        lines_once(page)
+        m = metrics(page)
+        figures = {
+            "kill_to_resumed_ms": resumed["at"] - cut_at,
+            "down_ms": resumed["downMs"],
+            "attempts": resumed["attempts"],
+            "links": m["links"],
+            "ice": m["ice"],
+            "notices": m["notices"],
+            "at": time.time(),
+        }
+        save(page, "web-webrtc-resume", figures)
+        print(json.dumps(figures))
+        assert not [n for n in m["notices"] if n["level"] == "error"], m["notices"]
+        assert not page.errors, page.errors
     finally:
         stop()

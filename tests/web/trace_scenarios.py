@@ -735,6 +735,17 @@ def b40_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]
     ]
 
 
+def b40_hang_up_of_a_resumed_call_closes_the_session_first() -> list[Input]:
+    return [
+        *ready_resumable(),
+        at(50, "disconnected", jitter=0.5),
+        at(250, "timeout"),
+        at(260, "connected"),
+        resumed(270, "tok_2", 3, 2),
+        at(280, "hang_up"),  # ready and resumable: session.close first, then the close
+    ]
+
+
 def b40_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
     return [
         *ready_resumable(),
@@ -848,6 +859,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         "ptt",
         {},
         b40_hang_up_while_reconnecting_ends_the_call,
+    ),
+    "b40_hang_up_of_a_resumed_call_closes_the_session_first": (
+        "vad",
+        {"media": "tracks"},
+        b40_hang_up_of_a_resumed_call_closes_the_session_first,
     ),
     "b40_a_session_without_a_token_ends_on_a_drop": (
         "vad",

@@ -115,6 +115,8 @@ let cameraOn = false;
  * silent (a dip between words is shorter), and that threshold (peak, full scale 1). */
 const QUIET_MS = 120;
 const QUIET_PEAK = 0.004;
+/** WebRTC: how long ICE may stay disconnected before the call counts as dropped (B40). */
+const ICE_GRACE_MS = 3000;
 
 window.joyduplex = {
   metrics,
@@ -356,7 +358,7 @@ class Call {
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
     this.micTrack = this.stream.getAudioTracks()[0];
 
-    if (this.onTracks) await this.placeCall();
+    if (this.onTracks) await this.placeCall("resumable=1");
     else this.openSocket();
     this.render();
   }
@@ -382,9 +384,10 @@ class Call {
    * video transceiver the camera's track is put on and taken off (replaceTrack, no new
    * offer), the `oai-events` data channel; the offer goes to POST /v1/realtime/calls once
    * ICE gathering completed (the server takes no trickled candidates). */
-  async placeCall() {
+  async placeCall(query) {
     const pc = new RTCPeerConnection();
     this.pc = pc;
+    const current = () => this.pc === pc; // a call replaced by a resume reports nothing
     // the track goes on only when the protocol says audio flows (its `microphone` output)
     this.micSender = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] }).sender;
     this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
@@ -392,24 +395,26 @@ class Call {
       if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
     };
     pc.oniceconnectionstatechange = () => {
+      if (!current()) return;
       metrics.ice.push({ state: pc.iceConnectionState, at: now() });
+      this.watchIce(pc);
       this.render();
     };
     pc.onconnectionstatechange = () => {
-      if (pc.connectionState === "failed" && !this.closed) {
-        notice("error", "ice_failed", "the call's connection failed (ICE)");
-        this.run(this.protocol.disconnected(now(), "ice_failed"));
-      }
+      if (current() && pc.connectionState === "failed" && !this.closed) this.callDropped(pc, "ice_failed");
     };
     const channel = pc.createDataChannel("oai-events");
     this.channel = channel;
     channel.onopen = () => {
+      if (!current()) return;
       this.opened = true;
       this.run(this.protocol.connected(now()));
     };
-    channel.onmessage = (event) => this.onServerText(event.data);
+    channel.onmessage = (event) => {
+      if (current()) this.onServerText(event.data);
+    };
     channel.onclose = () => {
-      if (!this.closed) this.run(this.protocol.disconnected(now(), "channel_closed"));
+      if (current() && !this.closed) this.callDropped(pc, "channel_closed");
     };
 
     await pc.setLocalDescription(await pc.createOffer());
@@ -429,17 +434,24 @@ class Call {
     if (key) headers.Authorization = `Bearer ${key}`;
     let response;
     try {
-      response = await fetch("/v1/realtime/calls", {
+      response = await fetch(`/v1/realtime/calls?${query}`, {
         method: "POST",
         headers,
         body: pc.localDescription.sdp,
       });
     } catch (error) {
-      notice("error", "call_unreachable", `cannot place the call: ${error}`);
-      this.run(this.protocol.disconnected(now(), "connection_refused"));
+      if (!current()) return;
+      // a resume attempt that cannot reach the server is the protocol's to retry
+      if (!this.resuming()) notice("error", "call_unreachable", `cannot place the call: ${error}`);
+      this.callDropped(pc, "connection_refused");
       return;
     }
     const body = await response.text();
+    if (!current()) return;
+    if (response.status !== 201 && this.resuming()) {
+      this.callDropped(pc, `call_refused:${response.status}`);
+      return;
+    }
     if (response.status !== 201) {
       // the body is the wire's `error` object (an `error` event or the object itself)
       let error = {};
@@ -460,6 +472,53 @@ class Call {
     this.callId = (response.headers.get("Location") ?? "").split("/").pop() || null;
     if (this.closed) return;
     await pc.setRemoteDescription({ type: "answer", sdp: body });
+  }
+
+  /** WebRTC (B40): the link's state says whether a failure is a drop to resume. */
+  resuming() {
+    return this.protocol.snapshot().connection === "resuming";
+  }
+
+  /** WebRTC: the call `pc` failed (its data channel closed, ICE failed, or no answer):
+   * close it, and let the protocol resume the session with a new call, or end it. */
+  callDropped(pc, reason) {
+    clearTimeout(this.iceTimer);
+    if (!this.resuming() && !this.protocol.snapshot().link.resumable && reason === "ice_failed") {
+      notice("error", "ice_failed", "the call's connection failed (ICE)");
+    }
+    if (this.pc === pc) this.pc = null;
+    pc.close();
+    this.run(this.protocol.disconnected(now(), reason, Math.random()));
+  }
+
+  /** WebRTC: ICE that stays disconnected for ICE_GRACE_MS is a dropped call (Chrome only
+   * calls it failed after about 30 s): the session resumes through a new call, since the
+   * server's WebRTC stack (aiortc) has no ICE restart. */
+  watchIce(pc) {
+    clearTimeout(this.iceTimer);
+    if (pc.iceConnectionState !== "disconnected") return;
+    this.iceTimer = setTimeout(() => {
+      if (this.pc === pc && pc.iceConnectionState === "disconnected" && !this.closed) {
+        this.callDropped(pc, "ice_disconnected");
+      }
+    }, ICE_GRACE_MS);
+  }
+
+  /** WebRTC (B40): a new call that resumes `sessionId` (ClientProtocol's `reconnect`); its
+   * data channel's open sends session.resume, the camera's track goes on its video
+   * transceiver, the microphone's when the protocol says audio flows again. */
+  async resumeCall(sessionId) {
+    if (this.pc) {
+      const old = this.pc;
+      this.pc = null;
+      old.close();
+    }
+    try {
+      await this.placeCall(`resume=1&session_id=${encodeURIComponent(sessionId)}`);
+      if (this.videoSender && this.video) await this.videoSender.replaceTrack(this.video.getVideoTracks()[0]);
+    } catch (error) {
+      notice("warning", "resume_call", String(error));
+    }
   }
 
   /** WebRTC: play the remote audio track, and measure its level in the page. */
@@ -671,6 +730,7 @@ class Call {
           break;
         case "microphone":
           // WebRTC: the microphone track is sent only while audio flows (no renegotiation)
+          if (!this.pc) break; // dropped: the resumed call's sender gets the track
           this.micSender?.replaceTrack(output.sending ? this.micTrack : null).catch((error) =>
             notice("warning", "microphone_track", String(error)),
           );
@@ -683,10 +743,17 @@ class Call {
           break;
         case "reconnect":
           metrics.reconnects.push({ attempt: output.attempt, at: eventAt });
-          this.socket?.resume(output.session_id);
+          if (this.onTracks) this.resumeCall(output.session_id);
+          else this.socket?.resume(output.session_id);
           break;
         case "abandon_socket":
-          this.socket?.abandon();
+          if (this.onTracks && this.pc) {
+            const pc = this.pc;
+            this.pc = null; // closed without a report: the protocol already failed it
+            pc.close();
+          } else {
+            this.socket?.abandon();
+          }
           break;
         case "link":
           metrics.links.push({
@@ -723,6 +790,7 @@ class Call {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
+    clearTimeout(this.iceTimer);
     this.socket?.close();
     if (this.channel && this.channel.readyState !== "closed") this.channel.close();
     this.pc?.close();

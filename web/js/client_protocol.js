@@ -464,7 +464,9 @@ export class ClientProtocol {
     return this.finish(now);
   }
 
+  // a resumable session is closed first: a call's data channel that closes only detaches it
   hang_up(now) {
+    if (this.ready() && this.link.resumable()) this.out.send({ type: "session.close" });
     if (this.connection.state !== "closed") this.tearDown("lost", "client_hangup");
     return this.finish(now);
   }
