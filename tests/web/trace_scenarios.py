@@ -24,6 +24,10 @@ RANDOM_STEPS = 80
 #: recorded random traces of a WebRTC call (media on tracks; `random_trace` puts half of
 #: the seeds from RANDOM_TRACES on up on tracks)
 TRACK_SEEDS = (102, 103)
+#: recorded random traces of a resumable session (B40): numbered events, replays, drops
+#: and resumes (`random_trace` makes every seed from RANDOM_TRACES on with seed % 5 == 4
+#: resumable, the fresh seeds of test_web_runtimes_agree included)
+RESUME_SEEDS = (104, 109, 114)
 
 Input = dict[str, Any]
 
@@ -882,9 +886,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
 
 
 def random_walk(
-    seed: int, mode: str, media: str = "events"
+    seed: int, mode: str, media: str = "events", *, resumable: bool = False
 ) -> Iterator[Callable[[ClientProtocol], Input]]:
-    """Input makers that look at the protocol's state to pick plausible ids."""
+    """Input makers that look at the protocol's state to pick plausible ids. A resumable
+    walk numbers the server's events (now and then resending a recent one, as a replay
+    does) and drops, reconnects and resumes its link."""
     rng = random.Random(seed)
     clock = [0]
     responses = [0]
@@ -973,9 +979,35 @@ def random_walk(
             return srv(tick(), f"output_audio_buffer.{kind}", response_id=rid)
 
         makers.append((4, track))
+    if resumable:
+        makers += [
+            (1, lambda p: at(tick(), "disconnected", jitter=rng.random())),
+            (1, lambda p: at(tick(), "connected")),
+            (1, lambda p: resumed(tick(), f"tok_{rng.randint(2, 99)}", 0, 0)),
+            (0.1, lambda p: error(tick(), "unknown_session", None)),
+            (0.3, lambda p: at(tick(), "hang_up") if rng.random() < 0.3 else mic(tick())),
+        ]
     weights = [w for w, _ in makers]
+    seq = [2]  # the handshake's two events (`ready_resumable`)
     while True:
-        yield rng.choices([m for _, m in makers], weights)[0]
+        maker = rng.choices([m for _, m in makers], weights)[0]
+        if not resumable:
+            yield maker
+            continue
+
+        def numbered_maker(p: ClientProtocol, maker: Any = maker) -> Input:
+            entry = maker(p)
+            event = entry.get("event")
+            if entry["kind"] != "server" or event["type"] == "session.resumed":
+                return entry
+            if rng.random() < 0.1 and seq[0] > 2:  # a replay of an event applied already
+                number = seq[0] - rng.randint(0, 2)
+            else:
+                seq[0] += 1
+                number = seq[0]
+            return {**entry, "event": {**event, "server_event_seq": number}}
+
+        yield numbered_maker
 
 
 def run(mode: str, options: dict[str, Any], inputs: list[Input]) -> list[dict[str, Any]]:
@@ -992,13 +1024,14 @@ def random_trace(seed: int) -> dict[str, Any]:
     media = "tracks" if seed % 4 >= 2 and seed >= RANDOM_TRACES else "events"
     if media == "tracks":
         options["media"] = media
+    resumable = seed >= RANDOM_TRACES and seed % 5 == 4
     protocol = ClientProtocol(mode, **options)
     steps: list[dict[str, Any]] = []
-    for entry in ready():
+    for entry in ready_resumable() if resumable else ready():
         steps.append(
             {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
         )
-    walk = random_walk(seed, mode, media)
+    walk = random_walk(seed, mode, media, resumable=resumable)
     for _ in range(RANDOM_STEPS):
         entry = next(walk)(protocol)
         steps.append(
@@ -1017,7 +1050,7 @@ def build_traces() -> dict[str, dict[str, Any]]:
             "options": options,
             "steps": run(mode, options, make()),
         }
-    for seed in (*range(RANDOM_TRACES), *TRACK_SEEDS):
+    for seed in (*range(RANDOM_TRACES), *TRACK_SEEDS, *RESUME_SEEDS):
         trace = random_trace(seed)
         traces[f"{trace['name']}.json"] = trace
     return traces
