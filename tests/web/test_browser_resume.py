@@ -63,6 +63,18 @@ def lines_once(page: Any) -> None:
     assert len(keys) == len(set(keys)), keys
 
 
+def hang_up_ends_the_session(page: Any, live: Any, session_id: str) -> None:
+    """Disconnect ends a resumable session on the server at once (no grace held)."""
+    page.click("#connect")
+    page.wait_for_selector("body[data-connection=closed]")
+    wait_until(
+        page,
+        "the server to end the session",
+        lambda: live.app.state.host.session(session_id) is None,
+        30,
+    )
+
+
 def start_scripted(grace_s: float) -> tuple[Any, Any]:
     from tests.transport.conftest import start_server
     from transport.settings import ServerSettings
@@ -161,6 +173,7 @@ def test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
             assert not [n for n in m["notices"] if n["level"] == "error"], m["notices"]
             assert len(assistant_lines(page)) >= 2
             assert not page.errors, page.errors
+            hang_up_ends_the_session(page, live, session_id)
     finally:
         stop()
 
@@ -271,5 +284,6 @@ def test_b40_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_pag
         print(json.dumps(figures))
         assert not [n for n in m["notices"] if n["level"] == "error"], m["notices"]
         assert not page.errors, page.errors
+        hang_up_ends_the_session(page, live, session_id)
     finally:
         stop()

@@ -521,6 +521,19 @@ class Call {
     }
   }
 
+  /** WebRTC: end the call on the server too (B40): a resumable session whose data channel
+   * closes is only detached, and its session.close may not cross a channel being closed. */
+  hangUpCall(callId) {
+    const headers = {};
+    const key = fragmentKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    fetch(`/v1/realtime/calls/${encodeURIComponent(callId)}/hangup`, {
+      method: "POST",
+      headers,
+      keepalive: true,
+    }).catch(() => {}); // the call may be gone already
+  }
+
   /** WebRTC: play the remote audio track, and measure its level in the page. */
   listen(remote) {
     if (this.remote === remote) return;
@@ -791,6 +804,7 @@ class Call {
     this.closed = true;
     clearTimeout(this.timer);
     clearTimeout(this.iceTimer);
+    if (this.onTracks && this.callId && reason === "client_hangup") this.hangUpCall(this.callId);
     this.socket?.close();
     if (this.channel && this.channel.readyState !== "closed") this.channel.close();
     this.pc?.close();
@@ -935,6 +949,9 @@ window.addEventListener("keyup", (event) => {
   release();
 });
 window.addEventListener("blur", release);
+// leaving the page ends its session: a resumable one would otherwise wait on the server
+// for a resume that never comes (B40)
+window.addEventListener("pagehide", () => call?.run(call.protocol.hang_up(now())));
 
 render(null);
 document.body.dataset.loaded = "true";
