@@ -84,6 +84,8 @@ from spec.tables.client_constants import (
     CLIENT_MEDIA,
     CLIENT_MODES,
     HANDSHAKE_TIMEOUT_MS,
+    LINK_PROBE_TIMEOUT_MS,
+    LINK_QUIET_MS,
     TURN_WATCHDOG_MS,
     session_payload,
 )
@@ -163,6 +165,11 @@ class ClientProtocol:
         #: a push-to-talk hold was cut by the drop after it uploaded audio: the resume
         #: clears the server's input buffer, so the next hold's commit is its own audio only
         self._clear_on_resume = False
+        #: the link's liveness (B40): when a server event last arrived, when the client
+        #: last sent, and when the heartbeat probing a quiet link went out
+        self._heard_ms: float | None = None
+        self._sent_ms: float | None = None
+        self._probe_ms: float | None = None
         self.user_speaking = False
         self._restart_watchdog = False
         #: on tracks: whether the page sends the microphone track (the last `microphone`)
@@ -244,6 +251,7 @@ class ClientProtocol:
         below the cursor (a replay of one already applied) is skipped."""
         if self.connection.state is ConnectionState.CLOSED:
             return []
+        self._heard_ms, self._probe_ms = now_ms, None
         if self.link.take(event):
             self._on_server_event(event, now_ms)
         else:
@@ -336,6 +344,13 @@ class ClientProtocol:
                 self._out.emit({"kind": "abandon_socket"})
                 link.fire("fail", now_ms=now_ms, why="out_of_time")
                 self._lose_if_lost()
+        elif state is ConnectionState.READY and self._due(self._link_deadline(), now_ms):
+            if self._probe_ms is None:
+                self._out.send({"type": "session.heartbeat"})
+                self._probe_ms = now_ms
+            else:  # no answer: the link died without a close reaching us
+                self._out.emit({"kind": "abandon_socket"})
+                self._drop(now_ms, self.link.jitter)
         elif state is ConnectionState.READY:
             if self.watchdog.state is WatchdogState.ARMED and self._due(
                 self.watchdog.deadline_ms, now_ms
@@ -356,6 +371,7 @@ class ClientProtocol:
             candidates.append(self.watchdog.deadline_ms)
         if self.connection.state is ConnectionState.RESUMING:
             candidates += [self.link.next_attempt_ms, self.link.attempt_deadline_ms]
+        candidates.append(self._link_deadline())
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
 
@@ -558,6 +574,7 @@ class ClientProtocol:
         self.connection.fire("drop")
         self.link.fire("drop", now_ms=now_ms, jitter=jitter)
         self._out.hold_sends()
+        self._probe_ms = None
         if self.turns.cut():
             self._clear_on_resume = True
         self.user_speaking = False  # the server's VAD verdicts of the drop come in the replay
@@ -571,6 +588,17 @@ class ClientProtocol:
         if self._clear_on_resume:
             self._clear_on_resume = False
             self._out.send({"type": "input_audio_buffer.clear"})
+
+    def _link_deadline(self) -> float | None:
+        """When a ready, resumable link that has heard nothing while the client sends is
+        probed (`session.heartbeat`), or, once probed without an answer, dropped."""
+        if not (self._ready() and self.link.resumable()) or self._heard_ms is None:
+            return None
+        if self._probe_ms is not None:
+            return self._probe_ms + LINK_PROBE_TIMEOUT_MS
+        if self._sent_ms is None or self._sent_ms < self._heard_ms:
+            return None  # nothing sent since the last event: nothing to hear back
+        return self._heard_ms + LINK_QUIET_MS
 
     def _lose_if_lost(self) -> None:
         if self.link.state is LinkState.LOST:
@@ -630,7 +658,10 @@ class ClientProtocol:
     def _finish(self, now_ms: float) -> list[Output]:
         self._couple(now_ms)
         self._prune()
-        return self._out.drain()
+        outputs = self._out.drain()
+        if any(out["kind"] == "send" for out in outputs):
+            self._sent_ms = now_ms
+        return outputs
 
 
 #: how `ClientProtocol.step` applies each kind of recorded input

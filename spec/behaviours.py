@@ -1145,6 +1145,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b40_client_resume.py::test_b40_resync_required_marks_the_reply_in_flight_as_cut",
             "tests/conformance/test_b40_client_resume.py::test_b40_a_session_without_a_token_ends_on_a_drop_as_before",
             "tests/conformance/test_b40_client_resume.py::test_b40_the_resume_token_stays_inside_the_protocol",
+            "tests/conformance/test_b40_client_resume.py::test_b40_a_silent_link_is_probed_while_sending_then_dropped",
+            "tests/conformance/test_b40_client_resume.py::test_b40_an_idle_client_sends_no_probe",
             "tests/transport/test_client_reconnect.py::test_b40_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once",
             "tests/transport/test_client_reconnect.py::test_b40_python_client_loses_a_session_the_server_no_longer_holds",
             "tests/transport/test_client_reconnect.py::test_b40_python_client_gives_up_when_the_network_never_returns",

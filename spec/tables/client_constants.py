@@ -34,6 +34,8 @@ __all__ = [
     "HANDSHAKE_TIMEOUT_MS",
     "INITIAL_PLAYBACK_BUFFER_MS",
     "JPEG_QUALITY",
+    "LINK_PROBE_TIMEOUT_MS",
+    "LINK_QUIET_MS",
     "MIC_CHUNK_MS",
     "PLAYBACK_RATE_HZ",
     "RESUME_ATTEMPT_TIMEOUT_MS",
@@ -80,6 +82,13 @@ RESUME_MAX_ATTEMPTS: Final = 20
 RESUME_GIVE_UP_MS: Final = 30_000
 #: an attempt whose socket neither opens and gets `session.resumed` within this long failed
 RESUME_ATTEMPT_TIMEOUT_MS: Final = 5_000
+#: a silent drop (no reset reaches the client: a tunnel, a dead route) shows no close for
+#: minutes; so while the client sends and hears nothing for LINK_QUIET_MS it sends
+#: `session.heartbeat`, and a link whose answer does not come within LINK_PROBE_TIMEOUT_MS
+#: is dropped (B40). Only a client that is sending probes: its sends already keep the
+#: session from idling out, so the probe never changes the server's idle timeout.
+LINK_QUIET_MS: Final = 4_000
+LINK_PROBE_TIMEOUT_MS: Final = 4_000
 #: push-to-talk and server VAD
 CLIENT_MODES: Final = ("ptt", "vad")
 #: where the media go: `events` (a websocket: microphone and camera as appends, reply audio
@@ -170,6 +179,8 @@ CLIENT_CONSTANTS: Final[dict[str, Any]] = {
     "resume_give_up_ms": RESUME_GIVE_UP_MS,
     "resume_attempt_timeout_ms": RESUME_ATTEMPT_TIMEOUT_MS,
     "resume_refusals": sorted(RESUME_REFUSALS),
+    "link_quiet_ms": LINK_QUIET_MS,
+    "link_probe_timeout_ms": LINK_PROBE_TIMEOUT_MS,
     "modes": list(CLIENT_MODES),
     "media": list(CLIENT_MEDIA),
     "session_payloads": {mode: session_payload(mode) for mode in CLIENT_MODES},

@@ -13,6 +13,8 @@ import pytest
 
 from core.statemachines.client_resume import backoff_ms
 from spec.tables.client_constants import (
+    LINK_PROBE_TIMEOUT_MS,
+    LINK_QUIET_MS,
     RESUME_ATTEMPT_TIMEOUT_MS,
     RESUME_BACKOFF_FIRST_MS,
     RESUME_BACKOFF_MAX_MS,
@@ -212,3 +214,28 @@ def test_b40_the_resume_token_stays_inside_the_protocol() -> None:
     d = Resumable("vad").ready()
     assert "tok_1" not in repr(d.snapshot())
     assert d.link()["resumable"] is True
+
+
+def test_b40_a_silent_link_is_probed_while_sending_then_dropped() -> None:
+    d = Resumable("vad").ready()
+    heard = d.now
+    d.step("mic", audio="BBBB", samples=640)
+    assert d.protocol.next_deadline() == heard + LINK_QUIET_MS
+    probe = d.step("timeout", now_ms=heard + LINK_QUIET_MS)
+    assert [o["event"]["type"] for o in probe if o["kind"] == "send"] == ["session.heartbeat"]
+    d.server("session.heartbeat_ack")  # answered: the link is alive
+    assert d.snapshot()["connection"] == "ready"
+    heard = d.now
+    d.step("mic", audio="BBBB", samples=640)
+    d.step("timeout", now_ms=heard + LINK_QUIET_MS)
+    out = d.step("timeout", now_ms=heard + LINK_QUIET_MS + LINK_PROBE_TIMEOUT_MS)
+    assert [o["kind"] for o in out][:2] == ["abandon_socket", "link"]
+    assert d.snapshot()["connection"] == "resuming"
+
+
+def test_b40_an_idle_client_sends_no_probe() -> None:
+    """A client that sends nothing is not probed: the probe never keeps a session from
+    idling out on the server (its own sends do that)."""
+    d = Resumable("ptt").ready()
+    assert d.protocol.next_deadline() is None
+    assert d.step("timeout", now_ms=d.now + 60_000) == []

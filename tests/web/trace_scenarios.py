@@ -761,6 +761,24 @@ def b40_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
     ]
 
 
+def b40_a_silent_link_is_probed_then_dropped() -> list[Input]:
+    """No close reaches the client (a tunnel): while it sends and hears nothing for the
+    quiet time it sends session.heartbeat; an answer keeps the link; a second quiet spell
+    whose probe goes unanswered drops it (the socket abandoned) and the resume follows."""
+    return [
+        *ready_resumable(),  # last heard at 10
+        mic(100),  # sent
+        at(4_010, "timeout"),  # quiet for 4 s while sending: the probe
+        srv(4_050, "session.heartbeat_ack", server_event_seq=3),
+        mic(4_100),
+        at(8_050, "timeout"),  # quiet again: a second probe
+        at(12_050, "timeout"),  # unanswered: the link is dropped
+        at(12_300, "timeout"),  # the first attempt
+        at(12_320, "connected"),
+        resumed(12_340, "tok_2", 4, 3),
+    ]
+
+
 def b40_a_session_without_a_token_ends_on_a_drop() -> list[Input]:
     """A session the server did not make resumable (no token) ends as before."""
     return [*ready(), at(100, "disconnected", reason="socket_closed:1006", jitter=0.5)]
@@ -868,6 +886,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         "vad",
         {"media": "tracks"},
         b40_hang_up_of_a_resumed_call_closes_the_session_first,
+    ),
+    "b40_a_silent_link_is_probed_then_dropped": (
+        "vad",
+        {},
+        b40_a_silent_link_is_probed_then_dropped,
     ),
     "b40_a_session_without_a_token_ends_on_a_drop": (
         "vad",

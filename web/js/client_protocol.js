@@ -422,6 +422,10 @@ export class ClientProtocol {
     this.resumeRefusals = new Set(constants.resume_refusals);
     // a push-to-talk hold cut by the drop after it uploaded audio: cleared on resume
     this.clearOnResume = false;
+    // the link's liveness (B40): last server event, last send, the probe's heartbeat
+    this.heardMs = null;
+    this.sentMs = null;
+    this.probeMs = null;
     this.holds = [];
     this.playbacks = new Map();
     this.pending_commits = new Map();
@@ -498,6 +502,8 @@ export class ClientProtocol {
 
   server_event(event, now) {
     if (this.connection.state === "closed") return [];
+    this.heardMs = now;
+    this.probeMs = null;
     if (this.link.take(event)) this.onServerEvent(event, now);
     else this.out.emit({ kind: "duplicate", server_event_seq: event.server_event_seq });
     return this.finish(now);
@@ -615,6 +621,15 @@ export class ClientProtocol {
         link.fire("fail", { now_ms: now, why: "out_of_time" });
         this.loseIfLost();
       }
+    } else if (state === "ready" && this.due(this.linkDeadline(), now)) {
+      if (this.probeMs === null) {
+        this.out.send({ type: "session.heartbeat" });
+        this.probeMs = now;
+      } else {
+        // no answer: the link died without a close reaching us
+        this.out.emit({ kind: "abandon_socket" });
+        this.drop(now, this.link.jitter);
+      }
     } else if (state === "ready") {
       if (this.watchdog.state === "armed" && this.due(this.watchdog.deadline_ms, now)) {
         this.watchdog.fire("expire");
@@ -634,6 +649,7 @@ export class ClientProtocol {
     if (this.connection.state === "resuming") {
       candidates.push(this.link.next_attempt_ms, this.link.attempt_deadline_ms);
     }
+    candidates.push(this.linkDeadline());
     const present = candidates.filter((c) => c !== null);
     return present.length ? Math.min(...present) : null;
   }
@@ -976,6 +992,7 @@ export class ClientProtocol {
     this.connection.fire("drop");
     this.link.fire("drop", { now_ms: now, jitter });
     this.out.hold_sends();
+    this.probeMs = null;
     const hold = this.liveHold();
     if (hold !== null) {
       if (hold.state === "recording") this.clearOnResume = true;
@@ -993,6 +1010,14 @@ export class ClientProtocol {
       this.clearOnResume = false;
       this.out.send({ type: "input_audio_buffer.clear" });
     }
+  }
+
+  // when a quiet, ready, resumable link is probed, or once probed without an answer dropped
+  linkDeadline() {
+    if (!(this.ready() && this.link.resumable()) || this.heardMs === null) return null;
+    if (this.probeMs !== null) return this.probeMs + this.constants.link_probe_timeout_ms;
+    if (this.sentMs === null || this.sentMs < this.heardMs) return null;
+    return this.heardMs + this.constants.link_quiet_ms;
   }
 
   loseIfLost() {
@@ -1076,6 +1101,8 @@ export class ClientProtocol {
   finish(now) {
     this.couple(now);
     this.prune();
-    return this.out.drain();
+    const outputs = this.out.drain();
+    if (outputs.some((output) => output.kind === "send")) this.sentMs = now;
+    return outputs;
   }
 }
