@@ -1155,6 +1155,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/web/test_browser_resume.py::test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works",
             "tests/web/test_browser_resume.py::test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
             "tests/web/test_browser_resume.py::test_b40_webrtc_call_killed_mid_reply_resumes_through_a_new_call",
+            "tests/web/test_browser_resume.py::test_b40_a_silent_drop_is_found_by_the_probe_and_resumed",
         ),
     ),
 )

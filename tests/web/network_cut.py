@@ -2,8 +2,10 @@
 
 `cut()` resets every connection through it (each side gets a TCP reset, as when a route
 goes away under an open socket) and refuses new ones, accepted and reset at once, as a
-blocked port does, until `restore()`. The page is loaded through the proxy, so every
-socket it opens (the first one and each resume attempt) crosses it.
+blocked port does, until `restore()`. `blackhole()` is the silent kind (a tunnel): bytes
+are dropped both ways and new connections hang, no reset and no close reaches anyone,
+until `restore()`; the connections it swallowed stay dead. The page is loaded through the
+proxy, so every socket it opens (the first one and each resume attempt) crosses it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class CuttableProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._cut = False
+        self._silent = False
+        self._swallowed: set[asyncio.StreamWriter] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
         self.url = ""
@@ -45,6 +49,10 @@ class CuttableProxy:
         """Reset every connection and refuse new ones."""
         self._call(self._cut_all())
 
+    def blackhole(self) -> None:
+        """Drop every byte, reset nothing; new connections hang."""
+        self._call(self._blackhole())
+
     def restore(self) -> None:
         """Let connections through again."""
         self._call(self._restore())
@@ -58,8 +66,13 @@ class CuttableProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    async def _blackhole(self) -> None:
+        self._silent = True
+        self._swallowed |= self._writers  # dead for good, as a route that went away
+
     async def _restore(self) -> None:
         self._cut = False
+        self._silent = False
 
     async def _close(self) -> None:
         await self._cut_all()
@@ -70,6 +83,13 @@ class CuttableProxy:
         if self._cut:
             writer.transport.abort()
             return
+        if self._silent:  # accepted, never answered
+            self._writers.add(writer)
+            with contextlib.suppress(OSError, ConnectionError):
+                while await reader.read(65536):
+                    pass
+            self._writers.discard(writer)
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(
                 self._target_host, self._target_port
@@ -79,10 +99,16 @@ class CuttableProxy:
             return
         pair = {writer, up_writer}
         self._writers |= pair
+        writers = {reader: writer, up_reader: up_writer}
+
+        def src_writer(src: asyncio.StreamReader) -> asyncio.StreamWriter:
+            return writers[src]
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    if dst in self._swallowed or src_writer(src) in self._swallowed:
+                        continue  # the silent drop: the bytes vanish
                     dst.write(data)
                     await dst.drain()
                 if dst.can_write_eof():  # a clean close is passed on as one

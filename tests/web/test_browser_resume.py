@@ -178,6 +178,43 @@ def test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
         stop()
 
 
+def test_b40_a_silent_drop_is_found_by_the_probe_and_resumed(browser_page: Any) -> None:
+    """A tunnel: no reset, no close, the bytes just stop. The hands-free page sends audio
+    and hears nothing, probes with session.heartbeat, drops the link when no answer
+    comes, and resumes the same session once the network is back (the server hands the
+    session over from the connection it still thinks is alive: session.replaced)."""
+    live, stop = start_scripted(grace_s=30.0)
+    try:
+        with CuttableProxy(live.url) as proxy:
+            page = browser_page
+            open_call(page, proxy.url, "vad")
+            session_id = snapshot(page)["link"]["session_id"]
+            proxy.blackhole()
+            page.wait_for_selector("body[data-connection=resuming]", timeout=60_000)
+            sent = [e["type"] for e in metrics(page)["sent"]]
+            assert "session.heartbeat" in sent, sent
+            proxy.restore()
+            restored_at = page.evaluate("performance.now()")
+            page.wait_for_selector("body[data-connection=ready]", timeout=60_000)
+            resumed = next(x for x in metrics(page)["links"] if x["state"] == "resumed")
+            assert snapshot(page)["link"]["session_id"] == session_id
+            stopped = len(received(page, "input_audio_buffer.speech_stopped"))
+            wait_until(
+                page,
+                "a turn after the resume",
+                lambda: len(received(page, "input_audio_buffer.speech_stopped")) > stopped,
+                60,
+            )
+            save(
+                page,
+                "web-resume-silent",
+                {"resume_after_network_back_ms": resumed["at"] - restored_at, **resumed},
+            )
+            assert not page.errors, page.errors
+    finally:
+        stop()
+
+
 def test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session(
     browser_page: Any,
 ) -> None:
