@@ -75,9 +75,16 @@ class CuttableProxy:
         self._silent = False
 
     async def _close(self) -> None:
-        await self._cut_all()
         if self._server is not None:
             self._server.close()
+        await self._cut_all()
+        # let every handler see its reset and finish, then drop any still waiting
+        await asyncio.sleep(0.1)
+        current = asyncio.current_task()
+        for task in asyncio.all_tasks():
+            if task is not current:
+                task.cancel()
+        await asyncio.sleep(0)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._cut:
@@ -89,6 +96,7 @@ class CuttableProxy:
                 while await reader.read(65536):
                     pass
             self._writers.discard(writer)
+            writer.close()
             return
         try:
             up_reader, up_writer = await asyncio.open_connection(

@@ -35,6 +35,7 @@
 // name in its `data-state`. The note on spoken languages is what `session.created` says
 // the server's speech recognition knows.
 
+import { hangUpCall, IceWatch } from "./call_link.js";
 import { ClientProtocol } from "./client_protocol.js";
 import {
   cameraPausedLabel,
@@ -306,6 +307,10 @@ class Call {
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
     this.lastServerType = null;
+    // WebRTC (B40): ICE stuck in `disconnected` is a dropped call, resumed with a new one
+    this.iceWatch = new IceWatch(ICE_GRACE_MS, (pc) => {
+      if (this.pc === pc && !this.closed) this.callDropped(pc, "ice_disconnected");
+    });
   }
 
   async start() {
@@ -397,7 +402,7 @@ class Call {
     pc.oniceconnectionstatechange = () => {
       if (!current()) return;
       metrics.ice.push({ state: pc.iceConnectionState, at: now() });
-      this.watchIce(pc);
+      this.iceWatch.observe(pc);
       this.render();
     };
     pc.onconnectionstatechange = () => {
@@ -482,26 +487,13 @@ class Call {
   /** WebRTC: the call `pc` failed (its data channel closed, ICE failed, or no answer):
    * close it, and let the protocol resume the session with a new call, or end it. */
   callDropped(pc, reason) {
-    clearTimeout(this.iceTimer);
+    this.iceWatch.stop();
     if (!this.resuming() && !this.protocol.snapshot().link.resumable && reason === "ice_failed") {
       notice("error", "ice_failed", "the call's connection failed (ICE)");
     }
     if (this.pc === pc) this.pc = null;
     pc.close();
     this.run(this.protocol.disconnected(now(), reason, Math.random()));
-  }
-
-  /** WebRTC: ICE that stays disconnected for ICE_GRACE_MS is a dropped call (Chrome only
-   * calls it failed after about 30 s): the session resumes through a new call, since the
-   * server's WebRTC stack (aiortc) has no ICE restart. */
-  watchIce(pc) {
-    clearTimeout(this.iceTimer);
-    if (pc.iceConnectionState !== "disconnected") return;
-    this.iceTimer = setTimeout(() => {
-      if (this.pc === pc && pc.iceConnectionState === "disconnected" && !this.closed) {
-        this.callDropped(pc, "ice_disconnected");
-      }
-    }, ICE_GRACE_MS);
   }
 
   /** WebRTC (B40): a new call that resumes `sessionId` (ClientProtocol's `reconnect`); its
@@ -519,19 +511,6 @@ class Call {
     } catch (error) {
       notice("warning", "resume_call", String(error));
     }
-  }
-
-  /** WebRTC: end the call on the server too (B40): a resumable session whose data channel
-   * closes is only detached, and its session.close may not cross a channel being closed. */
-  hangUpCall(callId) {
-    const headers = {};
-    const key = fragmentKey();
-    if (key) headers.Authorization = `Bearer ${key}`;
-    fetch(`/v1/realtime/calls/${encodeURIComponent(callId)}/hangup`, {
-      method: "POST",
-      headers,
-      keepalive: true,
-    }).catch(() => {}); // the call may be gone already
   }
 
   /** WebRTC: play the remote audio track, and measure its level in the page. */
@@ -803,8 +782,9 @@ class Call {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
-    clearTimeout(this.iceTimer);
-    if (this.onTracks && this.callId && reason === "client_hangup") this.hangUpCall(this.callId);
+    this.iceWatch.stop();
+    // a resumable session whose data channel closes is only detached (js/call_link.js)
+    if (this.onTracks && this.callId && reason === "client_hangup") hangUpCall(this.callId, fragmentKey());
     this.socket?.close();
     if (this.channel && this.channel.readyState !== "closed") this.channel.close();
     this.pc?.close();
