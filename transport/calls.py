@@ -33,7 +33,8 @@ Resume (B40, docs/session-semantics.md 10.3): a call placed with `?resumable=1` 
 resumable session (7.1): when its peer goes away the session is detached, not ended, and
 a new call placed with `?resume=1` (and `session_id=<id>` for a balancer) opens no
 session: the first event on its data channel must be `session.resume`, and the session
-then goes on over the new call (replay on its data channel, reply audio on its track).
+then goes on over the new call (replay on its data channel, reply audio on its track),
+and the sidebands of the call it took over follow it (they end with the session).
 aiortc has no ICE restart, so a new call is how a call survives a network change. A websocket to
 `/v1/realtime?call_id=...` (sideband, `attach_sideband`) sees the call's events from then
 on and may send it client events.
@@ -76,6 +77,7 @@ from spec.events import (
     ResponseOutputAudioDelta,
     SessionCreated,
     SessionResume,
+    SessionResumed,
     SessionUpdated,
 )
 from spec.session_config import validate_session
@@ -245,6 +247,12 @@ class CallChannel:
         self._acks = 0
         self._output_format = ("pcm16", 24_000)
         self.sidebands: list[Sideband] = []
+        #: set when the call's session ended; a call that resumes the session shares it
+        #: (and the sidebands), so a sideband follows a resumable session from call to call
+        self.session_over = anyio.Event()
+        #: the call that resumed this one's session, if any (a sideband's events go there)
+        self.successor: CallChannel | None = None
+        self.on_resumed: Any = None
         self.opened = anyio.Event()
         self.ended = anyio.Event()
         self.end_reason = ""
@@ -369,6 +377,8 @@ class CallChannel:
         if _answers_call_ack(event):
             log.debug("call %s: a playback report was refused: %s", self.call_id, event)
             return
+        if isinstance(event, SessionResumed) and self.on_resumed is not None:
+            self.on_resumed()  # the session is this call's now: take over its sidebands
         if isinstance(event, (SessionCreated, SessionUpdated)):
             self._output_format = _output_format(event)
         elif isinstance(event, ResponseDone):
@@ -481,6 +491,8 @@ class CallRegistry:
 
     def __init__(self) -> None:
         self.calls: dict[str, Call] = {}
+        #: the call serving each resumable session now (B40)
+        self.serving: dict[str, CallChannel] = {}
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
 
@@ -572,7 +584,7 @@ async def calls_endpoint(request: Request) -> Response:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
                 try:
-                    await _resume_call(host, channel, settings.limits)
+                    await _resume_call(host, channel, settings.limits, registry)
                 finally:
                     tg.cancel_scope.cancel()
 
@@ -593,6 +605,9 @@ async def calls_endpoint(request: Request) -> Response:
 
     resumable = query.get("resumable", "").lower() in _YES or settings.duplex
 
+    if resumable:
+        registry.serving[session_id] = channel
+
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
@@ -602,6 +617,8 @@ async def calls_endpoint(request: Request) -> Response:
                 log.exception("call %s: its session crashed", call_id)
             finally:
                 tg.cancel_scope.cancel()
+                registry.serving.pop(session_id, None)
+                channel.session_over.set()  # its sidebands end with it
 
     registry.start(call, serve)
     log.info("call %s opened (session %s)", call_id, session_id)
@@ -633,10 +650,12 @@ async def _watch_then_close(peer: Any, channel: CallChannel, setup_timeout_s: fl
             await peer.close()
 
 
-async def _resume_call(host: SessionHost, channel: CallChannel, limits: Limits) -> None:
+async def _resume_call(
+    host: SessionHost, channel: CallChannel, limits: Limits, registry: CallRegistry
+) -> None:
     """A call placed to resume: its first event must be `session.resume`; then it carries
-    that session until the session leaves it. A refusal is an `error` event on its data
-    channel, then the call ends."""
+    that session until the session leaves it, and the sidebands of the call it took over
+    follow it. A refusal is an `error` event on its data channel, then the call ends."""
     first: ClientEvent | ProtocolError | None = None
     with anyio.move_on_after(limits.first_event_timeout_s or math.inf):
         first = await channel.receive()
@@ -650,6 +669,17 @@ async def _resume_call(host: SessionHost, channel: CallChannel, limits: Limits) 
                 param="type",
                 event_id=getattr(first, "event_id", None),
             )
+        session_id = first.session_id
+
+        def took_over() -> None:
+            previous = registry.serving.get(session_id)
+            if previous is not None and previous is not channel:
+                channel.sidebands = previous.sidebands
+                channel.session_over = previous.session_over
+                previous.successor = channel
+            registry.serving[session_id] = channel
+
+        channel.on_resumed = took_over
         await host.resume(channel, first)
     except ResumeRefused as exc:
         exc.event_id = exc.event_id or getattr(first, "event_id", None)
@@ -658,6 +688,13 @@ async def _resume_call(host: SessionHost, channel: CallChannel, limits: Limits) 
         with anyio.move_on_after(2.0):  # the peer reads the refusal and hangs up
             await channel.ended.wait()
         channel.end(f"resume refused: {exc.code.value}")
+
+
+def _serving(channel: CallChannel) -> CallChannel:
+    """The call that serves `channel`'s session now: itself, or the last that resumed it."""
+    while channel.successor is not None:
+        channel = channel.successor
+    return channel
 
 
 async def hangup_endpoint(request: Request) -> Response:
@@ -746,20 +783,22 @@ async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
                     if message["type"] == "websocket.disconnect":
                         break
                     data = message.get("text")
-                    channel._accept(
+                    _serving(channel)._accept(
                         data if data is not None else message.get("bytes") or b"", sideband.budget
                     )
             tg.cancel_scope.cancel()
 
         async def call_ended() -> None:
-            await channel.ended.wait()
+            # a resumable session outlives its call: the sideband follows it to the call
+            # that resumes it (B40), and ends with the session
+            await channel.session_over.wait()
             tg.cancel_scope.cancel()
 
         tg.start_soon(events_out)
         tg.start_soon(events_in)
         tg.start_soon(call_ended)
     with contextlib.suppress(ValueError):
-        channel.sidebands.remove(sideband)
+        _serving(channel).sidebands.remove(sideband)
     sideband.outbox.close()
     sideband.inbox.close()
     with contextlib.suppress(Exception):

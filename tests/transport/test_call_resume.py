@@ -7,11 +7,13 @@ call survives a network change (docs/session-semantics.md 10.3)."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
+import websockets
 
-from spec.events import SessionResume
+from spec.events import SessionClose, SessionResume
 from tests.transport.conftest import LiveServer
 from transport.call_client import open_call
 from transport.client_errors import ServerError
@@ -68,3 +70,51 @@ def test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused(
             assert info.value.code == "unknown_session"
 
     asyncio.run(test())
+
+
+def test_b40_a_sideband_follows_its_session_to_the_call_that_resumes_it(
+    live_server: LiveServer,
+) -> None:
+    """The sideband of a resumable call outlives the call: it sees the session's events
+    on the call that resumes it and drives the session there, and ends with the session."""
+
+    async def test() -> None:
+        async with open_call(live_server.url, query="resumable=1") as first:
+            await first.wait_for("session.created", timeout=30)
+            state = first.resume_state
+            assert state is not None
+            url = f"{live_server.ws_url}?call_id={first.call_id}"
+            async with websockets.connect(url) as side:
+                channel = live_server.app.state.calls.calls[first.call_id].channel
+                await _until(lambda: bool(channel.sidebands), "the sideband")
+                await first.peer.close()  # the network goes away under the call
+                query = f"resume=1&session_id={state.session_id}"
+                async with open_call(live_server.url, query=query) as second:
+                    await second._resume(state)
+                    seen: list[str] = []
+                    while "session.resumed" not in seen:
+                        seen.append(json.loads(await side.recv())["type"])
+                    update = {"instructions": "from the side, after the resume"}
+                    await side.send(
+                        json.dumps(
+                            {"type": "session.update", "event_id": "side_1", "session": update}
+                        )
+                    )
+                    updated = await second.wait_for("session.updated", timeout=30)
+                    assert updated.session.instructions == update["instructions"]  # type: ignore[attr-defined]
+                    while "session.updated" not in seen:
+                        seen.append(json.loads(await side.recv())["type"])
+                    await second.send(SessionClose())
+                    with pytest.raises(websockets.ConnectionClosed):  # ends with the session
+                        while True:
+                            await asyncio.wait_for(side.recv(), 30)
+
+    asyncio.run(test())
+
+
+async def _until(check: object, what: str, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
