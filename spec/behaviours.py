@@ -1153,6 +1153,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/transport/test_call_resume.py::test_b40_a_resumable_call_resumes_its_session_through_a_new_call",
             "tests/transport/test_call_resume.py::test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused",
             "tests/transport/test_call_resume.py::test_b40_a_sideband_follows_its_session_to_the_call_that_resumes_it",
+            "tests/transport/test_call_resume.py::test_b40_a_resume_call_that_reaches_another_worker_is_relayed_to_its_session",
             "tests/web/test_browser_resume.py::test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works",
             "tests/web/test_browser_resume.py::test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
             "tests/web/test_browser_resume.py::test_b40_webrtc_call_killed_mid_reply_resumes_through_a_new_call",

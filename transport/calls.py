@@ -34,7 +34,8 @@ resumable session (7.1): when its peer goes away the session is detached, not en
 a new call placed with `?resume=1` (and `session_id=<id>` for a balancer) opens no
 session: the first event on its data channel must be `session.resume`, and the session
 then goes on over the new call (replay on its data channel, reply audio on its track),
-and the sidebands of the call it took over follow it (they end with the session).
+and the sidebands of the call it took over follow it (they end with the session). A
+resume call that reaches another worker than its session's is relayed there (D39).
 aiortc has no ICE restart, so a new call is how a call survives a network change. A websocket to
 `/v1/realtime?call_id=...` (sideband, `attach_sideband`) sees the call's events from then
 on and may send it client events.
@@ -544,6 +545,12 @@ async def calls_endpoint(request: Request) -> Response:
         return JSONResponse(denial.body(), status_code=denial.status, headers=denial.headers())
     query = request.query_params
     resume_only = query.get("resume", "").lower() in _YES
+    if resume_only:
+        # as a websocket resume (D39's relay): a resume call that reaches a worker that
+        # does not hold its session is relayed there, offer and answer
+        relayed = await _relay_resume_call(request, host, query.get("session_id", ""))
+        if relayed is not None:
+            return relayed
     refusal = None if resume_only else host.refusal()  # a resumed session has its slot
     if refusal is not None:
         host.metrics.session_refused()
@@ -688,6 +695,52 @@ async def _resume_call(
         with anyio.move_on_after(2.0):  # the peer reads the refusal and hangs up
             await channel.ended.wait()
         channel.end(f"resume refused: {exc.code.value}")
+
+
+async def _relay_resume_call(
+    request: Request, host: SessionHost, session_id: str
+) -> Response | None:
+    """Hand a resume call whose session lives in another worker process of this server to
+    that worker over its Unix socket (D39's relay, for an offer): the owner answers the
+    offer, so the call's media and data channel are its own. None: no other worker holds
+    the session (this worker answers, `unknown_session` if it has none)."""
+    from transport.worker_relay import relay_socket_path
+
+    run_dir = getattr(request.app.state, "run_dir", None)
+    owner = host.owner_elsewhere(session_id) if session_id else None
+    if owner is None or run_dir is None:
+        return None
+    body = await request.body()
+    forwarded = {
+        name: value
+        for name, value in request.headers.items()
+        if name.lower() in ("host", "authorization", "origin", "content-type")
+    }
+    head = "".join(f"{name}: {value}\r\n" for name, value in forwarded.items())
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    chunks: list[bytes] = []
+    try:
+        with anyio.fail_after(30):
+            async with await anyio.connect_unix(relay_socket_path(run_dir, owner)) as stream:
+                await stream.send(
+                    f"POST {target} HTTP/1.1\r\n{head}"
+                    f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                    + body
+                )
+                with contextlib.suppress(anyio.EndOfStream):
+                    while True:
+                        chunks.append(await stream.receive())
+    except (OSError, TimeoutError) as exc:
+        log.warning("a resume call for %s: worker %d did not take it (%r)", session_id, owner, exc)
+        return None
+    head_bytes, _, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    keep = {k: v for k, v in headers.items() if k.lower() in ("location", "content-type")}
+    host.metrics.resume_event("relayed")
+    log.info("a resume call for %s relayed to worker %d", session_id, owner)
+    return Response(answer, status_code=status, headers=keep)
 
 
 def _serving(channel: CallChannel) -> CallChannel:

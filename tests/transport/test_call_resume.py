@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import websockets
 
 from spec.events import SessionClose, SessionResume
+from tests.served_process import serve
 from tests.transport.conftest import LiveServer
 from transport.call_client import open_call
 from transport.client_errors import ServerError
@@ -118,3 +121,36 @@ async def _until(check: object, what: str, timeout_s: float = 30.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_b40_a_resume_call_that_reaches_another_worker_is_relayed_to_its_session(
+    tmp_path: Path,
+) -> None:
+    """`--workers 4`: the kernel hands each resume call's offer to any worker; six resumes
+    in a row (all but surely some on another worker than the session's) each resume it."""
+    with serve(["--backend", "scripted"], tmp_path / "server.log", workers=4) as served:
+
+        async def resumes() -> str:
+            async with open_call(served.base, query="resumable=1", timeout=60) as first:
+                await first.wait_for("session.created", timeout=60)
+                state = first.resume_state
+                assert state is not None
+                await first.peer.close()
+            for _ in range(6):
+                query = f"resume=1&session_id={state.session_id}"
+                async with open_call(served.base, query=query, timeout=60) as call:
+                    await call._resume(state)
+                    assert call.resume_state is not None
+                    state = call.resume_state
+                    await call.peer.close()
+            async with httpx.AsyncClient() as http:
+                return (await http.get(f"{served.base}/metrics")).text
+
+        metrics = asyncio.run(resumes())
+        relayed = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith("joyduplex_session_resume_total") and 'event="relayed"' in line
+        ]
+        assert relayed and float(relayed[0].split()[-1]) >= 1, relayed
