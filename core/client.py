@@ -1,4 +1,4 @@
-"""`ClientProtocol`: the client side of a realtime session, sans-IO (B20-B23, B40).
+"""`ClientProtocol`: the client side of a realtime session, sans-IO (B20-B23, B42).
 
     p = ClientProtocol(mode="ptt")          # or "vad"
     outputs = p.connected(now_ms)           # -> [{"kind": "send", "event": session.update}]
@@ -26,7 +26,7 @@ Theory of operation. Six kinds of machine, built from `spec/tables/client_*.py`:
 - camera (`client_camera`): frames ride with audio appends while audio is uploaded, else
   go alone at the camera cadence (B22).
 - resume link (`client_resume`): a resumable session's socket that fails once the call is
-  ready drops the link instead of ending the call (B40): the connection is `resuming`
+  ready drops the link instead of ending the call (B42): the connection is `resuming`
   (so no audio, frame, press or commit goes out: the couplings see it not ready, a live
   hold is cut, other sends wait), attempts follow a bounded backoff whose jitter the host
   draws (`disconnected(..., jitter=)`), `reconnect` asks the host for a new socket,
@@ -165,7 +165,7 @@ class ClientProtocol:
         #: a push-to-talk hold was cut by the drop after it uploaded audio: the resume
         #: clears the server's input buffer, so the next hold's commit is its own audio only
         self._clear_on_resume = False
-        #: the link's liveness (B40): when a server event last arrived, when the client
+        #: the link's liveness (B42): when a server event last arrived, when the client
         #: last sent, and when the heartbeat probing a quiet link went out
         self._heard_ms: float | None = None
         self._sent_ms: float | None = None
@@ -564,7 +564,7 @@ class ClientProtocol:
         self._handshake_deadline = None
         self._out.discard_held()
 
-    # --- resume (B40) -----------------------------------------------------------------
+    # --- resume (B42) -----------------------------------------------------------------
 
     def _link_is(self, state: LinkState) -> bool:
         return self.connection.state is ConnectionState.RESUMING and self.link.state is state

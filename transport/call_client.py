@@ -233,7 +233,7 @@ async def open_call(
 ) -> AsyncIterator[CallClient]:
     """A call to the server at `base_url` (`http://host:port`); hung up on exit. `query`
     goes on the offer's URL: `resumable=1` makes the session resumable, `resume=1&
-    session_id=<id>` places a call that resumes one (send `session.resume` first, B40).
+    session_id=<id>` places a call that resumes one (send `session.resume` first, B42).
 
     Raises:
         HandshakeRefused: the server answered the offer with an HTTP refusal.

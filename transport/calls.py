@@ -29,7 +29,7 @@ A call whose ICE fails, whose data channel does not open within `[webrtc] setup_
 or whose peer goes away ends its session (the slot is freed) and closes the peer
 connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose.
 
-Resume (B40, docs/session-semantics.md 10.3): a call placed with `?resumable=1` is a
+Resume (B42, docs/session-semantics.md 10.3): a call placed with `?resumable=1` is a
 resumable session (7.1): when its peer goes away the session is detached, not ended, and
 a new call placed with `?resume=1` (and `session_id=<id>` for a balancer) opens no
 session: the first event on its data channel must be `session.resume`, and the session
@@ -492,7 +492,7 @@ class CallRegistry:
 
     def __init__(self) -> None:
         self.calls: dict[str, Call] = {}
-        #: the call serving each resumable session now (B40)
+        #: the call serving each resumable session now (B42)
         self.serving: dict[str, CallChannel] = {}
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
@@ -843,7 +843,7 @@ async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
 
         async def call_ended() -> None:
             # a resumable session outlives its call: the sideband follows it to the call
-            # that resumes it (B40), and ends with the session
+            # that resumes it (B42), and ends with the session
             await channel.session_over.wait()
             tg.cancel_scope.cancel()
 

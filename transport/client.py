@@ -29,7 +29,7 @@ session, docs/deploy.md "Resume behind a load balancer"), sends `session.resume`
 returns once `session.resumed` arrived; the replayed events then arrive like any others.
 The cursor, the token and the rule that an event numbered at or below the cursor was
 received already (and is skipped, so a replay is applied once) are the shared client
-resume link's (`core.statemachines.client_resume.ResumeLink`, B40), the browser's too;
+resume link's (`core.statemachines.client_resume.ResumeLink`, B42), the browser's too;
 `transport.client_reconnect.resume_after_drop` retries a resume on that link's backoff.
 `drop()` abandons the socket without a close frame (tests); `ack_events()` trims the
 journal.

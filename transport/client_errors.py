@@ -42,7 +42,7 @@ class ServerError(DuplexClientError):
 
 
 class SessionLost(DuplexClientError):
-    """A dropped session could not be resumed (B40): the server refused (its grace
+    """A dropped session could not be resumed (B42): the server refused (its grace
     expired: `unknown_session`, ...) or the attempts ran out. A new session starts over."""
 
 

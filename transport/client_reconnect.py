@@ -1,5 +1,5 @@
 """`resume_after_drop`: the Python client's way back into a session after a network drop,
-on the same resume link as the browser's (B40, `core.statemachines.client_resume`).
+on the same resume link as the browser's (B42, `core.statemachines.client_resume`).
 
     async with DuplexClient.connect(url + "?resumable=1") as client:
         ...                                   # the socket fails: ConnectionLost

@@ -12,7 +12,7 @@ playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indica
 socket to resume the session), `abandon_socket` (give up on the socket opening now),
 `duplicate` (a replayed event already applied was skipped).
 
-While a resumable session's link is down (B40) sends are held, in order, and go out after
+While a resumable session's link is down (B42) sends are held, in order, and go out after
 the resume (`hold_sends`, `release_sends`); only `session.resume` itself goes through.
 """
 

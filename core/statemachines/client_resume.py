@@ -1,4 +1,4 @@
-"""Client resume: a resumable session's link through a network drop (B40).
+"""Client resume: a resumable session's link through a network drop (B42).
 
 Spec: `spec.tables.client_resume.CLIENT_RESUME`.
 

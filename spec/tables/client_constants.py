@@ -3,7 +3,7 @@
 Exported with the client tables to `web/spec/client_constants.json`, so the browser and
 the Python client read the same numbers. Values are those of the upstream duplex server's
 own web UI, so both clients pace audio, frames and timeouts alike, unless a comment says
-otherwise. The client behaviours they serve are B20-B23 and B40 (docs/session-semantics.md
+otherwise. The client behaviours they serve are B20-B23 and B42 (docs/session-semantics.md
 section 9).
 """
 
@@ -70,7 +70,7 @@ INITIAL_PLAYBACK_BUFFER_MS: Final = 100
 FENCE_MEMORY: Final = 32
 #: finished holds kept for the UI and the snapshot
 FINISHED_HOLD_MEMORY: Final = 8
-#: resume (B40, ours: upstream's page does not resume): the first attempt's backoff; each
+#: resume (B42, ours: upstream's page does not resume): the first attempt's backoff; each
 #: later one doubles up to the cap. A backoff is scaled by 0.5 + jitter / 2 (jitter in
 #: [0, 1), drawn by the host), so clients cut by one outage do not return in step. The cap
 #: bounds how long a resume waits after the network is back (a 2 s cap: about 2 s).
@@ -85,7 +85,7 @@ RESUME_ATTEMPT_TIMEOUT_MS: Final = 5_000
 #: a silent drop (no reset reaches the client: a tunnel, a dead route) shows no close for
 #: minutes; so while the client sends and hears nothing for LINK_QUIET_MS it sends
 #: `session.heartbeat`, and a link whose answer does not come within LINK_PROBE_TIMEOUT_MS
-#: is dropped (B40). Only a client that is sending probes: its sends already keep the
+#: is dropped (B42). Only a client that is sending probes: its sends already keep the
 #: session from idling out, so the probe never changes the server's idle timeout.
 LINK_QUIET_MS: Final = 4_000
 LINK_PROBE_TIMEOUT_MS: Final = 4_000

@@ -27,7 +27,7 @@ class HoldState(enum.Enum):
     NO_RESPONSE = "no_response"  # committed with `no_response: true` (quiet audio)
     REJECTED = "rejected"  # its commit was refused by an `error` carrying its event id
     SETTLED = "settled"  # its response ended (done in any status) or was interrupted
-    CUT = "cut"  # the link dropped while the button was down: no commit (B40)
+    CUT = "cut"  # the link dropped while the button was down: no commit (B42)
 
 
 H = HoldState
@@ -79,7 +79,7 @@ CLIENT_HOLD = Table(
         T("answer", H.ACKNOWLEDGED, H.ANSWERING, behaviours=("B20",)),
         T("settle", H.ANSWERING, H.SETTLED, behaviours=("B20", "B23")),
         T("interrupt", H.ANSWERING, H.SETTLED, behaviours=("B21", "B23")),
-        T("cut", (H.PRESSED, H.MUTED, H.RECORDING), H.CUT, behaviours=("B40",)),
+        T("cut", (H.PRESSED, H.MUTED, H.RECORDING), H.CUT, behaviours=("B42",)),
     ),
     invariants={
         "H1": "a hold sends at most one commit, and only after it uploaded audio",

@@ -1,4 +1,4 @@
-"""Client resume: a resumable session's connection through a network drop (B40)."""
+"""Client resume: a resumable session's connection through a network drop (B42)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ RESUME_REFUSALS = frozenset(
 CLIENT_RESUME = Table(
     name="client_resume",
     doc=(
-        "A resumable session's connection (B40). A socket that fails after the handshake, "
+        "A resumable session's connection (B42). A socket that fails after the handshake, "
         "when the server named a resume token, drops the link instead of ending the call: "
         "each attempt waits a backoff (doubling from the first delay up to a cap, each "
         "scaled by a jitter the host draws), opens a new socket and sends `session.resume` "
@@ -48,7 +48,7 @@ CLIENT_RESUME = Table(
             (L.CONNECTED, L.RESUMED),
             L.DROPPED,
             effect="start_backoff",
-            behaviours=("B40",),
+            behaviours=("B42",),
         ),
         T(
             "attempt",
@@ -56,21 +56,21 @@ CLIENT_RESUME = Table(
             L.RECONNECTING,
             guard="within_limits",
             effect="open_socket",
-            behaviours=("B40",),
+            behaviours=("B42",),
         ),
-        T("attempt", L.DROPPED, L.LOST, effect="give_up", behaviours=("B40",)),
-        T("opened", L.RECONNECTING, None, effect="send_resume", behaviours=("B40",)),
+        T("attempt", L.DROPPED, L.LOST, effect="give_up", behaviours=("B42",)),
+        T("opened", L.RECONNECTING, None, effect="send_resume", behaviours=("B42",)),
         T(
             "fail",
             L.RECONNECTING,
             L.DROPPED,
             guard="within_limits",
             effect="schedule_attempt",
-            behaviours=("B40",),
+            behaviours=("B42",),
         ),
-        T("fail", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B40",)),
-        T("refused", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B40",)),
-        T("resumed", L.RECONNECTING, L.RESUMED, effect="report_resumed", behaviours=("B40",)),
+        T("fail", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B42",)),
+        T("refused", L.RECONNECTING, L.LOST, effect="give_up", behaviours=("B42",)),
+        T("resumed", L.RECONNECTING, L.RESUMED, effect="report_resumed", behaviours=("B42",)),
     ),
     invariants={
         "L1": "the resume token and the event cursor live in memory only, never in storage",

@@ -28,8 +28,8 @@ from spec.behaviours import (
 from spec.behaviours_doc import github_anchor
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-#: B37-B39 are the server's function tools (another branch); B40 the client's resume
-EXPECTED_IDS = (*(f"B{n}" for n in range(1, 37)), "B40")
+#: B37-B39 are the server's function tools (another branch); B42 the client's resume
+EXPECTED_IDS = (*(f"B{n}" for n in range(1, 37)), "B42")
 #: `test_b05_...`, `test_b5_...`: the id a test function's name carries
 FUNCTION_ID = re.compile(r"^test_b0*(\d+)_")
 #: `test_b05_b08_commits.py`: the first and last id a conformance module covers

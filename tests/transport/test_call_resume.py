@@ -1,4 +1,4 @@
-"""B40 over WebRTC: a call placed with `?resumable=1` outlives its peer going away (the
+"""B42 over WebRTC: a call placed with `?resumable=1` outlives its peer going away (the
 network changed under it), and a new call placed with `?resume=1` resumes the session:
 the reply the drop interrupted finishes in its replay, and the next turn is in the same
 session. aiortc (the server's WebRTC stack) has no ICE restart, so a new call is how a
@@ -28,7 +28,7 @@ def _tone(ms: int) -> bytes:
     return (np.sin(np.arange(ms * 16) / 5.0) * 8000).astype("<i2").tobytes()
 
 
-def test_b40_a_resumable_call_resumes_its_session_through_a_new_call(
+def test_b42_a_resumable_call_resumes_its_session_through_a_new_call(
     live_server: LiveServer,
 ) -> None:
     async def test() -> None:
@@ -62,7 +62,7 @@ def test_b40_a_resumable_call_resumes_its_session_through_a_new_call(
     asyncio.run(test())
 
 
-def test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused(
+def test_b42_a_resume_call_that_does_not_begin_with_session_resume_is_refused(
     live_server: LiveServer,
 ) -> None:
     async def test() -> None:
@@ -75,7 +75,7 @@ def test_b40_a_resume_call_that_does_not_begin_with_session_resume_is_refused(
     asyncio.run(test())
 
 
-def test_b40_a_sideband_follows_its_session_to_the_call_that_resumes_it(
+def test_b42_a_sideband_follows_its_session_to_the_call_that_resumes_it(
     live_server: LiveServer,
 ) -> None:
     """The sideband of a resumable call outlives the call: it sees the session's events
@@ -124,7 +124,7 @@ async def _until(check: object, what: str, timeout_s: float = 30.0) -> None:
 
 
 @pytest.mark.slow
-def test_b40_a_resume_call_that_reaches_another_worker_is_relayed_to_its_session(
+def test_b42_a_resume_call_that_reaches_another_worker_is_relayed_to_its_session(
     tmp_path: Path,
 ) -> None:
     """`--workers 4`: the kernel hands each resume call's offer to any worker; six resumes

@@ -1,4 +1,4 @@
-"""B40 from Python: `resume_after_drop` brings `DuplexClient` back into its session on the
+"""B42 from Python: `resume_after_drop` brings `DuplexClient` back into its session on the
 same resume link as the browser (backoff, bounds, refusals), and a replay is applied once.
 """
 
@@ -30,7 +30,7 @@ def _url(live: LiveServer) -> str:
     return live.url.replace("http://", "ws://") + "/v1/realtime?resumable=1"
 
 
-def test_b40_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once(
+def test_b42_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once(
     server: LiveServer,
 ) -> None:
     async def test() -> None:
@@ -55,7 +55,7 @@ def test_b40_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once(
     asyncio.run(test())
 
 
-def test_b40_python_client_loses_a_session_the_server_no_longer_holds() -> None:
+def test_b42_python_client_loses_a_session_the_server_no_longer_holds() -> None:
     live, stop = _server(resume_grace_s=0.1)
     try:
 
@@ -75,7 +75,7 @@ def test_b40_python_client_loses_a_session_the_server_no_longer_holds() -> None:
         stop()
 
 
-def test_b40_python_client_gives_up_when_the_network_never_returns() -> None:
+def test_b42_python_client_gives_up_when_the_network_never_returns() -> None:
     with socket.socket() as closed:  # a port nobody listens on: every attempt is refused
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]

@@ -1,4 +1,4 @@
-"""B40 in the browser: the web UI keeps its conversation through a network drop.
+"""B42 in the browser: the web UI keeps its conversation through a network drop.
 
 Headless Chromium reaches a scripted server through a TCP proxy the test cuts
 (tests/web/network_cut.py): every connection is reset and new ones are refused, as when
@@ -85,7 +85,7 @@ def start_scripted(grace_s: float) -> tuple[Any, Any]:
     return live, stop
 
 
-def test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works(
+def test_b42_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works(
     browser_page: Any,
 ) -> None:
     live, stop = start_scripted(grace_s=20.0)
@@ -178,7 +178,7 @@ def test_b40_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
         stop()
 
 
-def test_b40_a_silent_drop_is_found_by_the_probe_and_resumed(browser_page: Any) -> None:
+def test_b42_a_silent_drop_is_found_by_the_probe_and_resumed(browser_page: Any) -> None:
     """A tunnel: no reset, no close, the bytes just stop. The hands-free page sends audio
     and hears nothing, probes with session.heartbeat, drops the link when no answer
     comes, and resumes the same session once the network is back (the server hands the
@@ -215,7 +215,7 @@ def test_b40_a_silent_drop_is_found_by_the_probe_and_resumed(browser_page: Any) 
         stop()
 
 
-def test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session(
+def test_b42_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session(
     browser_page: Any,
 ) -> None:
     live, stop = start_scripted(grace_s=1.0)
@@ -245,7 +245,7 @@ def test_b40_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_ne
         stop()
 
 
-def test_b40_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_page: Any) -> None:
+def test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_page: Any) -> None:
     live, stop = start_scripted(grace_s=20.0)
     try:
         page = browser_page

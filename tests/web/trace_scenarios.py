@@ -24,7 +24,7 @@ RANDOM_STEPS = 80
 #: recorded random traces of a WebRTC call (media on tracks; `random_trace` puts half of
 #: the seeds from RANDOM_TRACES on up on tracks)
 TRACK_SEEDS = (102, 103)
-#: recorded random traces of a resumable session (B40): numbered events, replays, drops
+#: recorded random traces of a resumable session (B42): numbered events, replays, drops
 #: and resumes (`random_trace` makes every seed from RANDOM_TRACES on with seed % 5 == 4
 #: resumable, the fresh seeds of test_web_runtimes_agree included)
 RESUME_SEEDS = (104, 109, 114)
@@ -556,7 +556,7 @@ def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
     ]
 
 
-# --- resume through a network drop (B40) ------------------------------------------------
+# --- resume through a network drop (B42) ------------------------------------------------
 
 
 def numbered(steps: list[Input], first_seq: int) -> list[Input]:
@@ -605,7 +605,7 @@ def retimed(steps: list[Input], now: int) -> list[Input]:
     return [{**step, "now_ms": now + i} for i, step in enumerate(steps)]
 
 
-def b40_drop_mid_reply_resumes_and_the_replay_applies_once() -> list[Input]:
+def b42_drop_mid_reply_resumes_and_the_replay_applies_once() -> list[Input]:
     """A reply streams; the socket fails mid-reply; one backoff later the host opens a new
     socket, which sends session.resume with the cursor; the replay resends the last event
     already applied (skipped: no second transcript piece) and then what the drop missed;
@@ -628,7 +628,7 @@ def b40_drop_mid_reply_resumes_and_the_replay_applies_once() -> list[Input]:
     ]
 
 
-def b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume() -> list[Input]:
+def b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume() -> list[Input]:
     """The link drops while the button is down: the hold is cut (no commit), the camera
     and the button pause; the playback ack of a reply drained during the drop waits; the
     first attempt's socket fails too, so the second waits a doubled backoff; on resume the
@@ -659,7 +659,7 @@ def b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume() -> list[Input]:
     ]
 
 
-def b40_resume_after_the_grace_is_refused_and_the_call_is_lost() -> list[Input]:
+def b42_resume_after_the_grace_is_refused_and_the_call_is_lost() -> list[Input]:
     """The server forgot the session (its resume grace expired): `unknown_session` loses
     the call at once, with a notice saying that Connect starts a new session."""
     return [
@@ -673,7 +673,7 @@ def b40_resume_after_the_grace_is_refused_and_the_call_is_lost() -> list[Input]:
     ]
 
 
-def b40_attempts_end_after_the_give_up_time() -> list[Input]:
+def b42_attempts_end_after_the_give_up_time() -> list[Input]:
     """Every attempt's socket fails; backoffs double up to the cap; no attempt starts
     later than the give-up time after the drop: the call is lost."""
     steps: list[Input] = [*ready_resumable(), at(100, "disconnected", jitter=0.5)]
@@ -686,7 +686,7 @@ def b40_attempts_end_after_the_give_up_time() -> list[Input]:
     return steps
 
 
-def b40_an_attempt_that_hangs_is_abandoned() -> list[Input]:
+def b42_an_attempt_that_hangs_is_abandoned() -> list[Input]:
     """A socket that opens no session.resumed within the attempt timeout is abandoned
     (`abandon_socket`); its late close changes nothing; the next attempt resumes."""
     return [
@@ -701,7 +701,7 @@ def b40_an_attempt_that_hangs_is_abandoned() -> list[Input]:
     ]
 
 
-def b40_resync_required_cuts_the_reply_in_flight() -> list[Input]:
+def b42_resync_required_cuts_the_reply_in_flight() -> list[Input]:
     """The journal lost events of the drop: the reply in flight is cut (its local audio
     cleared, its hold settled), not continued, and a notice says so."""
     return [
@@ -723,7 +723,7 @@ def b40_resync_required_cuts_the_reply_in_flight() -> list[Input]:
     ]
 
 
-def b40_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]:
+def b42_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]:
     """On a call's media (the WebRTC data channel is the link): the microphone track stops
     while the link is down and is sent again once resumed; the replay finishes the reply."""
     first = numbered(track_reply(300, "resp_1", "item_2", chunks=2), 6)
@@ -739,7 +739,7 @@ def b40_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]
     ]
 
 
-def b40_hang_up_of_a_resumed_call_closes_the_session_first() -> list[Input]:
+def b42_hang_up_of_a_resumed_call_closes_the_session_first() -> list[Input]:
     return [
         *ready_resumable(),
         at(50, "disconnected", jitter=0.5),
@@ -750,7 +750,7 @@ def b40_hang_up_of_a_resumed_call_closes_the_session_first() -> list[Input]:
     ]
 
 
-def b40_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
+def b42_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
     return [
         *ready_resumable(),
         at(100, "disconnected", jitter=0.5),
@@ -761,7 +761,7 @@ def b40_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
     ]
 
 
-def b40_a_silent_link_is_probed_then_dropped() -> list[Input]:
+def b42_a_silent_link_is_probed_then_dropped() -> list[Input]:
     """No close reaches the client (a tunnel): while it sends and hears nothing for the
     quiet time it sends session.heartbeat; an answer keeps the link; a second quiet spell
     whose probe goes unanswered drops it (the socket abandoned) and the resume follows."""
@@ -779,7 +779,7 @@ def b40_a_silent_link_is_probed_then_dropped() -> list[Input]:
     ]
 
 
-def b40_a_session_without_a_token_ends_on_a_drop() -> list[Input]:
+def b42_a_session_without_a_token_ends_on_a_drop() -> list[Input]:
     """A session the server did not make resumable (no token) ends as before."""
     return [*ready(), at(100, "disconnected", reason="socket_closed:1006", jitter=0.5)]
 
@@ -855,52 +855,52 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         {"media": "tracks"},
         b36_tracks_ptt_hold_clears_the_streamed_audio_first,
     ),
-    "b40_drop_mid_reply_resumes_and_the_replay_applies_once": (
+    "b42_drop_mid_reply_resumes_and_the_replay_applies_once": (
         "vad",
         {},
-        b40_drop_mid_reply_resumes_and_the_replay_applies_once,
+        b42_drop_mid_reply_resumes_and_the_replay_applies_once,
     ),
-    "b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume": (
+    "b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume": (
         "ptt",
         {},
-        b40_ptt_hold_cut_by_the_drop_is_cleared_on_resume,
+        b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume,
     ),
-    "b40_resume_after_the_grace_is_refused_and_the_call_is_lost": (
+    "b42_resume_after_the_grace_is_refused_and_the_call_is_lost": (
         "ptt",
         {},
-        b40_resume_after_the_grace_is_refused_and_the_call_is_lost,
+        b42_resume_after_the_grace_is_refused_and_the_call_is_lost,
     ),
-    "b40_attempts_end_after_the_give_up_time": ("ptt", {}, b40_attempts_end_after_the_give_up_time),
-    "b40_an_attempt_that_hangs_is_abandoned": ("vad", {}, b40_an_attempt_that_hangs_is_abandoned),
-    "b40_resync_required_cuts_the_reply_in_flight": (
+    "b42_attempts_end_after_the_give_up_time": ("ptt", {}, b42_attempts_end_after_the_give_up_time),
+    "b42_an_attempt_that_hangs_is_abandoned": ("vad", {}, b42_an_attempt_that_hangs_is_abandoned),
+    "b42_resync_required_cuts_the_reply_in_flight": (
         "vad",
         {},
-        b40_resync_required_cuts_the_reply_in_flight,
+        b42_resync_required_cuts_the_reply_in_flight,
     ),
-    "b40_hang_up_while_reconnecting_ends_the_call": (
+    "b42_hang_up_while_reconnecting_ends_the_call": (
         "ptt",
         {},
-        b40_hang_up_while_reconnecting_ends_the_call,
+        b42_hang_up_while_reconnecting_ends_the_call,
     ),
-    "b40_hang_up_of_a_resumed_call_closes_the_session_first": (
+    "b42_hang_up_of_a_resumed_call_closes_the_session_first": (
         "vad",
         {"media": "tracks"},
-        b40_hang_up_of_a_resumed_call_closes_the_session_first,
+        b42_hang_up_of_a_resumed_call_closes_the_session_first,
     ),
-    "b40_a_silent_link_is_probed_then_dropped": (
+    "b42_a_silent_link_is_probed_then_dropped": (
         "vad",
         {},
-        b40_a_silent_link_is_probed_then_dropped,
+        b42_a_silent_link_is_probed_then_dropped,
     ),
-    "b40_a_session_without_a_token_ends_on_a_drop": (
+    "b42_a_session_without_a_token_ends_on_a_drop": (
         "vad",
         {},
-        b40_a_session_without_a_token_ends_on_a_drop,
+        b42_a_session_without_a_token_ends_on_a_drop,
     ),
-    "b40_tracks_drop_stops_the_microphone_track_until_the_resume": (
+    "b42_tracks_drop_stops_the_microphone_track_until_the_resume": (
         "vad",
         {"media": "tracks"},
-        b40_tracks_drop_stops_the_microphone_track_until_the_resume,
+        b42_tracks_drop_stops_the_microphone_track_until_the_resume,
     ),
 }
 

@@ -25,7 +25,7 @@
 // and the audio length of each transcript piece; a final transcript that is shorter or
 // empty (a server that only knew part of what was heard) never erases the streamed text.
 //
-// Resume (B40, websocket): the session is resumable (js/websocket_link.js); when the socket
+// Resume (B42, websocket): the session is resumable (js/websocket_link.js); when the socket
 // drops, the page shows "reconnecting…", ClientProtocol pauses push-to-talk, the microphone
 // and the camera and asks for new sockets on a bounded backoff (this page draws the jitter),
 // and the replay finishes what the drop interrupted; a lost session is a notice, and the
@@ -99,7 +99,7 @@ const metrics = {
   drained: [], // response ids played out
   fenced: 0,
   outputLatencyMs: null,
-  // resume (B40): each `link` output {state, at, attempts, downMs?, retryInMs?}, each
+  // resume (B42): each `link` output {state, at, attempts, downMs?, retryInMs?}, each
   // socket opened to resume {attempt, at}, and the replayed events skipped as applied
   links: [],
   reconnects: [],
@@ -116,7 +116,7 @@ let cameraOn = false;
  * silent (a dip between words is shorter), and that threshold (peak, full scale 1). */
 const QUIET_MS = 120;
 const QUIET_PEAK = 0.004;
-/** WebRTC: how long ICE may stay disconnected before the call counts as dropped (B40). */
+/** WebRTC: how long ICE may stay disconnected before the call counts as dropped (B42). */
 const ICE_GRACE_MS = 3000;
 
 window.joyduplex = {
@@ -307,7 +307,7 @@ class Call {
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
     this.lastServerType = null;
-    // WebRTC (B40): ICE stuck in `disconnected` is a dropped call, resumed with a new one
+    // WebRTC (B42): ICE stuck in `disconnected` is a dropped call, resumed with a new one
     this.iceWatch = new IceWatch(ICE_GRACE_MS, (pc) => {
       if (this.pc === pc && !this.closed) this.callDropped(pc, "ice_disconnected");
     });
@@ -479,7 +479,7 @@ class Call {
     await pc.setRemoteDescription({ type: "answer", sdp: body });
   }
 
-  /** WebRTC (B40): the link's state says whether a failure is a drop to resume. */
+  /** WebRTC (B42): the link's state says whether a failure is a drop to resume. */
   resuming() {
     return this.protocol.snapshot().connection === "resuming";
   }
@@ -496,7 +496,7 @@ class Call {
     this.run(this.protocol.disconnected(now(), reason, Math.random()));
   }
 
-  /** WebRTC (B40): a new call that resumes `sessionId` (ClientProtocol's `reconnect`); its
+  /** WebRTC (B42): a new call that resumes `sessionId` (ClientProtocol's `reconnect`); its
    * data channel's open sends session.resume, the camera's track goes on its video
    * transceiver, the microphone's when the protocol says audio flows again. */
   async resumeCall(sessionId) {
@@ -930,7 +930,7 @@ window.addEventListener("keyup", (event) => {
 });
 window.addEventListener("blur", release);
 // leaving the page ends its session: a resumable one would otherwise wait on the server
-// for a resume that never comes (B40)
+// for a resume that never comes (B42)
 window.addEventListener("pagehide", () => call?.run(call.protocol.hang_up(now())));
 
 render(null);

@@ -1,4 +1,4 @@
-// What a WebRTC call needs to survive a network change (B40), kept out of app.js's wiring.
+// What a WebRTC call needs to survive a network change (B42), kept out of app.js's wiring.
 //
 // The server's WebRTC stack (aiortc) has no ICE restart, so a call that drops is not
 // re-offered: ClientProtocol's resume link asks for a new call (`reconnect`), which the

@@ -27,7 +27,7 @@ class ClientOutbox {
   constructor() {
     this.items = [];
     this.eventCounter = 0;
-    // while a resumable session's link is down, sends wait here (B40)
+    // while a resumable session's link is down, sends wait here (B42)
     this.holding = false;
     this.held = [];
   }
@@ -173,7 +173,7 @@ export function backoffMs(constants, attempts, jitter) {
   return base * (0.5 + jitter / 2);
 }
 
-// The resume link (B40): the session id, resume token and event cursor live here only
+// The resume link (B42): the session id, resume token and event cursor live here only
 // (in memory: a reload starts a new session); see core/statemachines/client_resume.py.
 class ResumeLink {
   constructor(rules, outbox, constants) {
@@ -422,7 +422,7 @@ export class ClientProtocol {
     this.resumeRefusals = new Set(constants.resume_refusals);
     // a push-to-talk hold cut by the drop after it uploaded audio: cleared on resume
     this.clearOnResume = false;
-    // the link's liveness (B40): last server event, last send, the probe's heartbeat
+    // the link's liveness (B42): last server event, last send, the probe's heartbeat
     this.heardMs = null;
     this.sentMs = null;
     this.probeMs = null;
@@ -982,7 +982,7 @@ export class ClientProtocol {
     this.out.discard_held();
   }
 
-  // --- resume (B40) -------------------------------------------------------------------
+  // --- resume (B42) -------------------------------------------------------------------
 
   linkIs(state) {
     return this.connection.state === "resuming" && this.link.state === state;

@@ -12,7 +12,7 @@ export function stateLabels(constants) {
       connecting: "connecting…",
       handshaking: "setting up the session…",
       ready: "connected",
-      resuming: "reconnecting…", // the link dropped; the session waits on the server (B40)
+      resuming: "reconnecting…", // the link dropped; the session waits on the server (B42)
       closed: "disconnected",
     },
     client_watchdog: {
@@ -65,7 +65,7 @@ export function transportLabel(transport, connection) {
   return `connecting over ${name}…`;
 }
 
-/** The camera caption while the link is down (B40): no frame goes out until the resume. */
+/** The camera caption while the link is down (B42): no frame goes out until the resume. */
 export const cameraPausedLabel = "camera paused — reconnecting";
 
 /** The camera caption on a WebRTC call: the video track carries the camera. */

@@ -1,4 +1,4 @@
-// The websocket of a call across its resumes (B40). The first socket opens /v1/realtime
+// The websocket of a call across its resumes (B42). The first socket opens /v1/realtime
 // with ?resumable=1, so the server keeps the session through a drop and names a resume
 // token in session.created (docs/session-semantics.md 7.1); each `reconnect` output of
 // ClientProtocol opens a new socket with ?resume=1&session_id=<id> (the id is there for a

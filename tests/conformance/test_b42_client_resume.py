@@ -1,9 +1,9 @@
-"""B40 Resume through a network drop (client): a resumable session's call survives its
+"""B42 Resume through a network drop (client): a resumable session's call survives its
 socket failing. The link drops (nothing but `session.resume` goes out, a live hold is cut,
 the camera and the button pause), attempts follow a bounded, jittered backoff, the resume
 carries the cursor, a replayed event already applied is skipped, and a refusal or the end
 of the attempts loses the call with a notice. The same scenarios run in the browser's
-port: tests/web/traces/b40_*.json (pytest and node)."""
+port: tests/web/traces/b42_*.json (pytest and node)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class Resumable(Driver):
         return dict(self.snapshot()["link"])
 
 
-def test_b40_a_drop_mid_reply_resumes_with_the_cursor_and_the_replay_applies_once() -> None:
+def test_b42_a_drop_mid_reply_resumes_with_the_cursor_and_the_replay_applies_once() -> None:
     d = Resumable("vad").ready()
     d.committed("item_1", None)
     d.created("resp_1")
@@ -98,7 +98,7 @@ def test_b40_a_drop_mid_reply_resumes_with_the_cursor_and_the_replay_applies_onc
     assert d.playback_state("resp_1") == "draining"  # the reply continues to its end
 
 
-def test_b40_nothing_goes_out_while_the_link_is_down_and_held_sends_follow_the_resume() -> None:
+def test_b42_nothing_goes_out_while_the_link_is_down_and_held_sends_follow_the_resume() -> None:
     d = Resumable("vad", camera=True).ready()
     d.created("resp_1")
     d.delta("resp_1")
@@ -117,7 +117,7 @@ def test_b40_nothing_goes_out_while_the_link_is_down_and_held_sends_follow_the_r
     assert [o["kind"] for o in d.step("mic", audio="BBBB", samples=640)] == ["send"]
 
 
-def test_b40_a_hold_cut_by_the_drop_sends_no_commit_and_the_resume_clears_its_audio() -> None:
+def test_b42_a_hold_cut_by_the_drop_sends_no_commit_and_the_resume_clears_its_audio() -> None:
     d = Resumable("ptt").ready()
     d.step("press")
     d.step("mic", audio="BBBB", samples=640)
@@ -132,7 +132,7 @@ def test_b40_a_hold_cut_by_the_drop_sends_no_commit_and_the_resume_clears_its_au
 
 
 @pytest.mark.parametrize("jitter", [0.0, 0.5, 0.999])
-def test_b40_the_backoff_doubles_up_to_the_cap_scaled_by_the_hosts_jitter(jitter: float) -> None:
+def test_b42_the_backoff_doubles_up_to_the_cap_scaled_by_the_hosts_jitter(jitter: float) -> None:
     d = Resumable("vad").ready()
     d.drop(jitter)
     waits = []
@@ -148,7 +148,7 @@ def test_b40_the_backoff_doubles_up_to_the_cap_scaled_by_the_hosts_jitter(jitter
     assert max(waits) == RESUME_BACKOFF_MAX_MS * scale
 
 
-def test_b40_attempts_are_bounded_in_time_then_the_call_is_lost() -> None:
+def test_b42_attempts_are_bounded_in_time_then_the_call_is_lost() -> None:
     d = Resumable("vad").ready()
     dropped_at = d.now
     d.drop()
@@ -165,7 +165,7 @@ def test_b40_attempts_are_bounded_in_time_then_the_call_is_lost() -> None:
     assert d.of("close")[-1]["reason"] == "resume_lost"
 
 
-def test_b40_an_attempt_that_never_answers_is_abandoned_and_retried() -> None:
+def test_b42_an_attempt_that_never_answers_is_abandoned_and_retried() -> None:
     d = Resumable("vad").ready()
     d.drop()
     d.attempt()
@@ -178,7 +178,7 @@ def test_b40_an_attempt_that_never_answers_is_abandoned_and_retried() -> None:
 
 
 @pytest.mark.parametrize("code", ["unknown_session", "invalid_resume_token"])
-def test_b40_a_refused_resume_loses_the_call_at_once(code: str) -> None:
+def test_b42_a_refused_resume_loses_the_call_at_once(code: str) -> None:
     d = Resumable("ptt").ready()
     d.drop()
     d.attempt()
@@ -189,7 +189,7 @@ def test_b40_a_refused_resume_loses_the_call_at_once(code: str) -> None:
     assert d.link()["state"] == "lost"
 
 
-def test_b40_resync_required_marks_the_reply_in_flight_as_cut() -> None:
+def test_b42_resync_required_marks_the_reply_in_flight_as_cut() -> None:
     d = Resumable("vad").ready()
     d.committed("item_1", None)
     d.created("resp_1")
@@ -203,20 +203,20 @@ def test_b40_resync_required_marks_the_reply_in_flight_as_cut() -> None:
     assert d.snapshot()["watchdog"] == "disarmed"
 
 
-def test_b40_a_session_without_a_token_ends_on_a_drop_as_before() -> None:
+def test_b42_a_session_without_a_token_ends_on_a_drop_as_before() -> None:
     d = Driver("vad").ready()
     out = d.step("disconnected", reason="socket_closed:1006", jitter=0.5)
     assert [o["kind"] for o in out] == ["close"]
     assert d.snapshot()["connection"] == "closed"
 
 
-def test_b40_the_resume_token_stays_inside_the_protocol() -> None:
+def test_b42_the_resume_token_stays_inside_the_protocol() -> None:
     d = Resumable("vad").ready()
     assert "tok_1" not in repr(d.snapshot())
     assert d.link()["resumable"] is True
 
 
-def test_b40_a_silent_link_is_probed_while_sending_then_dropped() -> None:
+def test_b42_a_silent_link_is_probed_while_sending_then_dropped() -> None:
     d = Resumable("vad").ready()
     heard = d.now
     d.step("mic", audio="BBBB", samples=640)
@@ -233,7 +233,7 @@ def test_b40_a_silent_link_is_probed_while_sending_then_dropped() -> None:
     assert d.snapshot()["connection"] == "resuming"
 
 
-def test_b40_an_idle_client_sends_no_probe() -> None:
+def test_b42_an_idle_client_sends_no_probe() -> None:
     """A client that sends nothing is not probed: the probe never keeps a session from
     idling out on the server (its own sends do that)."""
     d = Resumable("ptt").ready()
