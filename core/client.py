@@ -1,4 +1,4 @@
-"""`ClientProtocol`: the client side of a realtime session, sans-IO (B20-B23).
+"""`ClientProtocol`: the client side of a realtime session, sans-IO (B20-B23, B42).
 
     p = ClientProtocol(mode="ptt")          # or "vad"
     outputs = p.connected(now_ms)           # -> [{"kind": "send", "event": session.update}]
@@ -16,7 +16,7 @@ runs a line-by-line port (`web/js/client_protocol.js`) over the same tables expo
 `web/spec/*.json`; recorded traces (`tests/web/traces`) prove both produce the same
 outputs and states.
 
-Theory of operation. Five kinds of machine, built from `spec/tables/client_*.py`:
+Theory of operation. Six kinds of machine, built from `spec/tables/client_*.py`:
 - connection: handshake, then ready; only fatal paths end the call; `error` events after
   the handshake become notices (or the rejection of the commit they name).
 - holds (`core.client_holds`): one per push-to-talk hold or server-VAD commit; an
@@ -25,6 +25,17 @@ Theory of operation. Five kinds of machine, built from `spec/tables/client_*.py`
 - watchdog (`client_watchdog`): armed iff some hold awaits a reply (B23).
 - camera (`client_camera`): frames ride with audio appends while audio is uploaded, else
   go alone at the camera cadence (B22).
+- resume link (`client_resume`): a resumable session's socket that fails once the call is
+  ready drops the link instead of ending the call (B42): the connection is `resuming`
+  (so no audio, frame, press or commit goes out: the couplings see it not ready, a live
+  hold is cut, other sends wait), attempts follow a bounded backoff whose jitter the host
+  draws (`disconnected(..., jitter=)`), `reconnect` asks the host for a new socket,
+  `session.resume` carries the cursor, and `session.resumed` makes the call ready again:
+  held sends go out, a cut push-to-talk hold's audio is cleared from the server's input
+  buffer, and the replay arrives as ordinary events. An event numbered at or below the
+  cursor was applied already and is skipped (`duplicate`). A replay the server cannot
+  give (`session.resync_required`) cuts the replies in flight; a refusal or the end of
+  the attempts loses the call (`session_lost`).
 Couplings live in one place, `_couple`, run after every input: it moves the camera
 between off/standalone/riding and arms or disarms the watchdog from the holds' states.
 
@@ -65,6 +76,7 @@ from core.client_replies import ClientReplies, base64_bytes
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_outbox import ClientOutbox, EventIds, Output
+from core.statemachines.client_resume import ResumeLink
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.client_camera import CameraState
 from spec.tables.client_connection import ConnectionState
@@ -73,9 +85,12 @@ from spec.tables.client_constants import (
     CLIENT_MEDIA,
     CLIENT_MODES,
     HANDSHAKE_TIMEOUT_MS,
+    LINK_PROBE_TIMEOUT_MS,
+    LINK_QUIET_MS,
     TURN_WATCHDOG_MS,
     session_payload,
 )
+from spec.tables.client_resume import RESUME_REFUSALS, LinkState
 from spec.tables.client_watchdog import WatchdogState
 
 if TYPE_CHECKING:
@@ -149,6 +164,15 @@ class ClientProtocol:
         self.camera = Camera(self._out, captures=not self.on_tracks)
         self.turns = ClientHolds(self._out)
         self.replies = ClientReplies(self._out, on_track=self.on_tracks)
+        self.link = ResumeLink(self._out)
+        #: a push-to-talk hold was cut by the drop after it uploaded audio: the resume
+        #: clears the server's input buffer, so the next hold's commit is its own audio only
+        self._clear_on_resume = False
+        #: the link's liveness (B42): when a server event last arrived, when the client
+        #: last sent, and when the heartbeat probing a quiet link went out
+        self._heard_ms: float | None = None
+        self._sent_ms: float | None = None
+        self._probe_ms: float | None = None
         self.user_speaking = False
         self._restart_watchdog = False
         #: on tracks: whether the page sends the microphone track (the last `microphone`)
@@ -171,16 +195,41 @@ class ClientProtocol:
     # --- host inputs ------------------------------------------------------------------
 
     def connected(self, now_ms: float) -> list[Output]:
-        """The socket opened: send the mode's `session.update`."""
+        """The socket opened: send the mode's `session.update`, or on a socket opened to
+        resume (`reconnect`) the `session.resume`."""
         if self.connection.state is ConnectionState.CONNECTING:
             self.connection.fire("open")
             self._handshake_deadline = now_ms + HANDSHAKE_TIMEOUT_MS
+        elif self._link_is(LinkState.RECONNECTING):
+            self.link.fire("opened")
         return self._finish(now_ms)
 
-    def disconnected(self, now_ms: float, reason: str = "socket_closed") -> list[Output]:
-        """The socket closed (or failed)."""
-        if self.connection.state is not ConnectionState.CLOSED:
+    def disconnected(
+        self, now_ms: float, reason: str = "socket_closed", jitter: float = 0.5
+    ) -> list[Output]:
+        """The socket closed (or failed). A resumable session's call that was ready drops
+        its link and tries to resume; `jitter` (in [0, 1), drawn by the host) scales the
+        backoff before the next attempt."""
+        state = self.connection.state
+        if state is ConnectionState.READY and self.link.resumable():
+            self._drop(now_ms, jitter)
+        elif state is ConnectionState.RESUMING:
+            if self.link.state is LinkState.RECONNECTING:  # this attempt's socket failed
+                self.link.fire("fail", now_ms=now_ms, jitter=jitter, why="out_of_time")
+                self._lose_if_lost()
+            # dropped: a socket already given up on (attempt timeout) closed; nothing new
+        elif state is not ConnectionState.CLOSED:
             self._tear_down("lost", reason)
+        return self._finish(now_ms)
+
+    def hang_up(self, now_ms: float) -> list[Output]:
+        """The person ended the call (also while its link is down: no resume follows). A
+        resumable session is closed first (`session.close`): a call's data channel that
+        closes only detaches it, and it would hold its slot for the server's grace."""
+        if self._ready() and self.link.resumable():
+            self._out.send({"type": "session.close"})
+        if self.connection.state is not ConnectionState.CLOSED:
+            self._tear_down("lost", "client_hangup")
         return self._finish(now_ms)
 
     def server_text(self, text: str | bytes, now_ms: float) -> list[Output]:
@@ -201,10 +250,15 @@ class ClientProtocol:
         return self.server_event(event, now_ms)
 
     def server_event(self, event: Mapping[str, Any], now_ms: float) -> list[Output]:
-        """One decoded server event (a JSON object with `type`)."""
+        """One decoded server event (a JSON object with `type`). An event numbered at or
+        below the cursor (a replay of one already applied) is skipped."""
         if self.connection.state is ConnectionState.CLOSED:
             return []
-        self._on_server_event(event, now_ms)
+        self._heard_ms, self._probe_ms = now_ms, None
+        if self.link.take(event):
+            self._on_server_event(event, now_ms)
+        else:
+            self._out.emit({"kind": "duplicate", "server_event_seq": event["server_event_seq"]})
         return self._finish(now_ms)
 
     def press(self, now_ms: float) -> list[Output]:
@@ -290,6 +344,24 @@ class ClientProtocol:
                 "error", "handshake_timeout", "the server did not answer session.update in time"
             )
             self._tear_down("lost", "handshake_timeout")
+        elif state is ConnectionState.RESUMING:
+            link = self.link
+            if link.state is LinkState.DROPPED and self._due(link.next_attempt_ms, now_ms):
+                link.fire("attempt", now_ms=now_ms, why="out_of_time")
+                self._lose_if_lost()
+            elif link.state is LinkState.RECONNECTING and self._due(
+                link.attempt_deadline_ms, now_ms
+            ):
+                self._out.emit({"kind": "abandon_socket"})
+                link.fire("fail", now_ms=now_ms, why="out_of_time")
+                self._lose_if_lost()
+        elif state is ConnectionState.READY and self._due(self._link_deadline(), now_ms):
+            if self._probe_ms is None:
+                self._out.send({"type": "session.heartbeat"})
+                self._probe_ms = now_ms
+            else:  # no answer: the link died without a close reaching us
+                self._out.emit({"kind": "abandon_socket"})
+                self._drop(now_ms, self.link.jitter)
         elif state is ConnectionState.READY:
             if self.watchdog.state is WatchdogState.ARMED and self._due(
                 self.watchdog.deadline_ms, now_ms
@@ -308,6 +380,9 @@ class ClientProtocol:
             candidates.append(self._handshake_deadline)
         if self.watchdog.state is WatchdogState.ARMED:
             candidates.append(self.watchdog.deadline_ms)
+        if self.connection.state is ConnectionState.RESUMING:
+            candidates += [self.link.next_attempt_ms, self.link.attempt_deadline_ms]
+        candidates.append(self._link_deadline())
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
 
@@ -336,6 +411,8 @@ class ClientProtocol:
             "pending_commits": list(self.pending_commits),
             "holds": [hold.snapshot() for hold in self.holds],
             "playbacks": [playback.snapshot() for playback in self.playbacks.values()],
+            "link": self.link.snapshot(),
+            "held_sends": len(self._out.held),
         }
 
     # --- server events ----------------------------------------------------------------
@@ -346,6 +423,21 @@ class ClientProtocol:
         if kind == "session.updated":
             self.connection.fire("ready")
             self._handshake_deadline = None
+        elif kind == "session.resumed":
+            self._on_resumed(now_ms)
+        elif kind == "session.resync_required":
+            # the events of the drop are gone: what was in flight is cut, not continued
+            self._notice(
+                "warning",
+                "resync_required",
+                "some events of the drop could not be replayed "
+                f"({_id(event.get('reason')) or 'unknown'}); replies in flight were cut",
+            )
+            self._interrupt(None)
+        elif kind == "session.replaced":
+            # another connection resumed this session: it is that one's now
+            self._notice("warning", "session_replaced", "the session continues elsewhere")
+            self._tear_down("lost", "session_replaced")
         elif kind == "session.closed":
             self._tear_down("lost", f"session_closed:{_id(event.get('reason')) or 'unknown'}")
         elif kind == "error":
@@ -406,6 +498,10 @@ class ClientProtocol:
         event_id = _id(error.get("event_id"))
         code = _id(error.get("code")) or "error"
         message = _id(error.get("message")) or ""
+        if self._link_is(LinkState.RECONNECTING) and code in RESUME_REFUSALS:
+            self.link.fire("refused", why=code)
+            self._lose_if_lost()
+            return
         if self.connection.state is ConnectionState.HANDSHAKING and event_id in (
             None,
             self.connection.update_event_id,
@@ -478,6 +574,47 @@ class ClientProtocol:
         self.connection.fire(trigger, reason=reason)
         self.replies.interrupt(None)
         self._handshake_deadline = None
+        self._out.discard_held()
+
+    # --- resume (B42) -----------------------------------------------------------------
+
+    def _link_is(self, state: LinkState) -> bool:
+        return self.connection.state is ConnectionState.RESUMING and self.link.state is state
+
+    def _drop(self, now_ms: float, jitter: float) -> None:
+        """The socket of a ready, resumable call failed: keep the call, resume it."""
+        self.connection.fire("drop")
+        self.link.fire("drop", now_ms=now_ms, jitter=jitter)
+        self._out.hold_sends()
+        self._probe_ms = None
+        if self.turns.cut():
+            self._clear_on_resume = True
+        self.user_speaking = False  # the server's VAD verdicts of the drop come in the replay
+
+    def _on_resumed(self, now_ms: float) -> None:
+        if not self._link_is(LinkState.RECONNECTING):
+            return
+        self.link.fire("resumed", now_ms=now_ms)
+        self.connection.fire("resumed")
+        self._out.release_sends()
+        if self._clear_on_resume:
+            self._clear_on_resume = False
+            self._out.send({"type": "input_audio_buffer.clear"})
+
+    def _link_deadline(self) -> float | None:
+        """When a ready, resumable link that has heard nothing while the client sends is
+        probed (`session.heartbeat`), or, once probed without an answer, dropped."""
+        if not (self._ready() and self.link.resumable()) or self._heard_ms is None:
+            return None
+        if self._probe_ms is not None:
+            return self._probe_ms + LINK_PROBE_TIMEOUT_MS
+        if self._sent_ms is None or self._sent_ms < self._heard_ms:
+            return None  # nothing sent since the last event: nothing to hear back
+        return self._heard_ms + LINK_QUIET_MS
+
+    def _lose_if_lost(self) -> None:
+        if self.link.state is LinkState.LOST:
+            self._tear_down("lost", "resume_lost")
 
     def _ready(self) -> bool:
         return self.connection.state is ConnectionState.READY
@@ -533,13 +670,19 @@ class ClientProtocol:
     def _finish(self, now_ms: float) -> list[Output]:
         self._couple(now_ms)
         self._prune()
-        return self._out.drain()
+        outputs = self._out.drain()
+        if any(out["kind"] == "send" for out in outputs):
+            self._sent_ms = now_ms
+        return outputs
 
 
 #: how `ClientProtocol.step` applies each kind of recorded input
 _RECORDED_INPUTS: dict[str, Callable[[ClientProtocol, Mapping[str, Any], float], list[Output]]] = {
     "connected": lambda p, e, now: p.connected(now),
-    "disconnected": lambda p, e, now: p.disconnected(now, e.get("reason", "socket_closed")),
+    "disconnected": lambda p, e, now: p.disconnected(
+        now, e.get("reason", "socket_closed"), e.get("jitter", 0.5)
+    ),
+    "hang_up": lambda p, e, now: p.hang_up(now),
     "server": lambda p, e, now: p.server_event(e["event"], now),
     "server_text": lambda p, e, now: p.server_text(e["text"], now),
     "press": lambda p, e, now: p.press(now),

@@ -98,6 +98,17 @@ class ClientHolds:
             hold.fire("upload")
         hold.uploaded_samples += samples
 
+    def cut(self) -> bool:
+        """The link dropped: the live hold ends without a commit (its audio reached the
+        server only in part). True if it had uploaded audio, which the server still holds
+        in its input buffer."""
+        hold = self.live()
+        if hold is None:
+            return False
+        uploaded = hold.state is HoldState.RECORDING
+        hold.fire("cut")
+        return uploaded
+
     # --- the server's answers ----------------------------------------------------------
 
     def speech_stopped(self, item_id: str, now_ms: float) -> None:

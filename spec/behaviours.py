@@ -1,4 +1,4 @@
-"""The behaviour catalogue: B1..B41 as data.
+"""The behaviour catalogue: B1..B42 as data.
 
 Each behaviour names, directly, everything that makes it true: the sections of
 `docs/session-semantics.md` that explain it, the state-table rows (`spec/tables`) and the
@@ -125,6 +125,8 @@ _PREEMPTION = "3.7 Preemptive response (B35)"
 _FUNCTIONS = "3.8 Function calls (B37-B40)"
 _D40 = "D40 What a preemptive response may change (3.7)"
 _CALLS = "10.2 WebRTC calls (B36)"
+_CLIENT_RESUME = "9.5 Resume through a network drop (B42)"
+_CALL_RESUME = "10.3 Resuming a call through a network change (B42)"
 _D42 = "D42 What a WebRTC call reports as played (10.2, 6)"
 
 
@@ -1243,6 +1245,58 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b41_ptt_live_text.py::test_b41_no_partial_when_the_asr_offers_none",
             "tests/conformance/test_b41_ptt_live_text.py::test_b41_a_cleared_hold_drops_its_partial_and_the_next_hold_starts_afresh",
             "tests/stateful/test_session_vs_reference.py::test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step",
+        ),
+    ),
+    Behaviour(
+        id="B42",
+        title="The client resumes its session through a network drop",
+        summary=(
+            "A resumable session's call whose socket fails once ready drops its link "
+            "instead of ending: nothing but `session.resume` goes out while it is down "
+            "(a live push-to-talk hold is cut, the camera and the button pause, other "
+            "sends wait), attempts follow a doubling backoff scaled by the host's jitter, "
+            "bounded in number and time, and the resume carries the last "
+            "`server_event_seq`; a replayed event already applied is skipped, the reply "
+            "continues from the replay or is cut by `session.resync_required`; a refusal "
+            "or the end of the attempts loses the call with a notice."
+        ),
+        sections=(_CLIENT_RESUME, _RESUME, _CALL_RESUME),
+        rows=(
+            RowRef("client_resume", "drop"),
+            RowRef("client_resume", "attempt"),
+            RowRef("client_resume", "opened"),
+            RowRef("client_resume", "fail"),
+            RowRef("client_resume", "refused"),
+            RowRef("client_resume", "resumed"),
+            RowRef("client_connection", "drop"),
+            RowRef("client_connection", "resumed"),
+            RowRef("client_hold", "cut"),
+        ),
+        invariants=("L1", "L2", "L3", "L4"),
+        tests=(
+            "tests/conformance/test_b42_client_resume.py::test_b42_a_drop_mid_reply_resumes_with_the_cursor_and_the_replay_applies_once",
+            "tests/conformance/test_b42_client_resume.py::test_b42_nothing_goes_out_while_the_link_is_down_and_held_sends_follow_the_resume",
+            "tests/conformance/test_b42_client_resume.py::test_b42_a_hold_cut_by_the_drop_sends_no_commit_and_the_resume_clears_its_audio",
+            "tests/conformance/test_b42_client_resume.py::test_b42_the_backoff_doubles_up_to_the_cap_scaled_by_the_hosts_jitter",
+            "tests/conformance/test_b42_client_resume.py::test_b42_attempts_are_bounded_in_time_then_the_call_is_lost",
+            "tests/conformance/test_b42_client_resume.py::test_b42_an_attempt_that_never_answers_is_abandoned_and_retried",
+            "tests/conformance/test_b42_client_resume.py::test_b42_a_refused_resume_loses_the_call_at_once",
+            "tests/conformance/test_b42_client_resume.py::test_b42_resync_required_marks_the_reply_in_flight_as_cut",
+            "tests/conformance/test_b42_client_resume.py::test_b42_a_session_without_a_token_ends_on_a_drop_as_before",
+            "tests/conformance/test_b42_client_resume.py::test_b42_the_resume_token_stays_inside_the_protocol",
+            "tests/conformance/test_b42_client_resume.py::test_b42_a_silent_link_is_probed_while_sending_then_dropped",
+            "tests/conformance/test_b42_client_resume.py::test_b42_an_idle_client_sends_no_probe",
+            "tests/transport/test_client_reconnect.py::test_b42_python_client_resumes_a_drop_mid_reply_and_gets_every_event_once",
+            "tests/transport/test_client_reconnect.py::test_b42_python_client_loses_a_session_the_server_no_longer_holds",
+            "tests/transport/test_client_reconnect.py::test_b42_python_client_gives_up_when_the_network_never_returns",
+            "tests/transport/test_call_resume.py::test_b42_a_resumable_call_resumes_its_session_through_a_new_call",
+            "tests/transport/test_call_resume.py::test_b42_a_resume_call_that_does_not_begin_with_session_resume_is_refused",
+            "tests/transport/test_call_resume.py::test_b42_a_sideband_follows_its_session_to_the_call_that_resumes_it",
+            "tests/transport/test_call_resume.py::test_b42_a_resume_call_that_reaches_another_worker_is_relayed_to_its_session",
+            "tests/web/test_browser_resume.py::test_b42_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn_works",
+            "tests/web/test_browser_resume.py::test_b42_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
+            "tests/web/test_browser_resume.py::test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call",
+            "tests/web/test_browser_resume.py::test_b42_a_silent_drop_is_found_by_the_probe_and_resumed",
         ),
     ),
 )

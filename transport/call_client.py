@@ -229,8 +229,11 @@ async def open_call(
     session: dict[str, Any] | None = None,
     camera: np.ndarray | None = None,
     timeout: float = 20.0,
+    query: str = "",
 ) -> AsyncIterator[CallClient]:
-    """A call to the server at `base_url` (`http://host:port`); hung up on exit.
+    """A call to the server at `base_url` (`http://host:port`); hung up on exit. `query`
+    goes on the offer's URL: `resumable=1` makes the session resumable, `resume=1&
+    session_id=<id>` places a call that resumes one (send `session.resume` first, B42).
 
     Raises:
         HandshakeRefused: the server answered the offer with an HTTP refusal.
@@ -257,7 +260,7 @@ async def open_call(
 
     try:
         await peer.setLocalDescription(await peer.createOffer())
-        url = base_url.rstrip("/") + "/v1/realtime/calls"
+        url = base_url.rstrip("/") + "/v1/realtime/calls" + (f"?{query}" if query else "")
         extra = dict(headers or {})
         if token is not None:
             extra["Authorization"] = f"Bearer {token}"

@@ -27,7 +27,16 @@ What differs from the websocket (decision D42):
 
 A call whose ICE fails, whose data channel does not open within `[webrtc] setup_timeout_s`
 or whose peer goes away ends its session (the slot is freed) and closes the peer
-connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose. A websocket to
+connection; `POST /v1/realtime/calls/{call_id}/hangup` ends it on purpose.
+
+Resume (B42, docs/session-semantics.md 10.3): a call placed with `?resumable=1` is a
+resumable session (7.1): when its peer goes away the session is detached, not ended, and
+a new call placed with `?resume=1` (and `session_id=<id>` for a balancer) opens no
+session: the first event on its data channel must be `session.resume`, and the session
+then goes on over the new call (replay on its data channel, reply audio on its track),
+and the sidebands of the call it took over follow it (they end with the session). A
+resume call that reaches another worker than its session's is relayed there (D39).
+aiortc has no ICE restart, so a new call is how a call survives a network change. A websocket to
 `/v1/realtime?call_id=...` (sideband, `attach_sideband`) sees the call's events from then
 on and may send it client events.
 """
@@ -37,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,7 +59,16 @@ from core.connection_budget import ConnectionBudget
 from core.outbox import Outbox
 from core.statemachines.output_audio_buffer import OutputAudioBuffer
 from runtime.channel import ChannelClosed
-from spec.errors import ErrorCode, InvalidEvent, InvalidSessionConfig, ProtocolError, UnknownCall
+from spec.error_events import refusal_event
+from spec.errors import (
+    ErrorCode,
+    InvalidEvent,
+    InvalidSessionConfig,
+    ProtocolError,
+    ResumeExpected,
+    ResumeRefused,
+    UnknownCall,
+)
 from spec.events import (
     InputAudioBufferAppend,
     OutputAudioBufferCleared,
@@ -58,6 +77,8 @@ from spec.events import (
     ResponseDone,
     ResponseOutputAudioDelta,
     SessionCreated,
+    SessionResume,
+    SessionResumed,
     SessionUpdated,
 )
 from spec.session_config import validate_session
@@ -227,6 +248,12 @@ class CallChannel:
         self._acks = 0
         self._output_format = ("pcm16", 24_000)
         self.sidebands: list[Sideband] = []
+        #: set when the call's session ended; a call that resumes the session shares it
+        #: (and the sidebands), so a sideband follows a resumable session from call to call
+        self.session_over = anyio.Event()
+        #: the call that resumed this one's session, if any (a sideband's events go there)
+        self.successor: CallChannel | None = None
+        self.on_resumed: Any = None
         self.opened = anyio.Event()
         self.ended = anyio.Event()
         self.end_reason = ""
@@ -351,6 +378,8 @@ class CallChannel:
         if _answers_call_ack(event):
             log.debug("call %s: a playback report was refused: %s", self.call_id, event)
             return
+        if isinstance(event, SessionResumed) and self.on_resumed is not None:
+            self.on_resumed()  # the session is this call's now: take over its sidebands
         if isinstance(event, (SessionCreated, SessionUpdated)):
             self._output_format = _output_format(event)
         elif isinstance(event, ResponseDone):
@@ -463,6 +492,8 @@ class CallRegistry:
 
     def __init__(self) -> None:
         self.calls: dict[str, Call] = {}
+        #: the call serving each resumable session now (B42)
+        self.serving: dict[str, CallChannel] = {}
         self._tg: TaskGroup | None = None
         self._started = anyio.Event()
 
@@ -512,7 +543,15 @@ async def calls_endpoint(request: Request) -> Response:
         host.metrics.session_refused()
         log.info("refused a call: %d %s", denial.status, denial.code.value)
         return JSONResponse(denial.body(), status_code=denial.status, headers=denial.headers())
-    refusal = host.refusal()
+    query = request.query_params
+    resume_only = query.get("resume", "").lower() in _YES
+    if resume_only:
+        # as a websocket resume (D39's relay): a resume call that reaches a worker that
+        # does not hold its session is relayed there, offer and answer
+        relayed = await _relay_resume_call(request, host, query.get("session_id", ""))
+        if relayed is not None:
+            return relayed
+    refusal = None if resume_only else host.refusal()  # a resumed session has its slot
     if refusal is not None:
         host.metrics.session_refused()
         log.info("refused a call: %s", refusal.message)
@@ -532,7 +571,10 @@ async def calls_endpoint(request: Request) -> Response:
             f"this server cannot take WebRTC calls: install joyduplex[webrtc] ({exc.name})",
         )
     registry: CallRegistry = request.app.state.calls
-    session_id = host.new_session_id()
+    # a resume names the session it resumes (its call id then routes a sideband as the
+    # session's own would); only the token of its `session.resume` attaches it
+    session_id = query.get("session_id", "") if resume_only else ""
+    session_id = session_id or host.new_session_id()
     call_id = new_call_id(session_id)
     channel = CallChannel(call_id, settings.limits)
     try:
@@ -541,6 +583,21 @@ async def calls_endpoint(request: Request) -> Response:
         channel.end("its offer was refused")
         log.info("refused a call's offer: %s", exc.message)
         return exc.response()
+    setup_timeout_s = _webrtc_settings(request).setup_timeout_s
+    if resume_only:
+        resuming = Call(call_id, channel, peer, session_id)
+
+        async def serve_resume() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
+                try:
+                    await _resume_call(host, channel, settings.limits, registry)
+                finally:
+                    tg.cancel_scope.cancel()
+
+        registry.start(resuming, serve_resume)
+        log.info("call %s opened to resume session %s", call_id, session_id)
+        return _answered(answer, call_id)
     # the slot is taken before the answer leaves: another call or socket may have taken
     # the last one meanwhile, and offers answered together would all pass a mere check
     refusal = host.reserve(session_id)
@@ -553,24 +610,144 @@ async def calls_endpoint(request: Request) -> Response:
         return refusal_response(503, refusal.code, refusal.message)
     call = Call(call_id, channel, peer, session_id)
 
+    resumable = query.get("resumable", "").lower() in _YES or settings.duplex
+
+    if resumable:
+        registry.serving[session_id] = channel
+
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(call_peer.watch, peer, channel, _webrtc_settings(request).setup_timeout_s)
+            tg.start_soon(_watch_then_close, peer, channel, setup_timeout_s)
             try:
-                await host.serve(channel, config=config, session_id=session_id)
+                await host.serve(channel, config=config, session_id=session_id, resumable=resumable)
             except Exception:
                 log.exception("call %s: its session crashed", call_id)
             finally:
                 tg.cancel_scope.cancel()
+                registry.serving.pop(session_id, None)
+                channel.session_over.set()  # its sidebands end with it
 
     registry.start(call, serve)
     log.info("call %s opened (session %s)", call_id, session_id)
+    return _answered(answer, call_id)
+
+
+_YES = ("1", "true", "on", "yes")
+
+
+def _answered(answer: str, call_id: str) -> Response:
     return Response(
         answer,
         status_code=201,
         media_type="application/sdp",
         headers={"Location": f"/v1/realtime/calls/{call_id}"},
     )
+
+
+async def _watch_then_close(peer: Any, channel: CallChannel, setup_timeout_s: float) -> None:
+    """Run the call's media until it ends, then close its peer connection at once: a
+    resumable session outlives its call (detached), and the dead peer must not wait for
+    the session's end to be closed."""
+    from transport import call_peer
+
+    try:
+        await call_peer.watch(peer, channel, setup_timeout_s)
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await peer.close()
+
+
+async def _resume_call(
+    host: SessionHost, channel: CallChannel, limits: Limits, registry: CallRegistry
+) -> None:
+    """A call placed to resume: its first event must be `session.resume`; then it carries
+    that session until the session leaves it, and the sidebands of the call it took over
+    follow it. A refusal is an `error` event on its data channel, then the call ends."""
+    first: ClientEvent | ProtocolError | None = None
+    with anyio.move_on_after(limits.first_event_timeout_s or math.inf):
+        first = await channel.receive()
+    if first is None:
+        channel.end("no first event")
+        return
+    try:
+        if not isinstance(first, SessionResume):
+            raise ResumeExpected(
+                "a resume call (`?resume=1`) must begin with session.resume",
+                param="type",
+                event_id=getattr(first, "event_id", None),
+            )
+        session_id = first.session_id
+
+        def took_over() -> None:
+            previous = registry.serving.get(session_id)
+            if previous is not None and previous is not channel:
+                channel.sidebands = previous.sidebands
+                channel.session_over = previous.session_over
+                previous.successor = channel
+            registry.serving[session_id] = channel
+
+        channel.on_resumed = took_over
+        await host.resume(channel, first)
+    except ResumeRefused as exc:
+        exc.event_id = exc.event_id or getattr(first, "event_id", None)
+        with contextlib.suppress(ChannelClosed):
+            await channel.send(refusal_event(exc))
+        with anyio.move_on_after(2.0):  # the peer reads the refusal and hangs up
+            await channel.ended.wait()
+        channel.end(f"resume refused: {exc.code.value}")
+
+
+async def _relay_resume_call(
+    request: Request, host: SessionHost, session_id: str
+) -> Response | None:
+    """Hand a resume call whose session lives in another worker process of this server to
+    that worker over its Unix socket (D39's relay, for an offer): the owner answers the
+    offer, so the call's media and data channel are its own. None: no other worker holds
+    the session (this worker answers, `unknown_session` if it has none)."""
+    from transport.worker_relay import relay_socket_path
+
+    run_dir = getattr(request.app.state, "run_dir", None)
+    owner = host.owner_elsewhere(session_id) if session_id else None
+    if owner is None or run_dir is None:
+        return None
+    body = await request.body()
+    forwarded = {
+        name: value
+        for name, value in request.headers.items()
+        if name.lower() in ("host", "authorization", "origin", "content-type")
+    }
+    head = "".join(f"{name}: {value}\r\n" for name, value in forwarded.items())
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    chunks: list[bytes] = []
+    try:
+        with anyio.fail_after(30):
+            async with await anyio.connect_unix(relay_socket_path(run_dir, owner)) as stream:
+                await stream.send(
+                    f"POST {target} HTTP/1.1\r\n{head}"
+                    f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                    + body
+                )
+                with contextlib.suppress(anyio.EndOfStream):
+                    while True:
+                        chunks.append(await stream.receive())
+    except (OSError, TimeoutError) as exc:
+        log.warning("a resume call for %s: worker %d did not take it (%r)", session_id, owner, exc)
+        return None
+    head_bytes, _, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    keep = {k: v for k, v in headers.items() if k.lower() in ("location", "content-type")}
+    host.metrics.resume_event("relayed")
+    log.info("a resume call for %s relayed to worker %d", session_id, owner)
+    return Response(answer, status_code=status, headers=keep)
+
+
+def _serving(channel: CallChannel) -> CallChannel:
+    """The call that serves `channel`'s session now: itself, or the last that resumed it."""
+    while channel.successor is not None:
+        channel = channel.successor
+    return channel
 
 
 async def hangup_endpoint(request: Request) -> Response:
@@ -591,6 +768,7 @@ async def hangup_endpoint(request: Request) -> Response:
         return refusal_response(
             404, ErrorCode.UNKNOWN_CALL, "no live call of that id on this worker"
         )
+    call.channel.peer_close_code = 1000  # a hang-up ends even a resumable session (D28)
     call.channel.end("hung up")
     return Response(status_code=200)
 
@@ -658,20 +836,22 @@ async def attach_sideband(websocket: WebSocket, call_id: str) -> None:
                     if message["type"] == "websocket.disconnect":
                         break
                     data = message.get("text")
-                    channel._accept(
+                    _serving(channel)._accept(
                         data if data is not None else message.get("bytes") or b"", sideband.budget
                     )
             tg.cancel_scope.cancel()
 
         async def call_ended() -> None:
-            await channel.ended.wait()
+            # a resumable session outlives its call: the sideband follows it to the call
+            # that resumes it (B42), and ends with the session
+            await channel.session_over.wait()
             tg.cancel_scope.cancel()
 
         tg.start_soon(events_out)
         tg.start_soon(events_in)
         tg.start_soon(call_ended)
     with contextlib.suppress(ValueError):
-        channel.sidebands.remove(sideband)
+        _serving(channel).sidebands.remove(sideband)
     sideband.outbox.close()
     sideband.inbox.close()
     with contextlib.suppress(Exception):

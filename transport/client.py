@@ -27,6 +27,10 @@ a resume-only connection (`?resume=1&session_id=<id>`: the server reads only `re
 the id is there for a load balancer to route the resume to the host that holds the
 session, docs/deploy.md "Resume behind a load balancer"), sends `session.resume` and
 returns once `session.resumed` arrived; the replayed events then arrive like any others.
+The cursor, the token and the rule that an event numbered at or below the cursor was
+received already (and is skipped, so a replay is applied once) are the shared client
+resume link's (`core.statemachines.client_resume.ResumeLink`, B42), the browser's too;
+`transport.client_reconnect.resume_after_drop` retries a resume on that link's backoff.
 `drop()` abandons the socket without a close frame (tests); `ack_events()` trims the
 journal.
 
@@ -58,7 +62,8 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from core.client import ClientProtocol
-from core.statemachines.client_outbox import EventIds
+from core.statemachines.client_outbox import ClientOutbox, EventIds
+from core.statemachines.client_resume import ResumeLink
 from spec.events import (
     Error,
     ServerEventT,
@@ -160,6 +165,8 @@ class DuplexClient(ClientEventSender):
         self._reader_done: anyio.Event | None = None
         #: set once the server named a resume token (a resumable session); kept current
         self.resume_state: ResumeState | None = None
+        #: the shared resume link: session id, token and cursor, and which events are new
+        self._link = ResumeLink(ClientOutbox())
 
     async def __aenter__(self) -> Self:
         """Start the reader in a task group owned by this block."""
@@ -299,6 +306,9 @@ class DuplexClient(ClientEventSender):
         self.resume_state = ResumeState(
             state.session_id, state.resume_token, state.last_server_event_seq
         )
+        link = self._link
+        link.session_id, link.resume_token = state.session_id, state.resume_token
+        link.last_server_event_seq = state.last_server_event_seq
         event_id = self.next_event_id()
         await self.send(
             SessionResume(
@@ -447,6 +457,9 @@ class DuplexClient(ClientEventSender):
                 event = self._decode(message)
                 if event is None:
                     continue
+                if not self._track_resume(event):
+                    log.debug("skipping event %s: received before", event.server_event_seq)
+                    continue
                 if self._host is not None:  # the machines first, as a browser would
                     await self._host.server_event(event)
                 if self._functions is not None:
@@ -455,7 +468,6 @@ class DuplexClient(ClientEventSender):
                         self._task_group.start_soon(self._functions.run, call)
                 if isinstance(event, SessionCreated | SessionUpdated):
                     self.session = event.session
-                self._track_resume(event)
                 self.history.append(event)
                 writer.send_nowait((event, at))
             self._closed = ConnectionLost(
@@ -472,15 +484,27 @@ class DuplexClient(ClientEventSender):
                 self._closed = ConnectionLost("the client closed the connection")
             writer.close()  # what was sent stays readable; then every wait sees the close
 
-    def _track_resume(self, event: ServerEventT) -> None:
-        if isinstance(event, SessionCreated) and event.resume_token is not None:
-            self.resume_state = ResumeState(event.session.id, event.resume_token)
-        elif isinstance(event, SessionResumed) and self.resume_state is not None:
-            self.resume_state.resume_token = event.resume_token
-        seq = event.server_event_seq
-        if seq is not None and self.resume_state is not None:
+    def _track_resume(self, event: ServerEventT) -> bool:
+        """Note what `event` says about resuming (the shared link's rule); False if it
+        was received before (numbered at or below the cursor: skip it)."""
+        link = self._link
+        facts: dict[str, Any] = {
+            "type": _type_of(event),
+            "server_event_seq": event.server_event_seq,
+        }
+        if isinstance(event, SessionCreated):
+            facts |= {"session": {"id": event.session.id}, "resume_token": event.resume_token}
+        elif isinstance(event, SessionResumed):
+            facts["resume_token"] = event.resume_token
+        fresh = link.take(facts)
+        if link.session_id is not None and link.resume_token is not None:
             state = self.resume_state
-            state.last_server_event_seq = max(state.last_server_event_seq, seq)
+            if state is None or state.session_id != link.session_id:
+                self.resume_state = ResumeState(link.session_id, link.resume_token)
+                state = self.resume_state
+            state.resume_token = link.resume_token
+            state.last_server_event_seq = link.last_server_event_seq
+        return fresh
 
     # --- the client state machines (opt-in) ---------------------------------------------
 

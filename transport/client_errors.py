@@ -1,6 +1,7 @@
 """What `DuplexClient` raises on purpose: `ServerError` (an `error` event answered a
-request), `ConnectionLost` (the socket closed or failed) and `HandshakeRefused` (an HTTP
-status instead of the websocket upgrade). `transport.client` re-exports them."""
+request), `ConnectionLost` (the socket closed or failed), `HandshakeRefused` (an HTTP
+status instead of the websocket upgrade) and `SessionLost` (a resume gave up).
+`transport.client` re-exports the first three."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ __all__ = [
     "DuplexClientError",
     "HandshakeRefused",
     "ServerError",
+    "SessionLost",
     "connection_lost",
 ]
 
@@ -37,6 +39,11 @@ class ServerError(DuplexClientError):
         self.message = detail.message
         self.param = detail.param
         self.event_id = detail.event_id
+
+
+class SessionLost(DuplexClientError):
+    """A dropped session could not be resumed (B42): the server refused (its grace
+    expired: `unknown_session`, ...) or the attempts ran out. A new session starts over."""
 
 
 class ConnectionLost(DuplexClientError):

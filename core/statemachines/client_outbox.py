@@ -9,7 +9,13 @@ playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indica
 `transcript`, `latency`, `notice`, `fenced` (late audio dropped), `close` (end the call),
 `microphone` (on a WebRTC call: send the microphone track, or stop sending it),
 `function_call` (run a function, or show a cut call) and `function_output` (its answer,
-for a transcript): `core.client_calls`.
+for a transcript): `core.client_calls`,
+`link` (the resume machine's state changed: dropped, resumed), `reconnect` (open a new
+socket to resume the session), `abandon_socket` (give up on the socket opening now),
+`duplicate` (a replayed event already applied was skipped).
+
+While a resumable session's link is down (B42) sends are held, in order, and go out after
+the resume (`hold_sends`, `release_sends`); only `session.resume` itself goes through.
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ class EventIds:
 
 
 class ClientOutbox:
-    __slots__ = ("event_ids", "items")
+    __slots__ = ("event_ids", "held", "holding", "items")
 
     def __init__(self, event_ids: EventIds | None = None) -> None:
         self.items: list[Output] = []
         self.event_ids = event_ids if event_ids is not None else EventIds()
+        self.holding = False
+        self.held: list[Output] = []
 
     def next_event_id(self) -> str:
         """`evt_1`, `evt_2`, ...: the next id of the connection's allocator."""
@@ -54,7 +62,28 @@ class ClientOutbox:
         """Queue a client event; it gets the next event id unless it has one."""
         if "event_id" not in event:
             event = {"type": event["type"], "event_id": self.next_event_id(), **event}
-        self.items.append({"kind": "send", "event": event})
+        (self.held if self.holding else self.items).append({"kind": "send", "event": event})
+
+    def send_through(self, event: dict[str, Any]) -> None:
+        """Queue a client event even while sends are held (the `session.resume`)."""
+        holding, self.holding = self.holding, False
+        try:
+            self.send(event)
+        finally:
+            self.holding = holding
+
+    def hold_sends(self) -> None:
+        self.holding = True
+
+    def release_sends(self) -> None:
+        """Let sends through again, the held ones first."""
+        self.holding = False
+        self.items.extend(self.held)
+        self.held = []
+
+    def discard_held(self) -> None:
+        self.holding = False
+        self.held = []
 
     def emit(self, output: Output) -> None:
         self.items.append(output)

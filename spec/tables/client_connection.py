@@ -13,6 +13,7 @@ class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
     HANDSHAKING = "handshaking"  # session.update sent, waiting for session.updated
     READY = "ready"
+    RESUMING = "resuming"  # the socket dropped; the resume machine brings it back (B42)
     CLOSED = "closed"
 
 
@@ -22,8 +23,9 @@ CLIENT_CONNECTION = Table(
     name="client_connection",
     doc=(
         "The call. Only a refused handshake, a lost socket, `session.closed`, the "
-        "handshake timeout or the turn watchdog end it; an `error` event after the "
-        "handshake is a notice and never tears the call down."
+        "handshake timeout, the turn watchdog or a lost resume end it; an `error` event "
+        "after the handshake is a notice and never tears the call down. A resumable "
+        "session's socket that fails once ready is resuming, not closed (B42)."
     ),
     states=ConnectionState,
     initial=N.CONNECTING,
@@ -33,7 +35,14 @@ CLIENT_CONNECTION = Table(
         T("ready", N.HANDSHAKING, N.READY),
         T("ready", N.READY, None),
         T("refused", N.HANDSHAKING, N.CLOSED, effect="tear_down"),
-        T("lost", (N.CONNECTING, N.HANDSHAKING, N.READY), N.CLOSED, effect="tear_down"),
+        T("drop", N.READY, N.RESUMING, behaviours=("B42",)),
+        T("resumed", N.RESUMING, N.READY, behaviours=("B42",)),
+        T(
+            "lost",
+            (N.CONNECTING, N.HANDSHAKING, N.READY, N.RESUMING),
+            N.CLOSED,
+            effect="tear_down",
+        ),
         T("lost", N.CLOSED, None),
     ),
     invariants={"N1": "non-fatal errors never change the connection state"},

@@ -3,7 +3,8 @@
 Exported with the client tables to `web/spec/client_constants.json`, so the browser and
 the Python client read the same numbers. Values are those of the upstream duplex server's
 own web UI, so both clients pace audio, frames and timeouts alike, unless a comment says
-otherwise. The client behaviours they serve are B20-B23 (docs/session-semantics.md section 9).
+otherwise. The client behaviours they serve are B20-B23 and B42 (docs/session-semantics.md
+section 9).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from spec.tables.client_camera import CLIENT_CAMERA
 from spec.tables.client_connection import CLIENT_CONNECTION
 from spec.tables.client_hold import CLIENT_HOLD
 from spec.tables.client_playback import CLIENT_PLAYBACK
+from spec.tables.client_resume import CLIENT_RESUME, RESUME_REFUSALS
 from spec.tables.client_watchdog import CLIENT_WATCHDOG
 
 if TYPE_CHECKING:
@@ -32,8 +34,15 @@ __all__ = [
     "HANDSHAKE_TIMEOUT_MS",
     "INITIAL_PLAYBACK_BUFFER_MS",
     "JPEG_QUALITY",
+    "LINK_PROBE_TIMEOUT_MS",
+    "LINK_QUIET_MS",
     "MIC_CHUNK_MS",
     "PLAYBACK_RATE_HZ",
+    "RESUME_ATTEMPT_TIMEOUT_MS",
+    "RESUME_BACKOFF_FIRST_MS",
+    "RESUME_BACKOFF_MAX_MS",
+    "RESUME_GIVE_UP_MS",
+    "RESUME_MAX_ATTEMPTS",
     "TURN_WATCHDOG_MS",
     "session_payload",
 ]
@@ -61,6 +70,25 @@ INITIAL_PLAYBACK_BUFFER_MS: Final = 100
 FENCE_MEMORY: Final = 32
 #: finished holds kept for the UI and the snapshot
 FINISHED_HOLD_MEMORY: Final = 8
+#: resume (B42, ours: upstream's page does not resume): the first attempt's backoff; each
+#: later one doubles up to the cap. A backoff is scaled by 0.5 + jitter / 2 (jitter in
+#: [0, 1), drawn by the host), so clients cut by one outage do not return in step. The cap
+#: bounds how long a resume waits after the network is back (a 2 s cap: about 2 s).
+RESUME_BACKOFF_FIRST_MS: Final = 250
+RESUME_BACKOFF_MAX_MS: Final = 2_000
+#: at most this many attempts, and none starting later than RESUME_GIVE_UP_MS after the
+#: drop (the server's default `resume_grace_s`: it forgets the session then anyway)
+RESUME_MAX_ATTEMPTS: Final = 20
+RESUME_GIVE_UP_MS: Final = 30_000
+#: an attempt whose socket neither opens and gets `session.resumed` within this long failed
+RESUME_ATTEMPT_TIMEOUT_MS: Final = 5_000
+#: a silent drop (no reset reaches the client: a tunnel, a dead route) shows no close for
+#: minutes; so while the client sends and hears nothing for LINK_QUIET_MS it sends
+#: `session.heartbeat`, and a link whose answer does not come within LINK_PROBE_TIMEOUT_MS
+#: is dropped (B42). Only a client that is sending probes: its sends already keep the
+#: session from idling out, so the probe never changes the server's idle timeout.
+LINK_QUIET_MS: Final = 4_000
+LINK_PROBE_TIMEOUT_MS: Final = 4_000
 #: push-to-talk and server VAD
 CLIENT_MODES: Final = ("ptt", "vad")
 #: where the media go: `events` (a websocket: microphone and camera as appends, reply audio
@@ -75,6 +103,7 @@ CLIENT_TABLES: tuple[Table, ...] = (
     CLIENT_PLAYBACK,
     CLIENT_WATCHDOG,
     CLIENT_CAMERA,
+    CLIENT_RESUME,
 )
 
 _VAD_TURN_DETECTION: Final = {
@@ -144,6 +173,14 @@ CLIENT_CONSTANTS: Final[dict[str, Any]] = {
     "initial_playback_buffer_ms": INITIAL_PLAYBACK_BUFFER_MS,
     "fence_memory": FENCE_MEMORY,
     "finished_hold_memory": FINISHED_HOLD_MEMORY,
+    "resume_backoff_first_ms": RESUME_BACKOFF_FIRST_MS,
+    "resume_backoff_max_ms": RESUME_BACKOFF_MAX_MS,
+    "resume_max_attempts": RESUME_MAX_ATTEMPTS,
+    "resume_give_up_ms": RESUME_GIVE_UP_MS,
+    "resume_attempt_timeout_ms": RESUME_ATTEMPT_TIMEOUT_MS,
+    "resume_refusals": sorted(RESUME_REFUSALS),
+    "link_quiet_ms": LINK_QUIET_MS,
+    "link_probe_timeout_ms": LINK_PROBE_TIMEOUT_MS,
     "modes": list(CLIENT_MODES),
     "media": list(CLIENT_MEDIA),
     "session_payloads": {mode: session_payload(mode) for mode in CLIENT_MODES},

@@ -27,6 +27,7 @@ class HoldState(enum.Enum):
     NO_RESPONSE = "no_response"  # committed with `no_response: true` (quiet audio)
     REJECTED = "rejected"  # its commit was refused by an `error` carrying its event id
     SETTLED = "settled"  # its response ended (done in any status) or was interrupted
+    CUT = "cut"  # the link dropped while the button was down: no commit (B42)
 
 
 H = HoldState
@@ -49,7 +50,7 @@ CLIENT_HOLD = Table(
     ),
     states=HoldState,
     initial=H.NEW,
-    terminal=frozenset({H.EMPTY, H.NO_RESPONSE, H.REJECTED, H.SETTLED}),
+    terminal=frozenset({H.EMPTY, H.NO_RESPONSE, H.REJECTED, H.SETTLED, H.CUT}),
     groups={
         "awaiting_reply": AWAITING_REPLY_STATES,
         "live": LIVE_HOLD_STATES,
@@ -78,6 +79,7 @@ CLIENT_HOLD = Table(
         T("answer", H.ACKNOWLEDGED, H.ANSWERING, behaviours=("B20",)),
         T("settle", H.ANSWERING, H.SETTLED, behaviours=("B20", "B23")),
         T("interrupt", H.ANSWERING, H.SETTLED, behaviours=("B21", "B23")),
+        T("cut", (H.PRESSED, H.MUTED, H.RECORDING), H.CUT, behaviours=("B42",)),
     ),
     invariants={
         "H1": "a hold sends at most one commit, and only after it uploaded audio",

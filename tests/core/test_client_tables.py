@@ -16,6 +16,7 @@ from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
 from core.statemachines.client_outbox import ClientOutbox
 from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_resume import ResumeLink
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.base import Table
 from spec.tables.client_constants import CLIENT_TABLES, session_payload
@@ -26,6 +27,7 @@ FACTORIES: dict[str, Callable[[ClientOutbox], Any]] = {
     "client_playback": lambda out: ClientPlayback(out, "resp_1", "item_1"),
     "client_watchdog": lambda out: Watchdog(out, 120_000),
     "client_camera": Camera,
+    "client_resume": ResumeLink,
 }
 KWARGS: dict[str, Any] = {
     "muted": False,
@@ -38,6 +40,8 @@ KWARGS: dict[str, Any] = {
     "audio_ms": 0.0,
     "played_ms": 0.0,
     "jpeg": "j",
+    "jitter": 0.5,
+    "why": "out_of_time",
 }
 
 

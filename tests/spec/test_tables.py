@@ -11,6 +11,7 @@ from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
 from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_resume import ResumeLink
 from core.statemachines.client_watchdog import Watchdog
 from core.statemachines.commit import Commit
 from core.statemachines.function_call import FunctionCall
@@ -40,6 +41,7 @@ MODELS = {
     "client_playback": ClientPlayback,
     "client_watchdog": Watchdog,
     "client_camera": Camera,
+    "client_resume": ResumeLink,
 }
 ALL_TABLES = (*TABLES, *CLIENT_TABLES)
 

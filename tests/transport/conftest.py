@@ -22,6 +22,8 @@ class LiveServer:
     url: str  # http://127.0.0.1:PORT
     script: Script
     app: Any
+    #: the server's event loop (a test that acts inside the server, as a network does)
+    loop: Any = None
 
     @property
     def ws_url(self) -> str:
@@ -51,7 +53,7 @@ def start_server(settings: ServerSettings | None = None, **kw: Any) -> tuple[Liv
             raise RuntimeError("server did not start")
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
-    live = LiveServer(f"http://127.0.0.1:{port}", script, app)
+    live = LiveServer(f"http://127.0.0.1:{port}", script, app, server.servers[0].get_loop())
 
     def stop() -> None:
         server.should_exit = True

@@ -24,6 +24,10 @@ RANDOM_STEPS = 80
 #: recorded random traces of a WebRTC call (media on tracks; `random_trace` puts half of
 #: the seeds from RANDOM_TRACES on up on tracks)
 TRACK_SEEDS = (102, 103)
+#: recorded random traces of a resumable session (B42): numbered events, replays, drops
+#: and resumes (`random_trace` makes every seed from RANDOM_TRACES on with seed % 5 == 4
+#: resumable, the fresh seeds of test_web_runtimes_agree included)
+RESUME_SEEDS = (104, 109, 114)
 
 Input = dict[str, Any]
 
@@ -590,6 +594,234 @@ def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
     ]
 
 
+# --- resume through a network drop (B42) ------------------------------------------------
+
+
+def numbered(steps: list[Input], first_seq: int) -> list[Input]:
+    """`steps` with each server event numbered from `first_seq` on, as a resumable
+    session's server numbers them (`server_event_seq`)."""
+    seq = first_seq
+    out: list[Input] = []
+    for step in steps:
+        if step["kind"] == "server":
+            step = {**step, "event": {**step["event"], "server_event_seq": seq}}
+            seq += 1
+        out.append(step)
+    return out
+
+
+def ready_resumable(now: int = 0) -> list[Input]:
+    """The handshake of a resumable session: `session.created` names the first token."""
+    return [
+        at(now, "connected"),
+        srv(
+            now + 5,
+            "session.created",
+            session={"id": "sess_1"},
+            resume_token="tok_1",
+            attachment_generation=1,
+            server_event_seq=1,
+        ),
+        srv(now + 10, "session.updated", session={"id": "sess_1"}, server_event_seq=2),
+    ]
+
+
+def resumed(now: int, token: str, replay_from: int, last: int) -> Input:
+    return srv(
+        now,
+        "session.resumed",
+        session_id="sess_1",
+        resume_token=token,
+        attachment_generation=2,
+        replay_from_seq=replay_from,
+        last_server_event_seq=last,
+    )
+
+
+def retimed(steps: list[Input], now: int) -> list[Input]:
+    """`steps` again, one ms apart from `now` on (a replay arrives after the drop)."""
+    return [{**step, "now_ms": now + i} for i, step in enumerate(steps)]
+
+
+def b42_drop_mid_reply_resumes_and_the_replay_applies_once() -> list[Input]:
+    """A reply streams; the socket fails mid-reply; one backoff later the host opens a new
+    socket, which sends session.resume with the cursor; the replay resends the last event
+    already applied (skipped: no second transcript piece) and then what the drop missed;
+    the reply finishes and the next turn works in the same session."""
+    first = numbered(reply(300, "resp_1", "item_2", chunks=3), 6)  # seq 6..15
+    return [
+        *ready_resumable(),  # seq 1..2
+        *numbered(vad_turn(100, "item_1"), 3),  # seq 3..5
+        *first[:3],  # created, the first chunk and its transcript piece: up to seq 8
+        at(312, "playback_started", response_id="resp_1"),
+        at(330, "disconnected", reason="socket_closed:1006", jitter=0.2),
+        mic(350),  # hands-free: nothing goes out while the link is down
+        at(480, "timeout"),  # the first attempt: reconnect
+        at(500, "connected"),  # the new socket: session.resume {last: 8}
+        resumed(520, "tok_2", 9, 15),
+        *retimed(first[2:], 521),  # seq 8 again (skipped), then 9..15
+        at(560, "playback_drained", response_id="resp_1", played_ms=3.0),
+        *numbered(vad_turn(600, "item_3"), 16),
+        *numbered(reply(820, "resp_2", "item_4", chunks=1), 19),
+    ]
+
+
+def b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume() -> list[Input]:
+    """The link drops while the button is down: the hold is cut (no commit), the camera
+    and the button pause; the playback ack of a reply drained during the drop waits; the
+    first attempt's socket fails too, so the second waits a doubled backoff; on resume the
+    held ack goes out, the cut hold's audio is cleared from the server's input buffer,
+    the camera resumes and the next hold commits as usual."""
+    return [
+        *ready_resumable(),
+        at(20, "camera", on=True),
+        at(30, "frame", jpeg=JPEG),
+        *numbered(reply(40, "resp_0", "item_0", chunks=1), 3),  # seq 3..8
+        at(70, "playback_started", response_id="resp_0"),
+        *hold(100, chunks=2)[:-1],  # press and two uploads, no release yet
+        at(200, "disconnected", reason="socket_closed:1006", jitter=0.0),
+        at(205, "playback_drained", response_id="resp_0", played_ms=1.0),
+        at(210, "release"),
+        at(220, "press"),
+        mic(230),
+        at(240, "release"),
+        at(330, "timeout"),  # attempt 1
+        at(400, "disconnected", reason="connection_refused", jitter=1.0),
+        at(900, "timeout"),  # attempt 2, after 2 x 250 ms
+        at(950, "connected"),
+        resumed(970, "tok_2", 9, 8),
+        *hold(1000, chunks=2),
+        *numbered(
+            [committed(1200, "item_1", "evt_10"), *reply(1210, "resp_1", "item_2", chunks=1)], 9
+        ),
+    ]
+
+
+def b42_resume_after_the_grace_is_refused_and_the_call_is_lost() -> list[Input]:
+    """The server forgot the session (its resume grace expired): `unknown_session` loses
+    the call at once, with a notice saying that Connect starts a new session."""
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", reason="socket_closed:1006", jitter=0.5),
+        at(300, "timeout"),
+        at(320, "connected"),
+        error(330, "unknown_session", "evt_2"),
+        at(340, "disconnected", reason="socket_closed:1008", jitter=0.5),
+        at(350, "press"),
+    ]
+
+
+def b42_attempts_end_after_the_give_up_time() -> list[Input]:
+    """Every attempt's socket fails; backoffs double up to the cap; no attempt starts
+    later than the give-up time after the drop: the call is lost."""
+    steps: list[Input] = [*ready_resumable(), at(100, "disconnected", jitter=0.5)]
+    now = 100
+    for _ in range(15):
+        now += 2_000
+        steps.append(at(now, "timeout"))
+        steps.append(at(now + 50, "disconnected", reason="connection_refused", jitter=0.5))
+        now += 50
+    return steps
+
+
+def b42_an_attempt_that_hangs_is_abandoned() -> list[Input]:
+    """A socket that opens no session.resumed within the attempt timeout is abandoned
+    (`abandon_socket`); its late close changes nothing; the next attempt resumes."""
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", jitter=0.5),
+        at(300, "timeout"),
+        at(5_300, "timeout"),  # attempt 1's deadline: abandon it, back off
+        at(5_310, "disconnected", reason="socket_closed:1006", jitter=0.5),
+        at(5_800, "timeout"),
+        at(5_820, "connected"),
+        resumed(5_840, "tok_2", 3, 2),
+    ]
+
+
+def b42_resync_required_cuts_the_reply_in_flight() -> list[Input]:
+    """The journal lost events of the drop: the reply in flight is cut (its local audio
+    cleared, its hold settled), not continued, and a notice says so."""
+    return [
+        *ready_resumable(),
+        *numbered(vad_turn(100, "item_1"), 3),
+        *numbered(reply(300, "resp_1", "item_2", chunks=3)[:3], 6),
+        at(330, "disconnected", jitter=0.5),
+        at(520, "timeout"),
+        at(540, "connected"),
+        resumed(560, "tok_2", 9, 40),
+        srv(561, "session.resync_required", reason="journal_overflow", last_server_event_seq=40),
+        srv(
+            570,
+            "response.output_audio.delta",
+            response_id="resp_1",
+            delta=REPLY_CHUNK,
+            server_event_seq=41,
+        ),
+    ]
+
+
+def b42_tracks_drop_stops_the_microphone_track_until_the_resume() -> list[Input]:
+    """On a call's media (the WebRTC data channel is the link): the microphone track stops
+    while the link is down and is sent again once resumed; the replay finishes the reply."""
+    first = numbered(track_reply(300, "resp_1", "item_2", chunks=2), 6)
+    return [
+        *ready_resumable(),
+        *numbered(vad_turn(100, "item_1"), 3),
+        *first[:3],
+        at(330, "disconnected", jitter=0.5),
+        at(520, "timeout"),
+        at(540, "connected"),
+        resumed(560, "tok_2", 9, 11),
+        *retimed(first[3:], 561),
+    ]
+
+
+def b42_hang_up_of_a_resumed_call_closes_the_session_first() -> list[Input]:
+    return [
+        *ready_resumable(),
+        at(50, "disconnected", jitter=0.5),
+        at(250, "timeout"),
+        at(260, "connected"),
+        resumed(270, "tok_2", 3, 2),
+        at(280, "hang_up"),  # ready and resumable: session.close first, then the close
+    ]
+
+
+def b42_hang_up_while_reconnecting_ends_the_call() -> list[Input]:
+    return [
+        *ready_resumable(),
+        at(100, "disconnected", jitter=0.5),
+        at(300, "timeout"),
+        at(310, "hang_up"),
+        at(320, "connected"),
+        at(330, "timeout"),
+    ]
+
+
+def b42_a_silent_link_is_probed_then_dropped() -> list[Input]:
+    """No close reaches the client (a tunnel): while it sends and hears nothing for the
+    quiet time it sends session.heartbeat; an answer keeps the link; a second quiet spell
+    whose probe goes unanswered drops it (the socket abandoned) and the resume follows."""
+    return [
+        *ready_resumable(),  # last heard at 10
+        mic(100),  # sent
+        at(4_010, "timeout"),  # quiet for 4 s while sending: the probe
+        srv(4_050, "session.heartbeat_ack", server_event_seq=3),
+        mic(4_100),
+        at(8_050, "timeout"),  # quiet again: a second probe
+        at(12_050, "timeout"),  # unanswered: the link is dropped
+        at(12_300, "timeout"),  # the first attempt
+        at(12_320, "connected"),
+        resumed(12_340, "tok_2", 4, 3),
+    ]
+
+
+def b42_a_session_without_a_token_ends_on_a_drop() -> list[Input]:
+    """A session the server did not make resumable (no token) ends as before."""
+    return [*ready(), at(100, "disconnected", reason="socket_closed:1006", jitter=0.5)]
+
+
 SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "ptt_turn_with_camera": ("ptt", {}, ptt_turn_with_camera),
     "b39_function_calls_are_run_answered_and_followed_up": (
@@ -666,6 +898,53 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
         {"media": "tracks"},
         b36_tracks_ptt_hold_clears_the_streamed_audio_first,
     ),
+    "b42_drop_mid_reply_resumes_and_the_replay_applies_once": (
+        "vad",
+        {},
+        b42_drop_mid_reply_resumes_and_the_replay_applies_once,
+    ),
+    "b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume": (
+        "ptt",
+        {},
+        b42_ptt_hold_cut_by_the_drop_is_cleared_on_resume,
+    ),
+    "b42_resume_after_the_grace_is_refused_and_the_call_is_lost": (
+        "ptt",
+        {},
+        b42_resume_after_the_grace_is_refused_and_the_call_is_lost,
+    ),
+    "b42_attempts_end_after_the_give_up_time": ("ptt", {}, b42_attempts_end_after_the_give_up_time),
+    "b42_an_attempt_that_hangs_is_abandoned": ("vad", {}, b42_an_attempt_that_hangs_is_abandoned),
+    "b42_resync_required_cuts_the_reply_in_flight": (
+        "vad",
+        {},
+        b42_resync_required_cuts_the_reply_in_flight,
+    ),
+    "b42_hang_up_while_reconnecting_ends_the_call": (
+        "ptt",
+        {},
+        b42_hang_up_while_reconnecting_ends_the_call,
+    ),
+    "b42_hang_up_of_a_resumed_call_closes_the_session_first": (
+        "vad",
+        {"media": "tracks"},
+        b42_hang_up_of_a_resumed_call_closes_the_session_first,
+    ),
+    "b42_a_silent_link_is_probed_then_dropped": (
+        "vad",
+        {},
+        b42_a_silent_link_is_probed_then_dropped,
+    ),
+    "b42_a_session_without_a_token_ends_on_a_drop": (
+        "vad",
+        {},
+        b42_a_session_without_a_token_ends_on_a_drop,
+    ),
+    "b42_tracks_drop_stops_the_microphone_track_until_the_resume": (
+        "vad",
+        {"media": "tracks"},
+        b42_tracks_drop_stops_the_microphone_track_until_the_resume,
+    ),
 }
 
 
@@ -673,9 +952,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
 
 
 def random_walk(
-    seed: int, mode: str, media: str = "events"
+    seed: int, mode: str, media: str = "events", *, resumable: bool = False
 ) -> Iterator[Callable[[ClientProtocol], Input]]:
-    """Input makers that look at the protocol's state to pick plausible ids."""
+    """Input makers that look at the protocol's state to pick plausible ids. A resumable
+    walk numbers the server's events (now and then resending a recent one, as a replay
+    does) and drops, reconnects and resumes its link."""
     rng = random.Random(seed)
     clock = [0]
     responses = [0]
@@ -764,9 +1045,35 @@ def random_walk(
             return srv(tick(), f"output_audio_buffer.{kind}", response_id=rid)
 
         makers.append((4, track))
+    if resumable:
+        makers += [
+            (1, lambda p: at(tick(), "disconnected", jitter=rng.random())),
+            (1, lambda p: at(tick(), "connected")),
+            (1, lambda p: resumed(tick(), f"tok_{rng.randint(2, 99)}", 0, 0)),
+            (0.1, lambda p: error(tick(), "unknown_session", None)),
+            (0.3, lambda p: at(tick(), "hang_up") if rng.random() < 0.3 else mic(tick())),
+        ]
     weights = [w for w, _ in makers]
+    seq = [2]  # the handshake's two events (`ready_resumable`)
     while True:
-        yield rng.choices([m for _, m in makers], weights)[0]
+        maker = rng.choices([m for _, m in makers], weights)[0]
+        if not resumable:
+            yield maker
+            continue
+
+        def numbered_maker(p: ClientProtocol, maker: Any = maker) -> Input:
+            entry = maker(p)
+            event = entry.get("event")
+            if entry["kind"] != "server" or event["type"] == "session.resumed":
+                return entry
+            if rng.random() < 0.1 and seq[0] > 2:  # a replay of an event applied already
+                number = seq[0] - rng.randint(0, 2)
+            else:
+                seq[0] += 1
+                number = seq[0]
+            return {**entry, "event": {**event, "server_event_seq": number}}
+
+        yield numbered_maker
 
 
 def run(mode: str, options: dict[str, Any], inputs: list[Input]) -> list[dict[str, Any]]:
@@ -783,13 +1090,14 @@ def random_trace(seed: int) -> dict[str, Any]:
     media = "tracks" if seed % 4 >= 2 and seed >= RANDOM_TRACES else "events"
     if media == "tracks":
         options["media"] = media
+    resumable = seed >= RANDOM_TRACES and seed % 5 == 4
     protocol = ClientProtocol(mode, **options)
     steps: list[dict[str, Any]] = []
-    for entry in ready():
+    for entry in ready_resumable() if resumable else ready():
         steps.append(
             {"input": entry, "outputs": protocol.step(entry), "snapshot": protocol.snapshot()}
         )
-    walk = random_walk(seed, mode, media)
+    walk = random_walk(seed, mode, media, resumable=resumable)
     for _ in range(RANDOM_STEPS):
         entry = next(walk)(protocol)
         steps.append(
@@ -808,7 +1116,7 @@ def build_traces() -> dict[str, dict[str, Any]]:
             "options": options,
             "steps": run(mode, options, make()),
         }
-    for seed in (*range(RANDOM_TRACES), *TRACK_SEEDS):
+    for seed in (*range(RANDOM_TRACES), *TRACK_SEEDS, *RESUME_SEEDS):
         trace = random_trace(seed)
         traces[f"{trace['name']}.json"] = trace
     return traces

@@ -25,12 +25,20 @@
 // and the audio length of each transcript piece; a final transcript that is shorter or
 // empty (a server that only knew part of what was heard) never erases the streamed text.
 //
+// Resume (B42, websocket): the session is resumable (js/websocket_link.js); when the socket
+// drops, the page shows "reconnecting…", ClientProtocol pauses push-to-talk, the microphone
+// and the camera and asks for new sockets on a bounded backoff (this page draws the jitter),
+// and the replay finishes what the drop interrupted; a lost session is a notice, and the
+// next Connect starts a new one.
+//
 // Labels: the indicators show plain words (js/labels.js); each keeps the machine's state
 // name in its `data-state`. The note on spoken languages is what `session.created` says
 // the server's speech recognition knows.
 
+import { hangUpCall, IceWatch } from "./call_link.js";
 import { ClientProtocol } from "./client_protocol.js";
 import {
+  cameraPausedLabel,
   cameraTrackLabel,
   labelOf,
   languageNote,
@@ -40,6 +48,7 @@ import {
   transportLabel,
 } from "./labels.js";
 import { loadSpec } from "./spec_loader.js";
+import { WebsocketLink } from "./websocket_link.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -90,6 +99,11 @@ const metrics = {
   drained: [], // response ids played out
   fenced: 0,
   outputLatencyMs: null,
+  // resume (B42): each `link` output {state, at, attempts, downMs?, retryInMs?}, each
+  // socket opened to resume {attempt, at}, and the replayed events skipped as applied
+  links: [],
+  reconnects: [],
+  duplicates: 0,
 };
 
 const spec = await loadSpec();
@@ -102,6 +116,8 @@ let cameraOn = false;
  * silent (a dip between words is shorter), and that threshold (peak, full scale 1). */
 const QUIET_MS = 120;
 const QUIET_PEAK = 0.004;
+/** WebRTC: how long ICE may stay disconnected before the call counts as dropped (B42). */
+const ICE_GRACE_MS = 3000;
 
 window.joyduplex = {
   metrics,
@@ -323,6 +339,10 @@ class Call {
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
     this.lastServerType = null;
+    // WebRTC (B42): ICE stuck in `disconnected` is a dropped call, resumed with a new one
+    this.iceWatch = new IceWatch(ICE_GRACE_MS, (pc) => {
+      if (this.pc === pc && !this.closed) this.callDropped(pc, "ice_disconnected");
+    });
   }
 
   async start() {
@@ -375,38 +395,36 @@ class Call {
     this.capture.port.onmessage = (event) => this.onMicChunk(event.data);
     this.micTrack = this.stream.getAudioTracks()[0];
 
-    if (this.onTracks) await this.placeCall();
+    if (this.onTracks) await this.placeCall("resumable=1");
     else this.openSocket();
     this.render();
   }
 
   openSocket() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    this.socket = new WebSocket(`${scheme}://${location.host}/v1/realtime`, offeredProtocols());
-    let opened = false;
-    this.socket.onopen = () => {
-      opened = true;
-      this.run(this.protocol.connected(now()));
-    };
-    this.socket.onmessage = (event) => this.onServerText(event.data);
-    this.socket.onclose = (event) => {
-      // The server checks the key and the page's origin before the upgrade and answers a
-      // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
-      if (!opened) notice("error", "connection_refused", REFUSED_MESSAGE);
-      this.run(this.protocol.disconnected(now(), opened ? `socket_closed:${event.code}` : "connection_refused"));
-    };
-    this.socket.onerror = () => {
-      if (opened) notice("error", "socket_error", "the connection failed");
-    };
+    this.socket = new WebsocketLink(offeredProtocols(), {
+      open: () => this.run(this.protocol.connected(now())),
+      text: (data) => this.onServerText(data),
+      close: (event, opened) => {
+        // a resume attempt that fails is the protocol's to retry (the network is down)
+        const resuming = this.protocol.snapshot().connection === "resuming";
+        // The server checks the key and the page's origin before the upgrade and answers a
+        // refusal with HTTP 401 / 403, which a browser only reports as a close before open.
+        if (!opened && !resuming) notice("error", "connection_refused", REFUSED_MESSAGE);
+        const reason = opened ? `socket_closed:${event.code}` : "connection_refused";
+        this.run(this.protocol.disconnected(now(), reason, Math.random()));
+      },
+    });
+    this.socket.start();
   }
 
   /** WebRTC: the microphone on an audio track (sendrecv: the reply comes back on it), a
    * video transceiver the camera's track is put on and taken off (replaceTrack, no new
    * offer), the `oai-events` data channel; the offer goes to POST /v1/realtime/calls once
    * ICE gathering completed (the server takes no trickled candidates). */
-  async placeCall() {
+  async placeCall(query) {
     const pc = new RTCPeerConnection();
     this.pc = pc;
+    const current = () => this.pc === pc; // a call replaced by a resume reports nothing
     // the track goes on only when the protocol says audio flows (its `microphone` output)
     this.micSender = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] }).sender;
     this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
@@ -414,24 +432,26 @@ class Call {
       if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
     };
     pc.oniceconnectionstatechange = () => {
+      if (!current()) return;
       metrics.ice.push({ state: pc.iceConnectionState, at: now() });
+      this.iceWatch.observe(pc);
       this.render();
     };
     pc.onconnectionstatechange = () => {
-      if (pc.connectionState === "failed" && !this.closed) {
-        notice("error", "ice_failed", "the call's connection failed (ICE)");
-        this.run(this.protocol.disconnected(now(), "ice_failed"));
-      }
+      if (current() && pc.connectionState === "failed" && !this.closed) this.callDropped(pc, "ice_failed");
     };
     const channel = pc.createDataChannel("oai-events");
     this.channel = channel;
     channel.onopen = () => {
+      if (!current()) return;
       this.opened = true;
       this.run(this.protocol.connected(now()));
     };
-    channel.onmessage = (event) => this.onServerText(event.data);
+    channel.onmessage = (event) => {
+      if (current()) this.onServerText(event.data);
+    };
     channel.onclose = () => {
-      if (!this.closed) this.run(this.protocol.disconnected(now(), "channel_closed"));
+      if (current() && !this.closed) this.callDropped(pc, "channel_closed");
     };
 
     await pc.setLocalDescription(await pc.createOffer());
@@ -451,17 +471,24 @@ class Call {
     if (key) headers.Authorization = `Bearer ${key}`;
     let response;
     try {
-      response = await fetch("/v1/realtime/calls", {
+      response = await fetch(`/v1/realtime/calls?${query}`, {
         method: "POST",
         headers,
         body: pc.localDescription.sdp,
       });
     } catch (error) {
-      notice("error", "call_unreachable", `cannot place the call: ${error}`);
-      this.run(this.protocol.disconnected(now(), "connection_refused"));
+      if (!current()) return;
+      // a resume attempt that cannot reach the server is the protocol's to retry
+      if (!this.resuming()) notice("error", "call_unreachable", `cannot place the call: ${error}`);
+      this.callDropped(pc, "connection_refused");
       return;
     }
     const body = await response.text();
+    if (!current()) return;
+    if (response.status !== 201 && this.resuming()) {
+      this.callDropped(pc, `call_refused:${response.status}`);
+      return;
+    }
     if (response.status !== 201) {
       // the body is the wire's `error` object (an `error` event or the object itself)
       let error = {};
@@ -482,6 +509,40 @@ class Call {
     this.callId = (response.headers.get("Location") ?? "").split("/").pop() || null;
     if (this.closed) return;
     await pc.setRemoteDescription({ type: "answer", sdp: body });
+  }
+
+  /** WebRTC (B42): the link's state says whether a failure is a drop to resume. */
+  resuming() {
+    return this.protocol.snapshot().connection === "resuming";
+  }
+
+  /** WebRTC: the call `pc` failed (its data channel closed, ICE failed, or no answer):
+   * close it, and let the protocol resume the session with a new call, or end it. */
+  callDropped(pc, reason) {
+    this.iceWatch.stop();
+    if (!this.resuming() && !this.protocol.snapshot().link.resumable && reason === "ice_failed") {
+      notice("error", "ice_failed", "the call's connection failed (ICE)");
+    }
+    if (this.pc === pc) this.pc = null;
+    pc.close();
+    this.run(this.protocol.disconnected(now(), reason, Math.random()));
+  }
+
+  /** WebRTC (B42): a new call that resumes `sessionId` (ClientProtocol's `reconnect`); its
+   * data channel's open sends session.resume, the camera's track goes on its video
+   * transceiver, the microphone's when the protocol says audio flows again. */
+  async resumeCall(sessionId) {
+    if (this.pc) {
+      const old = this.pc;
+      this.pc = null;
+      old.close();
+    }
+    try {
+      await this.placeCall(`resume=1&session_id=${encodeURIComponent(sessionId)}`);
+      if (this.videoSender && this.video) await this.videoSender.replaceTrack(this.video.getVideoTracks()[0]);
+    } catch (error) {
+      notice("warning", "resume_call", String(error));
+    }
   }
 
   /** WebRTC: play the remote audio track, and measure its level in the page. */
@@ -638,7 +699,7 @@ class Call {
           metrics.sent.push({ type: output.event.type, at: eventAt });
           if (this.channel) {
             if (this.channel.readyState === "open") this.channel.send(JSON.stringify(output.event));
-          } else if (this.socket.readyState === WebSocket.OPEN) {
+          } else {
             this.socket.send(JSON.stringify(output.event));
           }
           break;
@@ -699,6 +760,7 @@ class Call {
           break;
         case "microphone":
           // WebRTC: the microphone track is sent only while audio flows (no renegotiation)
+          if (!this.pc) break; // dropped: the resumed call's sender gets the track
           this.micSender?.replaceTrack(output.sending ? this.micTrack : null).catch((error) =>
             notice("warning", "microphone_track", String(error)),
           );
@@ -708,6 +770,35 @@ class Call {
           break;
         case "close":
           this.shutdown(output.reason);
+          break;
+        case "reconnect":
+          metrics.reconnects.push({ attempt: output.attempt, at: eventAt });
+          if (this.onTracks) this.resumeCall(output.session_id);
+          else this.socket?.resume(output.session_id);
+          break;
+        case "abandon_socket":
+          if (this.onTracks && this.pc) {
+            const pc = this.pc;
+            this.pc = null; // closed without a report: the protocol already failed it
+            pc.close();
+          } else {
+            this.socket?.abandon();
+          }
+          break;
+        case "link":
+          metrics.links.push({
+            state: output.state,
+            at: eventAt,
+            attempts: output.attempts,
+            downMs: output.down_ms,
+            retryInMs: output.retry_in_ms,
+          });
+          if (output.state === "resumed") {
+            notice("info", "reconnected", `the connection is back after ${Math.round(output.down_ms)} ms`);
+          }
+          break;
+        case "duplicate":
+          metrics.duplicates += 1;
           break;
         default:
           break; // "watchdog": shown from the snapshot
@@ -729,7 +820,10 @@ class Call {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
-    if (this.socket && this.socket.readyState <= WebSocket.OPEN) this.socket.close(1000, "client closed");
+    this.iceWatch.stop();
+    // a resumable session whose data channel closes is only detached (js/call_link.js)
+    if (this.onTracks && this.callId && reason === "client_hangup") hangUpCall(this.callId, fragmentKey());
+    this.socket?.close();
     if (this.channel && this.channel.readyState !== "closed") this.channel.close();
     this.pc?.close();
     ui.remoteAudio.srcObject = null;
@@ -798,6 +892,8 @@ function render(snapshot, active = null) {
       ? "camera on once you connect"
       : labelOf(labels, "client_camera", "off");
   document.body.dataset.connection = state;
+  document.body.dataset.link = snapshot?.link.state ?? "";
+  if (state === "resuming" && cameraOn) ui.cameraState.textContent = cameraPausedLabel;
 }
 
 // --- controls -------------------------------------------------------------------------
@@ -805,7 +901,7 @@ function render(snapshot, active = null) {
 ui.connect.addEventListener("click", async () => {
   if (call) {
     const active = call;
-    active.run(active.protocol.disconnected(now(), "client_hangup"));
+    active.run(active.protocol.hang_up(now()));
     return;
   }
   call = new Call(ui.mode.value, ui.turn.value, ui.transport.value);
@@ -871,6 +967,9 @@ window.addEventListener("keyup", (event) => {
   release();
 });
 window.addEventListener("blur", release);
+// leaving the page ends its session: a resumable one would otherwise wait on the server
+// for a resume that never comes (B42)
+window.addEventListener("pagehide", () => call?.run(call.protocol.hang_up(now())));
 
 render(null);
 document.body.dataset.loaded = "true";

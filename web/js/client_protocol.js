@@ -27,6 +27,9 @@ class ClientOutbox {
   constructor() {
     this.items = [];
     this.eventCounter = 0;
+    // while a resumable session's link is down, sends wait here (B42)
+    this.holding = false;
+    this.held = [];
   }
   nextEventId() {
     this.eventCounter += 1;
@@ -36,7 +39,28 @@ class ClientOutbox {
     if (!("event_id" in event)) {
       event = { type: event.type, event_id: this.nextEventId(), ...event };
     }
-    this.items.push({ kind: "send", event });
+    (this.holding ? this.held : this.items).push({ kind: "send", event });
+  }
+  send_through(event) {
+    const holding = this.holding;
+    this.holding = false;
+    try {
+      this.send(event);
+    } finally {
+      this.holding = holding;
+    }
+  }
+  hold_sends() {
+    this.holding = true;
+  }
+  release_sends() {
+    this.holding = false;
+    this.items.push(...this.held);
+    this.held = [];
+  }
+  discard_held() {
+    this.holding = false;
+    this.held = [];
   }
   emit(output) {
     this.items.push(output);
@@ -216,6 +240,118 @@ class ClientPlayback {
   }
 }
 
+// The backoff before the attempt after `attempts` earlier ones (core/statemachines/client_resume.py)
+export function backoffMs(constants, attempts, jitter) {
+  const base = Math.min(constants.resume_backoff_max_ms, constants.resume_backoff_first_ms * 2 ** attempts);
+  return base * (0.5 + jitter / 2);
+}
+
+// The resume link (B42): the session id, resume token and event cursor live here only
+// (in memory: a reload starts a new session); see core/statemachines/client_resume.py.
+class ResumeLink {
+  constructor(rules, outbox, constants) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.constants = constants;
+    this.state = rules.table.initial;
+    this.session_id = null;
+    this.resume_token = null;
+    this.last_server_event_seq = 0;
+    this.attempts = 0;
+    this.dropped_at_ms = null;
+    this.next_attempt_ms = null;
+    this.attempt_deadline_ms = null;
+    this.jitter = 0.5;
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  resumable() {
+    return this.session_id !== null && this.resume_token !== null;
+  }
+  take(event) {
+    const kind = event.type;
+    if (kind === "session.created") {
+      const sessionId = id(object(event.session).id);
+      const token = id(event.resume_token);
+      if (sessionId !== null && token !== null) {
+        this.session_id = sessionId;
+        this.resume_token = token;
+      }
+    } else if (kind === "session.resumed" && id(event.resume_token) !== null) {
+      this.resume_token = event.resume_token;
+    }
+    const seq = event.server_event_seq;
+    if (Number.isInteger(seq)) {
+      if (seq <= this.last_server_event_seq) return false;
+      this.last_server_event_seq = seq;
+    }
+    return true;
+  }
+  snapshot() {
+    return {
+      state: this.state,
+      session_id: this.session_id,
+      resumable: this.resumable(),
+      last_server_event_seq: this.last_server_event_seq,
+      attempts: this.attempts,
+      next_attempt_ms: this.next_attempt_ms,
+      attempt_deadline_ms: this.attempt_deadline_ms,
+    };
+  }
+  within_limits(kwargs) {
+    const elapsed = kwargs.now_ms - this.dropped_at_ms;
+    return this.attempts < this.constants.resume_max_attempts && elapsed < this.constants.resume_give_up_ms;
+  }
+  start_backoff(kwargs) {
+    this.attempts = 0;
+    this.dropped_at_ms = kwargs.now_ms;
+    this.schedule_attempt(kwargs);
+  }
+  schedule_attempt(kwargs) {
+    this.jitter = kwargs.jitter ?? this.jitter;
+    const wait = backoffMs(this.constants, this.attempts, this.jitter);
+    this.next_attempt_ms = kwargs.now_ms + wait;
+    this.attempt_deadline_ms = null;
+    this.outbox.emit({ kind: "link", state: "dropped", attempts: this.attempts, retry_in_ms: wait });
+  }
+  open_socket(kwargs) {
+    this.attempts += 1;
+    this.next_attempt_ms = null;
+    this.attempt_deadline_ms = kwargs.now_ms + this.constants.resume_attempt_timeout_ms;
+    this.outbox.emit({ kind: "reconnect", session_id: this.session_id, attempt: this.attempts });
+  }
+  send_resume() {
+    this.outbox.send_through({
+      type: "session.resume",
+      session_id: this.session_id,
+      resume_token: this.resume_token,
+      last_received_server_event_seq: this.last_server_event_seq,
+    });
+  }
+  give_up(kwargs) {
+    this.next_attempt_ms = null;
+    this.attempt_deadline_ms = null;
+    const message =
+      kwargs.why === "out_of_time"
+        ? `the connection did not come back (${this.attempts} attempts in ` +
+          `${Math.floor(this.constants.resume_give_up_ms / 1000)} s); the conversation is over: ` +
+          "Connect starts a new session"
+        : `the server no longer holds this session (${kwargs.why}): the connection was down ` +
+          "longer than it waits; Connect starts a new session";
+    this.outbox.emit({ kind: "notice", level: "error", code: "session_lost", message });
+  }
+  report_resumed(kwargs) {
+    this.attempt_deadline_ms = null;
+    this.outbox.emit({
+      kind: "link",
+      state: "resumed",
+      attempts: this.attempts,
+      down_ms: kwargs.now_ms - this.dropped_at_ms,
+    });
+  }
+}
+
 class Watchdog {
   constructor(rules, outbox, timeoutMs) {
     this.rules = rules;
@@ -356,6 +492,14 @@ export class ClientProtocol {
       options.watchdog_ms ?? constants.turn_watchdog_ms,
     );
     this.camera = new Camera(this.rules.client_camera, this.out, !this.on_tracks);
+    this.link = new ResumeLink(this.rules.client_resume, this.out, constants);
+    this.resumeRefusals = new Set(constants.resume_refusals);
+    // a push-to-talk hold cut by the drop after it uploaded audio: cleared on resume
+    this.clearOnResume = false;
+    // the link's liveness (B42): last server event, last send, the probe's heartbeat
+    this.heardMs = null;
+    this.sentMs = null;
+    this.probeMs = null;
     this.holds = [];
     this.playbacks = new Map();
     this.pending_commits = new Map();
@@ -376,12 +520,32 @@ export class ClientProtocol {
     if (this.connection.state === "connecting") {
       this.connection.fire("open");
       this.handshakeDeadline = now + this.constants.handshake_timeout_ms;
+    } else if (this.linkIs("reconnecting")) {
+      this.link.fire("opened");
     }
     return this.finish(now);
   }
 
-  disconnected(now, reason = "socket_closed") {
-    if (this.connection.state !== "closed") this.tearDown("lost", reason);
+  // jitter in [0, 1), drawn by the host (Math.random()), scales the resume's backoff
+  disconnected(now, reason = "socket_closed", jitter = 0.5) {
+    const state = this.connection.state;
+    if (state === "ready" && this.link.resumable()) {
+      this.drop(now, jitter);
+    } else if (state === "resuming") {
+      if (this.link.state === "reconnecting") {
+        this.link.fire("fail", { now_ms: now, jitter, why: "out_of_time" });
+        this.loseIfLost();
+      }
+    } else if (state !== "closed") {
+      this.tearDown("lost", reason);
+    }
+    return this.finish(now);
+  }
+
+  // a resumable session is closed first: a call's data channel that closes only detaches it
+  hang_up(now) {
+    if (this.ready() && this.link.resumable()) this.out.send({ type: "session.close" });
+    if (this.connection.state !== "closed") this.tearDown("lost", "client_hangup");
     return this.finish(now);
   }
 
@@ -412,7 +576,10 @@ export class ClientProtocol {
 
   server_event(event, now) {
     if (this.connection.state === "closed") return [];
-    this.onServerEvent(event, now);
+    this.heardMs = now;
+    this.probeMs = null;
+    if (this.link.take(event)) this.onServerEvent(event, now);
+    else this.out.emit({ kind: "duplicate", server_event_seq: event.server_event_seq });
     return this.finish(now);
   }
 
@@ -523,6 +690,25 @@ export class ClientProtocol {
         message: "the server did not answer session.update in time",
       });
       this.tearDown("lost", "handshake_timeout");
+    } else if (state === "resuming") {
+      const link = this.link;
+      if (link.state === "dropped" && this.due(link.next_attempt_ms, now)) {
+        link.fire("attempt", { now_ms: now, why: "out_of_time" });
+        this.loseIfLost();
+      } else if (link.state === "reconnecting" && this.due(link.attempt_deadline_ms, now)) {
+        this.out.emit({ kind: "abandon_socket" });
+        link.fire("fail", { now_ms: now, why: "out_of_time" });
+        this.loseIfLost();
+      }
+    } else if (state === "ready" && this.due(this.linkDeadline(), now)) {
+      if (this.probeMs === null) {
+        this.out.send({ type: "session.heartbeat" });
+        this.probeMs = now;
+      } else {
+        // no answer: the link died without a close reaching us
+        this.out.emit({ kind: "abandon_socket" });
+        this.drop(now, this.link.jitter);
+      }
     } else if (state === "ready") {
       if (this.watchdog.state === "armed" && this.due(this.watchdog.deadline_ms, now)) {
         this.watchdog.fire("expire");
@@ -539,6 +725,10 @@ export class ClientProtocol {
     const candidates = [this.nextCapture];
     if (this.connection.state === "handshaking") candidates.push(this.handshakeDeadline);
     if (this.watchdog.state === "armed") candidates.push(this.watchdog.deadline_ms);
+    if (this.connection.state === "resuming") {
+      candidates.push(this.link.next_attempt_ms, this.link.attempt_deadline_ms);
+    }
+    candidates.push(this.linkDeadline());
     const present = candidates.filter((c) => c !== null);
     return present.length ? Math.min(...present) : null;
   }
@@ -549,7 +739,9 @@ export class ClientProtocol {
       case "connected":
         return this.connected(now);
       case "disconnected":
-        return this.disconnected(now, entry.reason ?? "socket_closed");
+        return this.disconnected(now, entry.reason ?? "socket_closed", entry.jitter ?? 0.5);
+      case "hang_up":
+        return this.hang_up(now);
       case "server":
         return this.server_event(entry.event, now);
       case "server_text":
@@ -598,6 +790,8 @@ export class ClientProtocol {
       pending_commits: [...this.pending_commits.keys()],
       holds: this.holds.map((hold) => hold.snapshot()),
       playbacks: [...this.playbacks.values()].map((playback) => playback.snapshot()),
+      link: this.link.snapshot(),
+      held_sends: this.out.held.length,
     };
   }
 
@@ -609,6 +803,28 @@ export class ClientProtocol {
     if (kind === "session.updated") {
       this.connection.fire("ready");
       this.handshakeDeadline = null;
+    } else if (kind === "session.resumed") {
+      this.onResumed(now);
+    } else if (kind === "session.resync_required") {
+      // the events of the drop are gone: what was in flight is cut, not continued
+      this.out.emit({
+        kind: "notice",
+        level: "warning",
+        code: "resync_required",
+        message:
+          "some events of the drop could not be replayed " +
+          `(${id(event.reason) || "unknown"}); replies in flight were cut`,
+      });
+      this.interrupt(null);
+    } else if (kind === "session.replaced") {
+      // another connection resumed this session: it is that one's now
+      this.out.emit({
+        kind: "notice",
+        level: "warning",
+        code: "session_replaced",
+        message: "the session continues elsewhere",
+      });
+      this.tearDown("lost", "session_replaced");
     } else if (kind === "session.closed") {
       this.tearDown("lost", `session_closed:${id(event.reason) || "unknown"}`);
     } else if (kind === "error") {
@@ -683,6 +899,11 @@ export class ClientProtocol {
     const eventId = id(error.event_id);
     const code = id(error.code) || "error";
     const message = id(error.message) || "";
+    if (this.linkIs("reconnecting") && this.resumeRefusals.has(code)) {
+      this.link.fire("refused", { why: code });
+      this.loseIfLost();
+      return;
+    }
     if (
       this.connection.state === "handshaking" &&
       (eventId === null || eventId === this.connection.update_event_id)
@@ -840,6 +1061,49 @@ export class ClientProtocol {
       if (this.states.livePlayback.has(playback.state)) playback.fire("clear");
     }
     this.handshakeDeadline = null;
+    this.out.discard_held();
+  }
+
+  // --- resume (B42) -------------------------------------------------------------------
+
+  linkIs(state) {
+    return this.connection.state === "resuming" && this.link.state === state;
+  }
+
+  drop(now, jitter) {
+    this.connection.fire("drop");
+    this.link.fire("drop", { now_ms: now, jitter });
+    this.out.hold_sends();
+    this.probeMs = null;
+    const hold = this.liveHold();
+    if (hold !== null) {
+      if (hold.state === "recording") this.clearOnResume = true;
+      hold.fire("cut");
+    }
+    this.user_speaking = false; // the server's VAD verdicts of the drop come in the replay
+  }
+
+  onResumed(now) {
+    if (!this.linkIs("reconnecting")) return;
+    this.link.fire("resumed", { now_ms: now });
+    this.connection.fire("resumed");
+    this.out.release_sends();
+    if (this.clearOnResume) {
+      this.clearOnResume = false;
+      this.out.send({ type: "input_audio_buffer.clear" });
+    }
+  }
+
+  // when a quiet, ready, resumable link is probed, or once probed without an answer dropped
+  linkDeadline() {
+    if (!(this.ready() && this.link.resumable()) || this.heardMs === null) return null;
+    if (this.probeMs !== null) return this.probeMs + this.constants.link_probe_timeout_ms;
+    if (this.sentMs === null || this.sentMs < this.heardMs) return null;
+    return this.heardMs + this.constants.link_quiet_ms;
+  }
+
+  loseIfLost() {
+    if (this.link.state === "lost") this.tearDown("lost", "resume_lost");
   }
 
   playbackOf(responseId) {
@@ -919,6 +1183,8 @@ export class ClientProtocol {
   finish(now) {
     this.couple(now);
     this.prune();
-    return this.out.drain();
+    const outputs = this.out.drain();
+    if (outputs.some((output) => output.kind === "send")) this.sentMs = now;
+    return outputs;
   }
 }

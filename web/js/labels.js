@@ -12,6 +12,7 @@ export function stateLabels(constants) {
       connecting: "connecting…",
       handshaking: "setting up the session…",
       ready: "connected",
+      resuming: "reconnecting…", // the link dropped; the session waits on the server (B42)
       closed: "disconnected",
     },
     client_watchdog: {
@@ -60,8 +61,12 @@ export function transportLabel(transport, connection) {
   if (connection === null) return `will connect over ${name}`;
   if (connection === "ready") return `connected over ${name}`;
   if (connection === "closed") return `disconnected (${name})`;
+  if (connection === "resuming") return `reconnecting over ${name}…`;
   return `connecting over ${name}…`;
 }
+
+/** The camera caption while the link is down (B42): no frame goes out until the resume. */
+export const cameraPausedLabel = "camera paused — reconnecting";
 
 /** The camera caption on a WebRTC call: the video track carries the camera. */
 export const cameraTrackLabel = "camera on — streaming on the call's video track";

@@ -7,6 +7,7 @@ export const TABLE_NAMES = [
   "client_playback",
   "client_watchdog",
   "client_camera",
+  "client_resume",
 ];
 
 export async function loadSpec(readJson = null) {
