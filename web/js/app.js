@@ -40,6 +40,7 @@ import {
   transportLabel,
 } from "./labels.js";
 import { loadSpec } from "./spec_loader.js";
+import { TurnTimeline, inboundAudioOf, jitterBetween, timelineText } from "./turn_timeline.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -57,6 +58,7 @@ const ui = {
   watchdog: $("watchdog"),
   speaking: $("speaking"),
   latency: $("latency"),
+  breakdown: $("breakdown"),
   preview: $("preview"),
   frame: $("frame"),
   cameraState: $("camera-state"),
@@ -80,6 +82,8 @@ const metrics = {
   // worklet dropped the audio, from its render clock; WebRTC: the remote track's level went
   // under the meter's threshold and stayed there), reportedAt (its report reached this thread)
   interrupts: [], // {transport, responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
+  // per turn, where its time went (js/turn_timeline.js): {transport, kind, marks, stats}
+  turns: [],
   transcripts: [], // {role, id, text, final, at}
   heard: [], // {responseId, playedMs, heardChars, totalChars}: an assistant line marked
   notices: [], // {level, code, message}
@@ -102,6 +106,9 @@ let cameraOn = false;
  * silent (a dip between words is shorter), and that threshold (peak, full scale 1). */
 const QUIET_MS = 120;
 const QUIET_PEAK = 0.004;
+/** The longest a push-to-talk release waits for the capture worklet's partial chunk (it
+ * answers at its next render quantum, a few ms; a suspended context never does). */
+const FLUSH_WAIT_MS = 50;
 
 window.joyduplex = {
   metrics,
@@ -110,6 +117,9 @@ window.joyduplex = {
   transport: () => call?.transport ?? null,
   quietMs: QUIET_MS,
   quietPeak: QUIET_PEAK,
+  // when the microphone's level meter last heard a voiced chunk (tools/browser_latency.py
+  // releases push-to-talk just after a sentence ends)
+  lastVoicedAt: () => call?.timeline.lastVoicedEnd ?? null,
 };
 
 function now() {
@@ -291,6 +301,8 @@ class Call {
     this.closed = false;
     this.pendingInterrupts = new Map(); // responseId -> metric entry
     this.lastServerType = null;
+    this.timeline = new TurnTimeline(this.transport, metrics.turns);
+    this.flushing = null; // a release waiting for the capture worklet's partial chunk
   }
 
   async start() {
@@ -309,6 +321,8 @@ class Call {
       this.playbackContext = new AudioContext({ sampleRate: constants.playback_rate_hz });
       modules.push(
         this.playbackContext.audioWorklet.addModule(new URL("./playback_worklet.js", import.meta.url)),
+        // the output level meter: what the playback worklet renders, as on a call's track
+        this.playbackContext.audioWorklet.addModule(new URL("./level_worklet.js", import.meta.url)),
       );
     }
     await Promise.all(modules);
@@ -324,6 +338,9 @@ class Call {
       });
       this.playback.connect(this.playbackContext.destination);
       this.playback.port.onmessage = (event) => this.onPlayback(event.data);
+      this.playbackMeter = this.levelMeter(this.playbackContext, this.playback, (message) =>
+        this.onPlaybackLevel(message),
+      );
     }
 
     this.stream = await navigator.mediaDevices.getUserMedia({
@@ -459,18 +476,65 @@ class Call {
     ui.remoteAudio.srcObject = remote;
     ui.remoteAudio.play().catch(() => {});
     const source = this.captureContext.createMediaStreamSource(remote);
-    this.meter = new AudioWorkletNode(this.captureContext, "joyduplex-level", {
+    this.meter = this.levelMeter(this.captureContext, source, (message) => this.onLevel(message));
+  }
+
+  /** A level meter (js/level_worklet.js) on `source` in `context`. */
+  levelMeter(context, source, onMessage) {
+    const meter = new AudioWorkletNode(context, "joyduplex-level", {
       numberOfOutputs: 0,
       processorOptions: { threshold: QUIET_PEAK, quietMs: QUIET_MS },
     });
-    source.connect(this.meter);
-    this.meter.port.onmessage = (event) => this.onLevel(event.data);
+    source.connect(meter);
+    meter.port.onmessage = (event) => onMessage(event.data);
+    return meter;
+  }
+
+  /** Websocket: the playback worklet's output became audible or quiet (the breakdown's
+   * "audible"; interrupts are timed by the worklet's own drop, as before). */
+  onPlaybackLevel(message) {
+    this.meterQuiet = message.type === "quiet";
+    if (message.type === "audible") {
+      this.heard(contextTimeAt(this.playbackContext, message.at, now()));
+    }
+  }
+
+  /** The output level meter heard sound at `at`: the latest turn's reply is audible. */
+  heard(at) {
+    const turn = this.timeline.heard(at);
+    if (!turn) return;
+    this.showBreakdown(turn);
+    if (this.onTracks) this.turnStats(turn, "after");
+  }
+
+  showBreakdown(turn) {
+    ui.breakdown.textContent = timelineText(turn);
+    ui.breakdown.dataset.kind = turn.kind;
+    ui.breakdown.dataset.transport = turn.transport;
+  }
+
+  /** WebRTC: what getStats() says of the reply's inbound audio, at a turn's start
+   * (`before`) and once it is audible (`after`: the jitter buffer between the two). */
+  turnStats(turn, when) {
+    this.pc
+      ?.getStats()
+      .then((report) => {
+        const snapshot = inboundAudioOf(report);
+        if (when === "before") {
+          turn.statsBefore = snapshot;
+        } else {
+          turn.stats = jitterBetween(turn.statsBefore, snapshot);
+          this.showBreakdown(turn);
+        }
+      })
+      .catch(() => {});
   }
 
   onLevel(message) {
     const at = now();
     if (message.type === "audible") {
       this.meterQuiet = false;
+      this.heard(contextTimeAt(this.captureContext, message.at, at));
       const started = this.trackStarted;
       if (started && !started.audibleAt) {
         // the first audible sound after the server said it started the reply
@@ -516,6 +580,7 @@ class Call {
     }
     const type = event?.type ?? null;
     metrics.received.push({ type, at });
+    if (event) this.timelineReceived(event, at);
     if (type === "session.created") showLanguages(event.capabilities);
     if (this.onTracks && type === "output_audio_buffer.started") {
       this.trackStarted = { responseId: event.response_id, at };
@@ -532,12 +597,58 @@ class Call {
     this.lastServerType = null;
   }
 
+  /** The breakdown's view of a server event; a turn that starts here gets its stats. */
+  timelineReceived(event, at) {
+    const before = this.timeline.turns.at(-1);
+    this.timeline.received(event, at);
+    const turn = this.timeline.turns.at(-1);
+    if (turn !== before && this.onTracks) this.turnStats(turn, "before");
+    const type = event.type;
+    if ((type === "response.output_audio.delta" || type === "output_audio_buffer.started") && !this.meterQuiet) {
+      // the meter hears sound already (a packet beat the event): audible from the event on
+      this.heard(at);
+    }
+  }
+
   onMicChunk(data) {
+    const at = now();
     const level = Math.min(1, data.rms * 8);
     ui.speaking.style.setProperty("--level", level.toFixed(2));
+    this.timeline.micLevel(data.rms, at);
     // on WebRTC the track carries the audio: the protocol only counts the samples
-    const audio = this.onTracks ? "" : base64FromBytes(new Uint8Array(data.pcm));
-    this.run(this.protocol.mic_chunk(audio, data.samples, now()));
+    if (data.samples > 0) {
+      const audio = this.onTracks ? "" : base64FromBytes(new Uint8Array(data.pcm));
+      this.run(this.protocol.mic_chunk(audio, data.samples, at));
+    }
+    if (data.flushed && this.flushing) {
+      // the release's partial chunk went out (or there was none): now the commit
+      this.timeline.lastAudioSent(now());
+      this.finishRelease();
+    }
+  }
+
+  /** Push-to-talk release: the capture worklet first posts the partial chunk it holds (at
+   * most one chunk, sent at once instead of dropped), then the protocol commits. A
+   * worklet that does not answer (a suspended context) delays the commit by at most
+   * `FLUSH_WAIT_MS`. A release without a live hold commits nothing and flushes nothing. */
+  release() {
+    if (this.flushing) return;
+    const liveHold = spec.tables.client_hold.groups.live;
+    if (!this.protocol.snapshot().holds.some((h) => liveHold.includes(h.state))) {
+      this.run(this.protocol.release(now()));
+      return;
+    }
+    this.timeline.release(now());
+    if (this.onTracks) this.turnStats(this.timeline.turns.at(-1), "before");
+    this.flushing = setTimeout(() => this.finishRelease(), FLUSH_WAIT_MS);
+    this.capture.port.postMessage({ type: "flush" });
+  }
+
+  finishRelease() {
+    if (!this.flushing) return;
+    clearTimeout(this.flushing);
+    this.flushing = null;
+    this.run(this.protocol.release(now()));
   }
 
   onPlayback(message) {
@@ -604,6 +715,7 @@ class Call {
       switch (output.kind) {
         case "send":
           metrics.sent.push({ type: output.event.type, at: eventAt });
+          this.timeline.sent(output.event, eventAt);
           if (this.channel) {
             if (this.channel.readyState === "open") this.channel.send(JSON.stringify(output.event));
           } else if (this.socket.readyState === WebSocket.OPEN) {
@@ -807,7 +919,7 @@ function press() {
 }
 
 function release() {
-  if (call) call.run(call.protocol.release(now()));
+  call?.release();
 }
 
 ui.talk.addEventListener("pointerdown", (event) => {
