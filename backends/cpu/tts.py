@@ -6,6 +6,11 @@ little-endian at the requested rate, resampled with soxr). Between sentences the
 checks for cancellation and `abort`, so a barge-in stops the reply after at most the
 sentence being synthesized (about 0.2 s of CPU time). The chunks' `text` fields
 concatenate to the spoken text (every sentence after the first starts with a space).
+
+A reply's first sentence starts with at most `LEAD_SILENCE_KEPT_MS` of silence: Piper
+opens every sentence with 50-60 ms under -48 dBFS, which the person only waits through
+(issue 39: it was most of the web page's delay from first audio to audible). The pauses
+before later sentences are the speech's own and stay.
 """
 
 from __future__ import annotations
@@ -35,12 +40,34 @@ if TYPE_CHECKING:
 
     from backends.cpu.assets import PiperVoiceFiles
 
-__all__ = ["MAX_SAMPLE_RATE_HZ", "MIN_SAMPLE_RATE_HZ", "PiperTts"]
+__all__ = [
+    "LEAD_SILENCE_KEPT_MS",
+    "MAX_SAMPLE_RATE_HZ",
+    "MIN_SAMPLE_RATE_HZ",
+    "PiperTts",
+    "trim_lead",
+]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 MIN_SAMPLE_RATE_HZ = 8_000
 MAX_SAMPLE_RATE_HZ = 48_000
+#: the silence a reply's first sentence keeps before its first sound (a soft onset)
+LEAD_SILENCE_KEPT_MS = 10
+#: the int16 peak under which a sample is silence (-48 dBFS: the web page's level meter
+#: hears 0.004 of full scale and up)
+SILENCE_PEAK = 131
+
+
+def trim_lead(pcm16: bytes, rate_hz: int) -> bytes:
+    """`pcm16` (mono little-endian) without its leading silence but the last
+    `LEAD_SILENCE_KEPT_MS` of it; all silence stays as it is."""
+    samples = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2")
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) >= SILENCE_PEAK)
+    if loud.size == 0:
+        return pcm16
+    start = max(0, int(loud[0]) - rate_hz * LEAD_SILENCE_KEPT_MS // 1000)
+    return pcm16[start * 2 :]
 
 
 class PiperTts(StageLifecycle):
@@ -141,6 +168,8 @@ class PiperTts(StageLifecycle):
                     pcm16 = await anyio.to_thread.run_sync(
                         self._synthesize_sentence, sentence, rate, limiter=limiter
                     )
+                if pcm16 and index == 0:
+                    pcm16 = trim_lead(pcm16, rate)
                 if pcm16:
                     text = sentence if index == 0 else f" {sentence}"
                     yield TtsAudio(request.request_id, pcm16, text)
