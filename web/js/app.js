@@ -8,7 +8,7 @@
 // events (its open is the socket's open, its messages the server's text, its close the
 // disconnect) and whose tracks carry the media: the microphone and the camera go out on
 // the peer connection's audio and video tracks, the reply comes back on its audio track,
-// played by an <audio> element (ClientProtocol in `media: "tracks"`: no appends, no
+// played through WebAudio behind a gate (ClientProtocol in `media: "tracks"`: no appends, no
 // camera captures, no local playback). Or the websocket (`/v1/realtime`): appends from
 // the capture worklet, camera JPEGs, reply deltas into the playback worklet.
 //
@@ -39,6 +39,7 @@ import {
   stateLabels,
   transportLabel,
 } from "./labels.js";
+import { ReplyGate } from "./reply_gate.js";
 import { loadSpec } from "./spec_loader.js";
 import { TurnTimeline, inboundAudioOf, jitterBetween, timelineText } from "./turn_timeline.js";
 
@@ -393,7 +394,12 @@ class Call {
     const pc = new RTCPeerConnection();
     this.pc = pc;
     // the track goes on only when the protocol says audio flows (its `microphone` output)
-    this.micSender = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] }).sender;
+    const audio = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] });
+    this.micSender = audio.sender;
+    // the reply's jitter buffer: no added target (0: as low as the browser's own adaptation
+    // goes; Chromium's NetEq keeps 40 ms and up, sized from the packets' arrival jitter)
+    if ("jitterBufferTarget" in audio.receiver) audio.receiver.jitterBufferTarget = 0;
+    else if ("playoutDelayHint" in audio.receiver) audio.receiver.playoutDelayHint = 0;
     this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
     pc.ontrack = (event) => {
       if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
@@ -469,14 +475,22 @@ class Call {
     await pc.setRemoteDescription({ type: "answer", sdp: body });
   }
 
-  /** WebRTC: play the remote audio track, and measure its level in the page. */
+  /** WebRTC: play the remote audio track through the reply gate (js/reply_gate.js: a
+   * barge-in silences it here at once) and measure its level after the gate, where the
+   * person hears it. The muted <audio> element only keeps Chromium feeding the remote
+   * track to WebAudio (it renders nothing there without a media element). */
   listen(remote) {
     if (this.remote === remote) return;
     this.remote = remote;
     ui.remoteAudio.srcObject = remote;
+    ui.remoteAudio.muted = true;
     ui.remoteAudio.play().catch(() => {});
     const source = this.captureContext.createMediaStreamSource(remote);
-    this.meter = this.levelMeter(this.captureContext, source, (message) => this.onLevel(message));
+    const gain = new GainNode(this.captureContext);
+    source.connect(gain);
+    gain.connect(this.captureContext.destination);
+    this.gate = new ReplyGate(gain.gain);
+    this.meter = this.levelMeter(this.captureContext, gain, (message) => this.onLevel(message));
   }
 
   /** A level meter (js/level_worklet.js) on `source` in `context`. */
@@ -583,6 +597,7 @@ class Call {
     if (event) this.timelineReceived(event, at);
     if (type === "session.created") showLanguages(event.capabilities);
     if (this.onTracks && type === "output_audio_buffer.started") {
+      this.gate?.started(event.response_id);
       this.trackStarted = { responseId: event.response_id, at };
       // already audible (its first packets beat the event): audible from the event on
       if (!this.meterQuiet) {
@@ -732,8 +747,8 @@ class Call {
           this.playback.port.postMessage({ type: "drain", responseId: output.response_id });
           break;
         case "clear": {
-          // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear):
-          // nothing plays here to drop; the level meter says when the track went silent
+          // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear)
+          // and the page's gate silences the track; the level meter says when it went silent
           this.playback?.port.postMessage({ type: "clear", responseId: output.response_id });
           const entry = {
             transport: this.transport,
@@ -743,6 +758,9 @@ class Call {
           };
           this.pendingInterrupts.set(output.response_id, entry);
           if (this.onTracks) {
+            // what the server sent is still in flight and in the jitter buffer: the gate
+            // silences it here, as the websocket's worklet drops what it holds
+            this.gate?.close(output.response_id);
             entry.playedMs = null; // the server knows what it sent
             entry.droppedMs = null;
             if (this.meterQuiet) this.silenced(entry, eventAt, eventAt); // already silent
