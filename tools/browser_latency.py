@@ -3,7 +3,7 @@ person's turn and the reply being audible in the web page, over the websocket an
 WebRTC, push-to-talk and hands-free.
 
     .venv/bin/python tools/browser_latency.py [--turns 10] [--transports websocket,webrtc]
-        [--modes ptt,vad] [--voices joe,joe-slow-high] [--out FILE.json]
+        [--modes ptt,vad] [--voices joe,joe-slow-high] [--out FILE.json] [--screenshot F.png]
 
 It starts the server in this process (the embedded CPU backend, as the browser tests do,
 load shedding off) and headless Debian Chromium (`make system-deps`) with a fake
@@ -385,9 +385,15 @@ def print_summary(name: str, summary: dict[str, Any]) -> None:
 
 
 def run_session(
-    browser: Any, url: str, transport: str, mode: str, turns: int, server: ServerTimes
+    browser: Any,
+    url: str,
+    transport: str,
+    mode: str,
+    turns: int,
+    server: ServerTimes,
+    screenshot: Path | None = None,
 ) -> dict[str, Any]:
-    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    page = browser.new_page(viewport={"width": 1100, "height": 600})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
@@ -401,6 +407,9 @@ def run_session(
         measured = m["turns"][warm:]
         interrupts = m["interrupts"][warm_interrupts:]
         summary = summarize(measured, interrupts, server)
+        if screenshot is not None:  # the last turn's breakdown under the badge
+            page.wait_for_timeout(300)  # the indicators settle
+            page.screenshot(path=str(screenshot))
         hang_up(page)
     finally:
         page.close()
@@ -421,6 +430,9 @@ def main() -> None:
     parser.add_argument("--modes", default="ptt,vad")
     parser.add_argument("--voices", default=",".join(PIPER_VOICES))
     parser.add_argument("--out", type=Path, help="write every turn's marks here (JSON)")
+    parser.add_argument(
+        "--screenshot", type=Path, help="a PNG of the page after the first transport and mode"
+    )
     args = parser.parse_args()
     voices = [v for v in args.voices.split(",") if v]
     unknown = [v for v in voices if v not in PIPER_VOICES]
@@ -448,7 +460,10 @@ def main() -> None:
                 for transport in args.transports.split(","):
                     for mode in args.modes.split(","):
                         print(f"-- {transport} {mode}: {args.turns} turns", file=sys.stderr)
-                        result = run_session(browser, url, transport, mode, args.turns, server)
+                        shot = None if results else args.screenshot
+                        result = run_session(
+                            browser, url, transport, mode, args.turns, server, shot
+                        )
                         results.append(result)
                         print_summary(f"{transport} {mode}", result["summary"])
             finally:
