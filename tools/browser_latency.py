@@ -446,7 +446,7 @@ def main() -> None:
 
     server = ServerTimes()
     watch_server_events(server)
-    results = []
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
         wav, y4m = Path(folder) / "speech.wav", Path(folder) / "red.y4m"
         fake_microphone(wav, voices)
