@@ -71,7 +71,7 @@ GAP_S = 2.5
 RELEASE_AFTER_QUIET_MS = 80
 #: the fake microphone's rate (Chromium resamples the file to its capture rate)
 FAKE_RATE_HZ = 48_000
-REPLY_TIMEOUT_S = 60.0
+REPLY_TIMEOUT_S = 30.0
 
 
 # --- the server's own view -------------------------------------------------------------
@@ -241,7 +241,7 @@ def push_to_talk_turns(page: Any, count: int) -> None:
         before = len(metrics(page)["turns"])
         page.mouse.up()
         if not answered(page, lambda before=before: reply_done(page, before)):
-            print("  a push-to-talk turn got no audible reply: skipped", file=sys.stderr)
+            skipped(page, "a push-to-talk turn")
 
 
 def hands_free_turns(page: Any, count: int) -> None:
@@ -258,8 +258,17 @@ def hands_free_turns(page: Any, count: int) -> None:
             ),
         )
         if not heard:
-            print("  a hands-free turn got no audible reply: skipped", file=sys.stderr)
+            skipped(page, "a hands-free turn")
         page.click("#mute")  # the next sentence may barge in on the reply
+
+
+def skipped(page: Any, what: str) -> None:
+    """Say which turn got no audible reply, with what the page saw of it."""
+    m = metrics(page)
+    turn = m["turns"][-1] if m["turns"] else None
+    marks = sorted(turn["marks"], key=turn["marks"].get) if turn else []
+    recent = [e["type"] for e in m["received"][-8:]]
+    print(f"  {what} got no audible reply: skipped (marks {marks}; last {recent})", file=sys.stderr)
 
 
 def answered(page: Any, wait: Any) -> bool:
