@@ -229,12 +229,13 @@ def reply_done(page: Any, turns_before: int) -> None:
 
 def push_to_talk_turns(page: Any, count: int) -> None:
     talk = page.locator("#talk")
-    talk.hover()
     for _ in range(count):
         # press in a silence, hold through one sentence, release just after it
         wait_js(page, "performance.now() - (window.joyduplex.lastVoicedAt() ?? 0) > 300")
+        talk.hover()  # where the button is now
         pressed = page.evaluate("performance.now()")
         page.mouse.down()
+        page.wait_for_selector("#talk.held")
         wait_js(page, f"(window.joyduplex.lastVoicedAt() ?? 0) > {pressed}")
         quiet = f"performance.now() - window.joyduplex.lastVoicedAt() > {RELEASE_AFTER_QUIET_MS}"
         wait_js(page, quiet)
