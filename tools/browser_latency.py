@@ -419,6 +419,7 @@ def run_session(
         summary = summarize(measured, interrupts, server)
         if screenshot is not None:  # the last turn's breakdown under the badge
             page.wait_for_timeout(300)  # the indicators settle
+            page.evaluate("window.scrollTo(0, 0)")  # the transcript scrolled the page
             page.screenshot(path=str(screenshot))
         hang_up(page)
     finally:
