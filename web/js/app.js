@@ -523,6 +523,11 @@ class Call {
 
   showBreakdown(turn) {
     ui.breakdown.textContent = timelineText(turn);
+    // the badge: the release (or speech_stopped, as before) to audible, on the line's marks
+    const start = turn.marks.release ?? turn.marks.speechStopped;
+    if (turn.marks.audible !== undefined && start !== undefined) {
+      ui.latency.textContent = `first audio: ${Math.round(turn.marks.audible - start)} ms`;
+    }
     ui.breakdown.dataset.kind = turn.kind;
     ui.breakdown.dataset.transport = turn.transport;
   }
