@@ -624,7 +624,7 @@ class Call {
     const turn = this.timeline.turns.at(-1);
     if (turn !== before && this.onTracks) this.turnStats(turn, "before");
     const type = event.type;
-    if ((type === "response.output_audio.delta" || type === "output_audio_buffer.started") && !this.meterQuiet) {
+    if (this.onTracks && type === "output_audio_buffer.started" && !this.meterQuiet) {
       // the meter hears sound already (a packet beat the event): audible from the event on
       this.heard(at);
     }
