@@ -417,6 +417,15 @@ def run_session(
         measured = m["turns"][warm:]
         interrupts = m["interrupts"][warm_interrupts:]
         summary = summarize(measured, interrupts, server)
+        for turn in measured:  # the server's own part of each turn, for --out
+            response_id = turn.get("responseId")
+            if response_id:
+                turn["server"] = {
+                    "commit_to_first_delta_ms": server.commit_to_first_delta_ms(response_id),
+                    "speech_stopped_to_first_delta_ms": server.speech_stopped_to_first_delta_ms(
+                        response_id
+                    ),
+                }
         if screenshot is not None:  # the last turn's breakdown under the badge
             page.wait_for_timeout(300)  # the indicators settle
             page.evaluate("window.scrollTo(0, 0)")  # the transcript scrolled the page
