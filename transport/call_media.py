@@ -7,6 +7,10 @@ Everything here executes; what to say about playback is decided by the call's
   silence between replies (a track never stops while the call lasts). So what it has sent
   is what the person heard, give or take the jitter buffer: the played cursor the call
   reports to the session, and that a barge-in truncates to, is the audio actually sent.
+  A reply's first audio does not wait for the next 20 ms tick of the silence before it:
+  it goes out at once, and the pacing clock restarts from there (issue 39: that tick cost
+  10 ms on average, up to 20, on every reply). 20 ms is also the Opus frame aiortc's
+  encoder makes (fixed there); the browser's jitter buffer sizes itself from it.
 - `microphone_appends` turns the incoming Opus track (decoded by aiortc, 48 kHz) into
   16 kHz pcm16 appends, one per 20 ms packet, as a websocket client sends them.
 - `camera_appends` samples the incoming video track at the web client's camera cadence
@@ -93,6 +97,11 @@ def reply_pcm(audio: bytes, fmt: str, rate_hz: int) -> np.ndarray:
     return np.frombuffer(pcm, dtype=np.int16).copy()
 
 
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class ReplyTrack(MediaStreamTrack):
     """The outgoing audio track: queued reply audio paced out in real time."""
 
@@ -106,6 +115,8 @@ class ReplyTrack(MediaStreamTrack):
         self._queue: collections.deque[tuple[str, np.ndarray]] = collections.deque()
         self._start: float | None = None
         self._timestamp = 0
+        #: the wait of a recv about to send silence: queued audio ends it early
+        self._silence_wait: asyncio.Future[None] | None = None
 
     @property
     def queued_samples(self) -> int:
@@ -114,6 +125,9 @@ class ReplyTrack(MediaStreamTrack):
     def enqueue(self, response_id: str, samples: np.ndarray) -> None:
         if samples.size:
             self._queue.append((response_id, samples))
+            waiting = self._silence_wait
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)
 
     def drop(self, response_id: str | None) -> None:
         """Drop the queued audio of `response_id` (None: all of it)."""
@@ -141,6 +155,25 @@ class ReplyTrack(MediaStreamTrack):
             self._buffer.ran_dry()
         return out
 
+    async def _pace(self, wait: float) -> None:
+        """Wait `wait` s for the next frame's time; while only silence is queued, audio
+        that arrives meanwhile ends the wait, and the pacing restarts from now."""
+        if self._queue:
+            await asyncio.sleep(wait)
+            return
+        # a future and a timer, not wait_for: no task per silent frame of every call
+        loop = asyncio.get_running_loop()
+        waiting: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(wait, _resolve, waiting)
+        self._silence_wait = waiting
+        try:
+            await waiting
+        finally:
+            timer.cancel()
+            self._silence_wait = None
+        if self._queue:  # the frame goes out early: later frames are paced from it
+            self._start = time.monotonic() - self._timestamp / TRACK_RATE_HZ
+
     async def recv(self) -> av.AudioFrame:
         if self.readyState != "live":
             raise MediaStreamError
@@ -150,7 +183,7 @@ class ReplyTrack(MediaStreamTrack):
             self._timestamp += _FRAME_SAMPLES
             wait = self._start + self._timestamp / TRACK_RATE_HZ - time.monotonic()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._pace(wait)
         samples = self._take()
         self._on_paced()
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")

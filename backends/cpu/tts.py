@@ -11,6 +11,11 @@ concatenate to the spoken text (every sentence after the first starts with a spa
 
 - `PiperTts` (this module): Piper's joe voice, 22,050 Hz, the `piper` extra (GPL-3.0).
 - `HibariTts` (`backends.cpu.hibari_tts`): the default voice, 24 kHz, Apache-2.0.
+
+A reply's first sentence starts with at most `LEAD_SILENCE_KEPT_MS` of silence: a voice
+may open a sentence with silence (Piper: 50-60 ms under -48 dBFS), which the person only
+waits through (it was most of the web page's delay from first audio to audible). The pauses
+before later sentences are the speech's own and stay.
 """
 
 from __future__ import annotations
@@ -42,12 +47,35 @@ if TYPE_CHECKING:
 
     from backends.cpu.assets import PiperVoiceFiles
 
-__all__ = ["MAX_SAMPLE_RATE_HZ", "MIN_SAMPLE_RATE_HZ", "PiperTts", "SentenceTts"]
+__all__ = [
+    "LEAD_SILENCE_KEPT_MS",
+    "MAX_SAMPLE_RATE_HZ",
+    "MIN_SAMPLE_RATE_HZ",
+    "PiperTts",
+    "SentenceTts",
+    "trim_lead",
+]
 
 log = logging.getLogger("joyduplex.backends.cpu")
 
 MIN_SAMPLE_RATE_HZ = 8_000
 MAX_SAMPLE_RATE_HZ = 48_000
+#: the silence a reply's first sentence keeps before its first sound (a soft onset)
+LEAD_SILENCE_KEPT_MS = 10
+#: the int16 peak under which a sample is silence (-48 dBFS: the web page's level meter
+#: hears 0.004 of full scale and up)
+SILENCE_PEAK = 131
+
+
+def trim_lead(pcm16: bytes, rate_hz: int) -> bytes:
+    """`pcm16` (mono little-endian) without its leading silence but the last
+    `LEAD_SILENCE_KEPT_MS` of it; all silence stays as it is."""
+    samples = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2")
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) >= SILENCE_PEAK)
+    if loud.size == 0:
+        return pcm16
+    start = max(0, int(loud[0]) - rate_hz * LEAD_SILENCE_KEPT_MS // 1000)
+    return pcm16[start * 2 :]
 
 
 class SentenceTts(StageLifecycle):
@@ -102,6 +130,8 @@ class SentenceTts(StageLifecycle):
                     pcm16 = await anyio.to_thread.run_sync(
                         self._synthesize_sentence, sentence, rate, voice, limiter=limiter
                     )
+                if pcm16 and index == 0:
+                    pcm16 = trim_lead(pcm16, rate)
                 if pcm16:
                     text = sentence if index == 0 else f" {sentence}"
                     yield TtsAudio(request.request_id, pcm16, text)

@@ -61,8 +61,10 @@ JPEG_QUALITY: Final = 0.7
 CAMERA_MAX_SIDE_PX: Final = 448
 #: session.updated must answer session.update within this time
 HANDSHAKE_TIMEOUT_MS: Final = 15_000
-#: microphone audio per append (upstream sends 200 ms; smaller ends turns sooner)
-MIC_CHUNK_MS: Final = 40
+#: microphone audio per append (upstream sends 200 ms; smaller ends turns sooner): 20 ms,
+#: as a call's Opus packets and the server VAD's own tick; a push-to-talk release sends the
+#: partial chunk at once (web/js/capture_worklet.js `flush`), so no hold waits for it
+MIC_CHUNK_MS: Final = 20
 #: audio buffered before a response starts playing (upstream 400 ms; our TTS streams whole
 #: sentences, so a short buffer only guards the first chunk)
 INITIAL_PLAYBACK_BUFFER_MS: Final = 100

@@ -84,3 +84,42 @@ def test_a_calls_audio_receiver_hands_packets_on_without_prefetch() -> None:
     assert audio_before._prefetch == 4  # aiortc's own: 80 ms of packets held back
     assert audio._prefetch == 0 and audio.capacity == audio_before.capacity
     assert video is video_before  # video keeps its own buffer
+
+
+class _PacedBuffer:
+    """What `ReplyTrack` tells the call's output buffer, recorded."""
+
+    def __init__(self) -> None:
+        self.responses: list[str] = []
+
+    def paced(self, response_id: str, ms: float) -> None:
+        self.responses.append(response_id)
+
+    def ran_dry(self) -> None:
+        pass
+
+
+def test_a_replys_first_audio_goes_out_at_once_not_after_the_silent_frames_tick() -> None:
+    """Issue 39: the track waits for the next 20 ms tick only while it has audio to pace;
+    a reply that arrives while it waits to send silence ends that wait, so its first
+    frame carries it. The next tick is pushed 60 s away, so a frame that came at its
+    tick would be silence only after a minute: the recv returns with audio instead."""
+    import asyncio
+
+    from transport.call_media import ReplyTrack
+
+    async def first_frames() -> tuple[Any, Any]:
+        track = ReplyTrack(_PacedBuffer(), lambda: None)  # type: ignore[arg-type]
+        await track.recv()  # the call's first frame starts the pacing clock
+        track._start = (track._start or 0.0) + 60  # the next tick: a minute from now
+        pending = asyncio.ensure_future(track.recv())
+        while track._silence_wait is None:  # the recv waits to send silence
+            await asyncio.sleep(0)
+        track.enqueue("resp_1", np.full(960, 1000, dtype=np.int16))
+        first = await pending
+        return first, track
+
+    frame, track = asyncio.run(first_frames())
+    assert np.all(frame.to_ndarray() == 1000)
+    assert track._buffer.responses == ["resp_1"] and track._silence_wait is None
+    track.stop()

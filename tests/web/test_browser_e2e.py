@@ -247,6 +247,14 @@ def test_b36_webrtc_vad_turn_with_the_camera_on_shows_transcript_and_a_reply_abo
     print(json.dumps({k: v for k, v in figures.items() if k != "transcripts"}))
     # the server's output buffer started and stopped the reply: it played out, in the page
     assert latency["audibleAt"] >= latency["turnEndAt"], latency
+    # the page's breakdown of the hands-free turn, from the meter's end of speech to
+    # audible, in order (its figures are reported, never asserted)
+    turn = next(t for t in m["turns"] if t["responseId"] == reply)
+    assert (turn["kind"], turn["transport"]) == ("speech", "webrtc"), turn
+    steps = ["speechEnd", "speechStopped", "committed", "created", "firstAudio", "audible"]
+    assert all(turn["marks"].get(step) is not None for step in steps), turn
+    assert [turn["marks"][s] for s in steps] == sorted(turn["marks"][s] for s in steps), turn
+    assert turn["stats"] is not None and turn["stats"]["packetsReceived"] > 0, turn
     snapshot = page.evaluate("window.joyduplex.snapshot()")
     assert snapshot["camera"] != "off" and snapshot["next_capture_ms"] is None, snapshot
     assert not any(e["type"] == "playback.ack" for e in m["sent"])  # the server knows
@@ -373,6 +381,16 @@ def test_ptt_mode_press_hold_release_shows_transcript_and_plays_reply(
     }
     save(page, "web-ptt" if transport == "websocket" else "web-webrtc-ptt", figures)
     print(json.dumps({k: v for k, v in figures.items() if k not in ("transcripts", "snapshot")}))
+
+    # the page's breakdown of the turn: every step from the release to audible, in order,
+    # shown under the first-audio badge (its figures are reported, never asserted)
+    turn = next(t for t in m["turns"] if t["responseId"] == reply)
+    assert (turn["kind"], turn["transport"]) == ("release", transport), turn
+    steps = ["release", "lastAudio", "commitSent", "committed", "created", "firstAudio", "audible"]
+    assert all(turn["marks"].get(step) is not None for step in steps), turn
+    assert [turn["marks"][s] for s in steps] == sorted(turn["marks"][s] for s in steps), turn
+    breakdown = page.inner_text("#breakdown")
+    assert breakdown.startswith("release") and "audible" in breakdown, breakdown
 
     # the hold settled, the watchdog is disarmed, the camera keeps its cadence (B20, B22, B23)
     assert [h["state"] for h in snapshot["holds"]] == ["settled"]

@@ -8,7 +8,7 @@
 // events (its open is the socket's open, its messages the server's text, its close the
 // disconnect) and whose tracks carry the media: the microphone and the camera go out on
 // the peer connection's audio and video tracks, the reply comes back on its audio track,
-// played by an <audio> element (ClientProtocol in `media: "tracks"`: no appends, no
+// played through WebAudio behind a gate (ClientProtocol in `media: "tracks"`: no appends, no
 // camera captures, no local playback). Or the websocket (`/v1/realtime`): appends from
 // the capture worklet, camera JPEGs, reply deltas into the playback worklet.
 //
@@ -47,7 +47,9 @@ import {
   stateLabels,
   transportLabel,
 } from "./labels.js";
+import { ReplyGate } from "./reply_gate.js";
 import { loadSpec } from "./spec_loader.js";
+import { TurnTimeline, inboundAudioOf, jitterBetween, timelineText } from "./turn_timeline.js";
 import { WebsocketLink } from "./websocket_link.js";
 
 const $ = (id) => document.getElementById(id);
@@ -66,6 +68,7 @@ const ui = {
   watchdog: $("watchdog"),
   speaking: $("speaking"),
   latency: $("latency"),
+  breakdown: $("breakdown"),
   preview: $("preview"),
   frame: $("frame"),
   cameraState: $("camera-state"),
@@ -89,6 +92,8 @@ const metrics = {
   // worklet dropped the audio, from its render clock; WebRTC: the remote track's level went
   // under the meter's threshold and stayed there), reportedAt (its report reached this thread)
   interrupts: [], // {transport, responseId, trigger, eventAt, silentAt, silenceMs, reportMs, playedMs, droppedMs}
+  // per turn, where its time went (js/turn_timeline.js): {transport, kind, marks, stats}
+  turns: [],
   transcripts: [], // {role, id, text, final, at}
   heard: [], // {responseId, playedMs, heardChars, totalChars}: an assistant line marked
   notices: [], // {level, code, message}
@@ -118,6 +123,9 @@ const QUIET_MS = 120;
 const QUIET_PEAK = 0.004;
 /** WebRTC: how long ICE may stay disconnected before the call counts as dropped (B42). */
 const ICE_GRACE_MS = 3000;
+/** The longest a push-to-talk release waits for the capture worklet's partial chunk (it
+ * answers at its next render quantum, a few ms; a suspended context never does). */
+const FLUSH_WAIT_MS = 50;
 
 window.joyduplex = {
   metrics,
@@ -131,6 +139,9 @@ window.joyduplex = {
   },
   quietMs: QUIET_MS,
   quietPeak: QUIET_PEAK,
+  // when the microphone's level meter last heard a voiced chunk (tools/browser_latency.py
+  // releases push-to-talk just after a sentence ends)
+  lastVoicedAt: () => call?.timeline.lastVoicedEnd ?? null,
 };
 
 function now() {
@@ -343,6 +354,8 @@ class Call {
     this.iceWatch = new IceWatch(ICE_GRACE_MS, (pc) => {
       if (this.pc === pc && !this.closed) this.callDropped(pc, "ice_disconnected");
     });
+    this.timeline = new TurnTimeline(this.transport, metrics.turns);
+    this.flushing = null; // a release waiting for the capture worklet's partial chunk
   }
 
   async start() {
@@ -361,6 +374,8 @@ class Call {
       this.playbackContext = new AudioContext({ sampleRate: constants.playback_rate_hz });
       modules.push(
         this.playbackContext.audioWorklet.addModule(new URL("./playback_worklet.js", import.meta.url)),
+        // the output level meter: what the playback worklet renders, as on a call's track
+        this.playbackContext.audioWorklet.addModule(new URL("./level_worklet.js", import.meta.url)),
       );
     }
     await Promise.all(modules);
@@ -376,6 +391,9 @@ class Call {
       });
       this.playback.connect(this.playbackContext.destination);
       this.playback.port.onmessage = (event) => this.onPlayback(event.data);
+      this.playbackMeter = this.levelMeter(this.playbackContext, this.playback, (message) =>
+        this.onPlaybackLevel(message),
+      );
     }
 
     this.stream = await navigator.mediaDevices.getUserMedia({
@@ -426,7 +444,12 @@ class Call {
     this.pc = pc;
     const current = () => this.pc === pc; // a call replaced by a resume reports nothing
     // the track goes on only when the protocol says audio flows (its `microphone` output)
-    this.micSender = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] }).sender;
+    const audio = pc.addTransceiver("audio", { direction: "sendrecv", streams: [this.stream] });
+    this.micSender = audio.sender;
+    // the reply's jitter buffer: no added target (0: as low as the browser's own adaptation
+    // goes; Chromium's NetEq keeps 40 ms and up, sized from the packets' arrival jitter)
+    if ("jitterBufferTarget" in audio.receiver) audio.receiver.jitterBufferTarget = 0;
+    else if ("playoutDelayHint" in audio.receiver) audio.receiver.playoutDelayHint = 0;
     this.videoSender = pc.addTransceiver("video", { direction: "sendonly" }).sender;
     pc.ontrack = (event) => {
       if (event.track.kind === "audio") this.listen(event.streams[0] ?? new MediaStream([event.track]));
@@ -545,25 +568,85 @@ class Call {
     }
   }
 
-  /** WebRTC: play the remote audio track, and measure its level in the page. */
+  /** WebRTC: play the remote audio track through the reply gate (js/reply_gate.js: a
+   * barge-in silences it here at once) and measure its level after the gate, where the
+   * person hears it. The muted <audio> element only keeps Chromium feeding the remote
+   * track to WebAudio (it renders nothing there without a media element). */
   listen(remote) {
     if (this.remote === remote) return;
     this.remote = remote;
     ui.remoteAudio.srcObject = remote;
+    ui.remoteAudio.muted = true;
     ui.remoteAudio.play().catch(() => {});
     const source = this.captureContext.createMediaStreamSource(remote);
-    this.meter = new AudioWorkletNode(this.captureContext, "joyduplex-level", {
+    const gain = new GainNode(this.captureContext);
+    source.connect(gain);
+    gain.connect(this.captureContext.destination);
+    this.gate = new ReplyGate(gain.gain);
+    this.meter = this.levelMeter(this.captureContext, gain, (message) => this.onLevel(message));
+  }
+
+  /** A level meter (js/level_worklet.js) on `source` in `context`. */
+  levelMeter(context, source, onMessage) {
+    const meter = new AudioWorkletNode(context, "joyduplex-level", {
       numberOfOutputs: 0,
       processorOptions: { threshold: QUIET_PEAK, quietMs: QUIET_MS },
     });
-    source.connect(this.meter);
-    this.meter.port.onmessage = (event) => this.onLevel(event.data);
+    source.connect(meter);
+    meter.port.onmessage = (event) => onMessage(event.data);
+    return meter;
+  }
+
+  /** Websocket: the playback worklet's output became audible or quiet (the breakdown's
+   * "audible"; interrupts are timed by the worklet's own drop, as before). */
+  onPlaybackLevel(message) {
+    this.meterQuiet = message.type === "quiet";
+    if (message.type === "audible") {
+      this.heard(contextTimeAt(this.playbackContext, message.at, now()));
+    }
+  }
+
+  /** The output level meter heard sound at `at`: the latest turn's reply is audible. */
+  heard(at) {
+    const turn = this.timeline.heard(at);
+    if (!turn) return;
+    this.showBreakdown(turn);
+    if (this.onTracks) this.turnStats(turn, "after");
+  }
+
+  showBreakdown(turn) {
+    ui.breakdown.textContent = timelineText(turn);
+    // the badge: the release (or speech_stopped, as before) to audible, on the line's marks
+    const start = turn.marks.release ?? turn.marks.speechStopped;
+    if (turn.marks.audible !== undefined && start !== undefined) {
+      ui.latency.textContent = `first audio: ${Math.round(turn.marks.audible - start)} ms`;
+    }
+    ui.breakdown.dataset.kind = turn.kind;
+    ui.breakdown.dataset.transport = turn.transport;
+  }
+
+  /** WebRTC: what getStats() says of the reply's inbound audio, at a turn's start
+   * (`before`) and once it is audible (`after`: the jitter buffer between the two). */
+  turnStats(turn, when) {
+    this.pc
+      ?.getStats()
+      .then((report) => {
+        const snapshot = inboundAudioOf(report);
+        if (when === "before") {
+          turn.statsBefore = snapshot;
+        } else {
+          turn.stats = jitterBetween(turn.statsBefore, snapshot);
+          this.showBreakdown(turn);
+        }
+      })
+      .catch(() => {});
   }
 
   onLevel(message) {
     const at = now();
     if (message.type === "audible") {
       this.meterQuiet = false;
+      this.heard(contextTimeAt(this.captureContext, message.at, at));
       const started = this.trackStarted;
       if (started && !started.audibleAt) {
         // the first audible sound after the server said it started the reply
@@ -609,8 +692,10 @@ class Call {
     }
     const type = event?.type ?? null;
     metrics.received.push({ type, at });
+    if (event) this.timelineReceived(event, at);
     if (type === "session.created") showLanguages(event.capabilities);
     if (this.onTracks && type === "output_audio_buffer.started") {
+      this.gate?.started(event.response_id);
       this.trackStarted = { responseId: event.response_id, at };
       // already audible (its first packets beat the event): audible from the event on
       if (!this.meterQuiet) {
@@ -625,12 +710,58 @@ class Call {
     this.lastServerType = null;
   }
 
+  /** The breakdown's view of a server event; a turn that starts here gets its stats. */
+  timelineReceived(event, at) {
+    const before = this.timeline.turns.at(-1);
+    this.timeline.received(event, at);
+    const turn = this.timeline.turns.at(-1);
+    if (turn !== before && this.onTracks) this.turnStats(turn, "before");
+    const type = event.type;
+    if (this.onTracks && type === "output_audio_buffer.started" && !this.meterQuiet) {
+      // the meter hears sound already (a packet beat the event): audible from the event on
+      this.heard(at);
+    }
+  }
+
   onMicChunk(data) {
+    const at = now();
     const level = Math.min(1, data.rms * 8);
     ui.speaking.style.setProperty("--level", level.toFixed(2));
+    this.timeline.micLevel(data.rms, at);
     // on WebRTC the track carries the audio: the protocol only counts the samples
-    const audio = this.onTracks ? "" : base64FromBytes(new Uint8Array(data.pcm));
-    this.run(this.protocol.mic_chunk(audio, data.samples, now()));
+    if (data.samples > 0) {
+      const audio = this.onTracks ? "" : base64FromBytes(new Uint8Array(data.pcm));
+      this.run(this.protocol.mic_chunk(audio, data.samples, at));
+    }
+    if (data.flushed && this.flushing) {
+      // the release's partial chunk went out (or there was none): now the commit
+      this.timeline.lastAudioSent(now());
+      this.finishRelease();
+    }
+  }
+
+  /** Push-to-talk release: the capture worklet first posts the partial chunk it holds (at
+   * most one chunk, sent at once instead of dropped), then the protocol commits. A
+   * worklet that does not answer (a suspended context) delays the commit by at most
+   * `FLUSH_WAIT_MS`. A release without a live hold commits nothing and flushes nothing. */
+  release() {
+    if (this.flushing) return;
+    const liveHold = spec.tables.client_hold.groups.live;
+    if (!this.protocol.snapshot().holds.some((h) => liveHold.includes(h.state))) {
+      this.run(this.protocol.release(now()));
+      return;
+    }
+    this.timeline.release(now());
+    if (this.onTracks) this.turnStats(this.timeline.turns.at(-1), "before");
+    this.flushing = setTimeout(() => this.finishRelease(), FLUSH_WAIT_MS);
+    this.capture.port.postMessage({ type: "flush" });
+  }
+
+  finishRelease() {
+    if (!this.flushing) return;
+    clearTimeout(this.flushing);
+    this.flushing = null;
+    this.run(this.protocol.release(now()));
   }
 
   onPlayback(message) {
@@ -697,6 +828,7 @@ class Call {
       switch (output.kind) {
         case "send":
           metrics.sent.push({ type: output.event.type, at: eventAt });
+          this.timeline.sent(output.event, eventAt);
           if (this.channel) {
             if (this.channel.readyState === "open") this.channel.send(JSON.stringify(output.event));
           } else {
@@ -713,8 +845,8 @@ class Call {
           this.playback.port.postMessage({ type: "drain", responseId: output.response_id });
           break;
         case "clear": {
-          // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear):
-          // nothing plays here to drop; the level meter says when the track went silent
+          // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear)
+          // and the page's gate silences the track; the level meter says when it went silent
           this.playback?.port.postMessage({ type: "clear", responseId: output.response_id });
           const entry = {
             transport: this.transport,
@@ -724,6 +856,9 @@ class Call {
           };
           this.pendingInterrupts.set(output.response_id, entry);
           if (this.onTracks) {
+            // what the server sent is still in flight and in the jitter buffer: the gate
+            // silences it here, as the websocket's worklet drops what it holds
+            this.gate?.close(output.response_id);
             entry.playedMs = null; // the server knows what it sent
             entry.droppedMs = null;
             if (this.meterQuiet) this.silenced(entry, eventAt, eventAt); // already silent
@@ -941,7 +1076,7 @@ function press() {
 }
 
 function release() {
-  if (call) call.run(call.protocol.release(now()));
+  call?.release();
 }
 
 ui.talk.addEventListener("pointerdown", (event) => {
