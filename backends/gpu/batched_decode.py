@@ -229,7 +229,8 @@ class SlotDecoder:
         #: positions whose KV each slot's row holds (where its next token is written)
         self.lengths = [0] * rows
         self._host_sampling: list[tuple[float, int, float]] = [(0.0, 0, 1.0)] * rows
-        self._graphs: dict[tuple[int, int], Any] = {}
+        self._graphs: dict[tuple[int, int, bool], Any] = {}
+        self._graph_embeds: Any = None  # (32, hidden): rows fed embeddings (the TTS)
         self._graph_inputs: Any = None  # (3, 32): rows, tokens, positions
         self._graph_logits: Any = None
         self._graph_pool: Any = None
@@ -341,9 +342,13 @@ class SlotDecoder:
         self.lengths[slot] = end
         return logits
 
-    def forward_step(self, slots: Sequence[int], tokens: Sequence[int]) -> Any:
+    def forward_step(
+        self, slots: Sequence[int], tokens: Sequence[int], *, inputs_embeds: Any = None
+    ) -> Any:
         """One forward over `slots`, each fed its token at its next position; the
-        logits (len(slots), vocab), row i for `slots[i]`."""
+        logits (len(slots), vocab), row i for `slots[i]`. `inputs_embeds`
+        (len(slots), hidden): the rows' inputs instead of the tokens' embeddings (the
+        TTS Talker's, a sum of a codec frame's embeddings; `tokens` are then unused)."""
         import torch
 
         if len(slots) != len(tokens) or not slots or len(set(slots)) != len(slots):
@@ -355,21 +360,30 @@ class SlotDecoder:
                 raise ValueError(f"slot {slot} is full ({self.max_len} positions)")
         with torch.inference_mode():
             if self.graphs:
-                logits = self._replay(slots, tokens, positions)
+                logits = self._replay(slots, tokens, positions, inputs_embeds)
             else:
                 packed = torch.tensor([list(slots), list(tokens), positions], device=self.device)
                 rows, token_ids, where = packed[0], packed[1], packed[2]
                 consecutive = list(slots) == list(range(slots[0], slots[0] + len(slots)))
                 first = slots[0] if consecutive else None
-                logits = self._forward(rows, token_ids, where, max(positions) + 1, first)
+                logits = self._forward(
+                    rows, token_ids, where, max(positions) + 1, first, inputs_embeds
+                )
         for slot in slots:
             self.lengths[slot] += 1
         return logits
 
     def _forward(
-        self, rows: Any, tokens: Any, positions: Any, attend: int, first: int | None
+        self,
+        rows: Any,
+        tokens: Any,
+        positions: Any,
+        attend: int,
+        first: int | None,
+        embeds: Any = None,
     ) -> Any:
-        """The batch's forward: tokens (B,) at positions (B,) of cache rows (B,)."""
+        """The batch's forward: tokens (B,) (or `embeds` (B, hidden)) at positions (B,)
+        of cache rows (B,)."""
         import torch
 
         batch = int(rows.shape[0])
@@ -379,8 +393,11 @@ class SlotDecoder:
         ids = (positions + self._rope_delta[rows]).view(batch, 1)
         position_ids = ids.unsqueeze(0).expand(3, batch, 1) if self.mrope else ids
         self.cache.prepare(rows, positions.view(batch, 1), attend, first=first, chunk=None)
+        inputs: dict[str, Any] = {"input_ids": tokens.view(batch, 1)}
+        if embeds is not None:
+            inputs = {"inputs_embeds": embeds.reshape(batch, 1, -1)}
         out = self.language_model(
-            input_ids=tokens.view(batch, 1),
+            **inputs,
             attention_mask=mask,
             position_ids=position_ids,
             past_key_values=self.cache,
@@ -390,7 +407,13 @@ class SlotDecoder:
 
     # -- CUDA Graphs (a CUDA device only; the CPU tests never reach this) -------------
 
-    def _replay(self, slots: Sequence[int], tokens: Sequence[int], positions: list[int]) -> Any:
+    def _replay(
+        self,
+        slots: Sequence[int],
+        tokens: Sequence[int],
+        positions: list[int],
+        embeds: Any = None,
+    ) -> Any:
         import torch
 
         batch = len(slots)
@@ -416,19 +439,27 @@ class SlotDecoder:
             self._graph_pool = torch.cuda.graph_pool_handle()
         inputs = self._graph_inputs[:, :rows_bucket]
         inputs.copy_(host)
-        key = (rows_bucket, attend)
+        graph_embeds = None
+        if embeds is not None:  # the rows' inputs through a static buffer as well
+            if self._graph_embeds is None:
+                top = GRAPH_ROW_BUCKETS[-1]
+                hidden = int(embeds.shape[-1])
+                self._graph_embeds = torch.zeros(top, hidden, dtype=self.dtype, device=self.device)
+            graph_embeds = self._graph_embeds[:rows_bucket]
+            graph_embeds[:batch].copy_(embeds.reshape(batch, -1))
+        key = (rows_bucket, attend, embeds is not None)
         graph = self._graphs.get(key)
         if graph is None:
-            graph = self._capture(inputs, attend, rows_bucket)
+            graph = self._capture(inputs, attend, rows_bucket, graph_embeds)
             self._graphs[key] = graph
         graph.replay()
         return self._graph_logits[:batch]
 
-    def _capture(self, inputs: Any, attend: int, batch: int) -> Any:
+    def _capture(self, inputs: Any, attend: int, batch: int, embeds: Any = None) -> Any:
         import torch
 
         def run() -> None:
-            logits = self._forward(inputs[0], inputs[1], inputs[2], attend, None)
+            logits = self._forward(inputs[0], inputs[1], inputs[2], attend, None, embeds)
             self._graph_logits[:batch].copy_(logits)
 
         stream = torch.cuda.Stream(device=self.device)
@@ -453,16 +484,18 @@ class SlotDecoder:
         tokens: Sequence[int],
         *,
         first: Sequence[tuple[int, Any]] = (),
+        inputs_embeds: Any = None,
     ) -> StepResult:
-        """One engine step's forward and sampling: `slots` decode `tokens`, and the
-        `first` (slot, prefill logits) pairs (prompts completed this step) are sampled
-        with them; ids in the order `slots`, then `first`'s. One host transfer."""
+        """One engine step's forward and sampling: `slots` decode `tokens` (or
+        `inputs_embeds`, see `forward_step`), and the `first` (slot, prefill logits)
+        pairs (prompts completed this step) are sampled with them; ids in the order
+        `slots`, then `first`'s. One host transfer."""
         import torch
 
         parts = []
         rows = list(slots)
         if slots:
-            parts.append(self.forward_step(slots, tokens))
+            parts.append(self.forward_step(slots, tokens, inputs_embeds=inputs_embeds))
         for slot, logits in first:
             rows.append(slot)
             parts.append(logits.reshape(1, -1))

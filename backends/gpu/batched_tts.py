@@ -1,0 +1,379 @@
+"""Many voices per GPU: Qwen3-TTS streams synthesized together, one codec frame per step.
+
+`BatchedSynthesizer` is a `SpeechSynthesizer` (tts.py) whose `stream` may be called from
+many sessions at once (`concurrent = True`: `TtsStage` then holds no lock). One loop
+thread owns the model and runs the same continuous batching as the VLM's engine: a
+`SlotScheduler` (slot_scheduler.py) admits streams FIFO into `slots` KV rows and plans
+each step, a `TalkerBatch` (talker_batch.py) executes it:
+
+- every decoding stream gets one codec frame per step (the code predictor for the
+  frame, one Talker forward for all rows, CUDA Graphs per rows bucket 1, 2, 4, 8, 16,
+  32 on CUDA); a stream joins at any step (its text prefilled in chunks beside the
+  decoding ones, the speaker prefix's KV loaded, computed once per speaker and
+  language) and leaves at the step that samples its end, or at the next plan after
+  `stop` is set (cancellation within one step, the slot free again);
+- each stream's frames are cut by `chunk_schedule` (2, 2, 4, 8, 8, ... frames) and
+  decoded by Code2Wav as `tts._decode_chunks` does (the same audio as the one-stream
+  runtimes' cut), pushed to the stream's queue as they are ready;
+- each stream's `timing` (queue wait, prefill, decode steps, first chunk) is kept in
+  `last_timing` once it ends, and handed to `on_timing` (the stage's histograms).
+
+Streams never share sampling state, so a stream's codes are the same alone or among 31
+others (greedy, or seeded); memory is the slots' KV, fixed at load.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from backends.gpu.engine_api import Sampling
+from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
+from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
+from backends.gpu.tts import (
+    _DECODE_CONTEXT_FRAMES,
+    DEFAULT_CHUNK_FRAMES,
+    DEFAULT_FIRST_CHUNK_FRAMES,
+    TTS_SAMPLE_RATE_HZ,
+    _decode_chunks,
+    _torch_dtype,
+    chunk_schedule,
+    import_qwen_tts,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    import numpy as np
+
+    from backends.gpu.tts import Float32Array
+
+__all__ = ["BatchedSynthesizer", "StreamTiming"]
+
+#: codec frames a stream may make when the placement sets no `max_tokens` (12.5 a second)
+DEFAULT_MAX_FRAMES: Final = 1024
+_END: Final = object()
+
+
+@dataclass(slots=True)
+class StreamTiming:
+    """Where one stream's time went, in seconds (None: it never got there)."""
+
+    queue_wait_s: float | None = None  # submitted -> a slot
+    prefill_s: float | None = None  # a slot -> its first frame's id sampled
+    decode_step_s: list[float] = field(default_factory=list)  # each step that served it
+    first_chunk_s: float | None = None  # submitted -> its first audio
+
+
+@dataclass(slots=True)
+class _Stream:
+    """A stream as the loop runs it: prompt, audio's way out, its chunker and decoder."""
+
+    request_id: str
+    prompt: TalkerPrompt
+    sampling: Sampling
+    out: queue.Queue[Any]
+    submitted: float
+    stop: threading.Event  # the caller's: read by the loop before every plan
+    timing: StreamTiming = field(default_factory=StreamTiming)
+    assigned_at: float | None = None
+    frames: list[Any] = field(default_factory=list)  # of the chunk being filled
+    sizes: Iterator[int] | None = None
+    size: int = 0  # frames of the chunk being filled
+    pending: list[tuple[list[Any], bool]] = field(default_factory=list)
+    audio: Iterator[Any] | None = None
+
+
+class BatchedSynthesizer:
+    """Qwen3-TTS over `slots` streams at once: see the module."""
+
+    concurrent = True
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        device: str,
+        dtype: str = "auto",
+        slots: int = 32,
+        max_len: int = 4096,
+        max_new_tokens: int | None = None,
+        prefill_chunk_tokens: int = 256,
+        chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+        first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
+        graphs: bool = True,
+        sampling: Sampling | None = None,
+        on_timing: Callable[[StreamTiming], None] | None = None,
+    ) -> None:
+        next(chunk_schedule(first_chunk_frames, chunk_frames))  # refuses sizes < 1 now
+        self.model_path = model_path
+        self.device = device
+        self.dtype = dtype
+        self.slots = slots
+        self.max_len = max_len
+        self.max_frames = max_new_tokens or DEFAULT_MAX_FRAMES
+        self.prefill_chunk_tokens = prefill_chunk_tokens
+        self.chunk_frames = chunk_frames
+        self.first_chunk_frames = first_chunk_frames
+        self.graphs = graphs
+        self.sampling = sampling or Sampling(temperature=0.0, seed=0)
+        self.on_timing = on_timing
+        self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
+        self.last_timing: StreamTiming | None = None
+        self.batch: TalkerBatch | None = None
+        self.scheduler: SlotScheduler | None = None
+        self._model: Any = None
+        self._posted = threading.Condition()
+        self._inbox: list[_Stream] = []
+        self._aborts: list[str] = []
+        self._closing = False
+        self._streams: dict[str, _Stream] = {}  # the loop's
+        self._loop: threading.Thread | None = None
+        self._ids = itertools.count()
+        #: what each step served: (step, slots decoding, slots joining): tests read it
+        self.steps: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = []
+        self.record_steps = False
+
+    # -- SpeechSynthesizer ----------------------------------------------------------
+
+    def load(self) -> None:
+        qwen_tts = import_qwen_tts()
+        kwargs: dict[str, Any] = {"dtype": _torch_dtype(self.dtype, self.device)}
+        if self.device != "cpu":
+            kwargs["device_map"] = self.device
+        self._model = qwen_tts.Qwen3TTSModel.from_pretrained(self.model_path, **kwargs)
+        self.batch = TalkerBatch(
+            self._model,
+            slots=self.slots,
+            max_len=self.max_len,
+            device=self.device,
+            dtype=_torch_dtype(self.dtype, self.device),
+            graphs=self.graphs,
+        )
+        self.scheduler = SlotScheduler(
+            slots=self.slots,
+            max_len=self.max_len,
+            prefill_chunk_tokens=self.prefill_chunk_tokens,
+            keep_sessions=False,
+        )
+        self._closing = False
+        self._loop = threading.Thread(target=self._run, name="tts-batch", daemon=True)
+        self._loop.start()
+
+    def warmup(self) -> None:
+        for _ in self.stream("Hello.", speaker="Vivian", language="Auto", stop=threading.Event()):
+            pass
+
+    def stream(
+        self,
+        text: str,
+        *,
+        speaker: str,
+        language: str,
+        stop: threading.Event,
+        sampling: Sampling | None = None,
+    ) -> Iterator[np.ndarray]:
+        """Yield the stream's float32 chunks as the loop makes them; `stop` (or closing
+        the iterator) takes it out of the batch at the next step."""
+        if self._model is None or self._loop is None:
+            raise RuntimeError("tts: the batched synthesizer is not loaded")
+        prompt = talker_prompt(self._model, text, speaker=speaker, language=language)
+        request_id = f"tts-{next(self._ids)}"
+        stream = _Stream(
+            request_id, prompt, sampling or self.sampling, queue.Queue(), time.perf_counter(), stop
+        )
+        with self._posted:
+            self._inbox.append(stream)
+            self._posted.notify()
+        try:
+            while not stop.is_set():
+                try:
+                    item = stream.out.get(timeout=0.05)  # wakes to see `stop`
+                except queue.Empty:
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.cancel(request_id)
+
+    def cancel(self, request_id: str) -> None:
+        with self._posted:
+            self._aborts.append(request_id)
+            self._posted.notify()
+
+    def close(self) -> None:
+        with self._posted:
+            self._closing = True
+            self._posted.notify()
+        if self._loop is not None:
+            self._loop.join()
+        self._loop = None
+        self._model = None
+        self.batch = None
+
+    # -- the loop thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        import torch
+
+        scheduler = self.scheduler
+        assert scheduler is not None
+        while True:
+            with self._posted:
+                while not (self._closing or self._inbox or self._aborts or scheduler.busy):
+                    self._posted.wait()
+                if self._closing:
+                    break
+                inbox, self._inbox = self._inbox, []
+                aborts, self._aborts = self._aborts, []
+            for stream in inbox:
+                request = SlotRequest(
+                    stream.request_id,
+                    stream.prompt.match_ids,
+                    self.max_frames + 1,  # the id sampled after the last frame ends it
+                    frozenset({self.batch.eos_id if self.batch else -1}),
+                )
+                try:
+                    scheduler.submit(request)
+                except (AdmissionRefused, ValueError) as exc:
+                    stream.out.put(RuntimeError(f"tts: {exc}"))
+                    continue
+                self._streams[stream.request_id] = stream
+            for request_id in aborts:
+                scheduler.cancel(request_id)
+            for stream in self._streams.values():  # a stop set by now frees its slot now
+                if stream.stop.is_set():
+                    scheduler.cancel(stream.request_id)
+            try:
+                with torch.inference_mode():
+                    self._step(scheduler)
+            except Exception as exc:  # every stream ends with it; the loop goes on
+                for request_id in scheduler.drain():
+                    ended = self._streams.pop(request_id, None)
+                    if ended is not None:
+                        ended.out.put(RuntimeError(f"tts: batched step failed: {exc}"))
+        for request_id in scheduler.drain():
+            ended = self._streams.pop(request_id, None)
+            if ended is not None:
+                ended.out.put(_END)
+        for stream in self._inbox:
+            stream.out.put(_END)
+
+    def _step(self, scheduler: SlotScheduler) -> None:
+        batch = self.batch
+        assert batch is not None
+        plan = scheduler.plan()
+        for request_id in plan.cancelled:
+            self._end(request_id, cut=True)
+        if plan.idle:
+            scheduler.commit(plan, {})
+            return
+        started = time.perf_counter()
+        for assignment in plan.assigned:
+            stream = self._streams[assignment.request_id]
+            stream.assigned_at = started
+            stream.timing.queue_wait_s = started - stream.submitted
+            batch.begin(assignment.slot, stream.prompt, stream.sampling, assignment.reused)
+        first = []
+        for chunk in plan.prefill:
+            stream = self._streams[chunk.request_id]
+            end = chunk.start + len(chunk.tokens)
+            logits = batch.prefill(chunk.slot, stream.prompt, chunk.start, end)
+            if chunk.last:
+                assert logits is not None  # a prompt ends in text, never in the prefix
+                first.append((chunk.slot, logits))
+        decode = plan.decode
+        frames, sampled_ids = batch.frame_step(
+            [row.slot for row in decode], [row.token for row in decode], first
+        )
+        sampled = dict(zip(plan.sampled_slots, sampled_ids, strict=True))
+        outcome = scheduler.commit(plan, sampled)
+        now = time.perf_counter()
+        if self.record_steps:
+            self.steps.append(
+                (
+                    len(self.steps),
+                    tuple(row.request_id for row in decode),
+                    tuple(a.request_id for a in plan.assigned),
+                )
+            )
+        for chunk in plan.prefill:
+            prefilled = self._streams.get(chunk.request_id)
+            if chunk.last and prefilled is not None and prefilled.assigned_at is not None:
+                prefilled.timing.prefill_s = now - prefilled.assigned_at
+        for row, frame in zip(decode, frames, strict=True):
+            served = self._streams.get(row.request_id)
+            if served is not None:
+                served.timing.decode_step_s.append(now - started)
+                self._add_frame(served, frame)
+        for finished in outcome.finished:
+            self._end(finished.request_id, cut=False)
+
+    # -- a stream's chunks ----------------------------------------------------------
+
+    def _add_frame(self, stream: _Stream, frame: list[int]) -> None:
+        if stream.sizes is None:
+            stream.sizes = chunk_schedule(self.first_chunk_frames, self.chunk_frames)
+            stream.size = next(stream.sizes)
+        stream.frames.append(frame)
+        if len(stream.frames) == stream.size:
+            self._emit(stream, stream.frames, whole=True)
+            stream.frames = []
+            stream.size = next(stream.sizes)
+
+    def _emit(self, stream: _Stream, frames: list[Any], *, whole: bool) -> None:
+        if stream.audio is None:
+            stream.audio = _decode_chunks(
+                _drain(stream.pending),
+                self._decode,
+                calibrate_frames=max(_DECODE_CONTEXT_FRAMES, self.chunk_frames),
+                pad_frames=self.chunk_frames,
+            )
+        stream.pending.append((frames, whole))
+        audio = next(stream.audio)
+        if stream.timing.first_chunk_s is None:
+            stream.timing.first_chunk_s = time.perf_counter() - stream.submitted
+        stream.out.put(audio)
+
+    def _end(self, request_id: str, *, cut: bool) -> None:
+        """The stream leaves: its last, short chunk decoded unless it was cut off."""
+        stream = self._streams.pop(request_id, None)
+        if stream is None:
+            return
+        if not cut and stream.frames:
+            self._emit(stream, stream.frames, whole=False)
+        stream.out.put(_END)
+        self.last_timing = stream.timing
+        if self.on_timing is not None:
+            self.on_timing(stream.timing)
+
+    def _decode(self, frames: Sequence[Any], length: int) -> Float32Array:
+        """Code2Wav of `frames` as the first `length` frames (-1: qwen_tts's padding)."""
+        import numpy as np
+        import torch
+
+        codes = torch.tensor(frames, dtype=torch.long)
+        if length > codes.shape[0]:
+            pad = codes.new_full((length - codes.shape[0], codes.shape[1]), -1)
+            codes = torch.cat([codes, pad])
+        wavs, rate = self._model.model.speech_tokenizer.decode(
+            [{"audio_codes": codes.to(self._model.device)}]
+        )
+        self.sample_rate_hz = int(rate)
+        return np.asarray(wavs[0], dtype=np.float32).reshape(-1)
+
+
+def _drain(pending: list[tuple[list[Any], bool]]) -> Iterator[tuple[list[Any], bool]]:
+    """The chunks appended to `pending`, one per `next` of the decoder that reads it."""
+    while True:
+        if pending:
+            yield pending.pop(0)
+        else:
+            return

@@ -1,0 +1,188 @@
+"""Slow: the batched streaming TTS (`backends/gpu/batched_tts.py`, `talker_batch.py`) on a
+tiny random Qwen3-TTS, torch on the CPU: a stream's audio is the same alone and among 7
+or 31 others joining and leaving (greedy); a cancelled stream leaves within one step; a
+join never costs the decoding streams a step; memory is the slots' and never grows.
+
+The tests wait for events (a stream's first chunk, its end) and read the steps the loop
+recorded; they never time anything. Skipped without torch, transformers or qwen_tts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+if importlib.util.find_spec("qwen_tts") is None:  # imported through `import_qwen_tts`
+    pytest.skip("needs qwen-tts-hf (make test-gpu-path)", allow_module_level=True)
+
+from backends.gpu.batched_tts import BatchedSynthesizer
+from backends.gpu.slot_scheduler import SlotPhase
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from gpu_tiny_models import build_tiny_tts, build_tokenizer  # type: ignore[import-not-found]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
+
+FRAMES = 32  # codec frames per stream at most (2.56 s): short streams, many joins
+#: the stream watched: the tiny model speaks it to the frame limit (some texts end sooner)
+TARGET = "The cat is on the table."
+TEXTS = [
+    "Hello there, how are you today?",
+    "I can see a red ball near the window.",
+    "Yes.",
+    "Let me think about that for a second, please.",
+    "Turn left at the next corner.",
+    "It is sunny outside.",
+    "Could you say that again?",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_tts(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(build_tiny_tts(tmp_path_factory.mktemp("tiny") / "tts", build_tokenizer()))
+
+
+@pytest.fixture
+def synth(tiny_tts: str) -> Iterator[BatchedSynthesizer]:
+    synthesizer = BatchedSynthesizer(
+        tiny_tts,
+        device="cpu",
+        slots=32,
+        max_len=256,
+        max_new_tokens=FRAMES,
+        prefill_chunk_tokens=8,  # prompts take a few steps: joins overlap decoding
+        graphs=False,
+    )
+    synthesizer.record_steps = True
+    synthesizer.load()
+    yield synthesizer
+    synthesizer.close()
+
+
+class Listener:
+    """One stream read in a thread: its chunks, an event at its first chunk and at its
+    end; `stop` set after `cut_after` chunks (a barge-in) when given."""
+
+    def __init__(
+        self, synth: BatchedSynthesizer, text: str, *, cut_after: int | None = None
+    ) -> None:
+        self.chunks: list[np.ndarray] = []
+        self.first = threading.Event()
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.cut_after = cut_after
+        self._thread = threading.Thread(target=self._read, args=(synth, text), daemon=True)
+        self._thread.start()
+
+    def _read(self, synth: BatchedSynthesizer, text: str) -> None:
+        try:
+            for chunk in synth.stream(text, speaker="Vivian", language="Auto", stop=self.stop):
+                self.chunks.append(chunk)
+                self.first.set()
+                if self.cut_after is not None and len(self.chunks) >= self.cut_after:
+                    self.stop.set()
+        finally:
+            self.first.set()
+            self.done.set()
+
+    def audio(self) -> bytes:
+        assert self.done.wait(120)
+        return b"".join(c.tobytes() for c in self.chunks)
+
+
+def _among(synth: BatchedSynthesizer, others: int) -> bytes:
+    """The target's audio while `others` streams join before, with and after it,
+    a third of them cut off after their first chunk."""
+    before = [Listener(synth, TEXTS[(i + 1) % len(TEXTS)]) for i in range(others // 3)]
+    target = Listener(synth, TARGET)
+    beside = [Listener(synth, TEXTS[(i + 2) % len(TEXTS)], cut_after=1) for i in range(others // 3)]
+    assert target.first.wait(120)  # the rest join while the target is decoding
+    after = [
+        Listener(synth, TEXTS[(i + 3) % len(TEXTS)])
+        for i in range(others - len(before) - len(beside))
+    ]
+    audio = target.audio()
+    for listener in [*before, *beside, *after]:
+        listener.audio()
+    return audio
+
+
+def _decoding_steps(synth: BatchedSynthesizer) -> dict[str, list[int]]:
+    steps: dict[str, list[int]] = {}
+    for index, decoding, _ in synth.steps:
+        for request_id in decoding:
+            steps.setdefault(request_id, []).append(index)
+    return steps
+
+
+def test_a_streams_audio_is_the_same_alone_and_among_7_and_31_others(
+    synth: BatchedSynthesizer,
+) -> None:
+    alone = Listener(synth, TARGET).audio()
+    assert len(alone) == FRAMES * 1920 * 4  # every frame: float32 samples at 24 kHz
+    assert _among(synth, 7) == alone
+    assert _among(synth, 31) == alone
+    assert max(len(decoding) for _, decoding, _ in synth.steps) > 4  # it did batch
+    assert synth.batch is not None and synth.batch.prefixes_computed == 1  # one speaker
+
+
+def test_a_join_never_costs_a_decoding_stream_a_step(synth: BatchedSynthesizer) -> None:
+    _among(synth, 15)
+    joined_while_decoding = 0
+    for request_id, indices in _decoding_steps(synth).items():
+        # from its first frame to its last, a stream decodes at every step
+        assert indices == list(range(indices[0], indices[-1] + 1)), request_id
+    for _, decoding, joined in synth.steps:
+        if joined and decoding:
+            joined_while_decoding += 1
+    assert joined_while_decoding > 0  # joins did land beside decoding streams
+
+
+def test_a_cancelled_stream_leaves_its_slot_within_one_step(synth: BatchedSynthesizer) -> None:
+    keeps = Listener(synth, TEXTS[4])
+    assert keeps.first.wait(120)  # submitted first: "tts-0"
+    cut = Listener(synth, TARGET)
+    assert cut.first.wait(120)
+    steps_then = len(synth.steps)
+    cut.stop.set()
+    assert len(cut.audio()) < FRAMES * 1920 * 4  # cut off before its last frame
+    keeps.audio()
+    cut_id = "tts-1"  # the second stream submitted
+    late = [index for index, decoding, _ in synth.steps if cut_id in decoding]
+    # the step in flight when stop was set may still serve it; the next one never does
+    assert not [index for index in late if index > steps_then]
+    assert synth.scheduler is not None
+    assert all(view.phase is SlotPhase.FREE for view in synth.scheduler.slot_views())
+
+
+def test_memory_is_the_slots_and_streams_beyond_them_wait(tiny_tts: str) -> None:
+    synthesizer = BatchedSynthesizer(
+        tiny_tts, device="cpu", slots=4, max_len=256, max_new_tokens=FRAMES, graphs=False
+    )
+    synthesizer.record_steps = True
+    synthesizer.load()
+    try:
+        assert synthesizer.batch is not None
+        decoder = synthesizer.batch.decoder
+        before = decoder.cache_bytes, [k.shape for k in decoder.cache.keys]
+        listeners = [Listener(synthesizer, TEXTS[i % len(TEXTS)]) for i in range(10)]
+        audio = [listener.audio() for listener in listeners]
+        assert all(audio)
+        assert max(len(decoding) for _, decoding, _ in synthesizer.steps) <= 4
+        assert (decoder.cache_bytes, [k.shape for k in decoder.cache.keys]) == before
+    finally:
+        synthesizer.close()
