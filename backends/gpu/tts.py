@@ -29,12 +29,14 @@ registry patch reads `config.rope_theta`, which transformers 5 configs (Mimi) no
 have.
 
 Both produce float32 mono at 24 kHz; the stage converts to pcm16 at the requested rate
-and runs one utterance at a time per device (the graphs are captured for batch 1).
+and runs one utterance at a time per device (the graphs are captured for batch 1), unless
+the placement's `batch_streams` picks `batched_tts.BatchedSynthesizer` (many at once).
 Speaker defaults to "Vivian", language to "Auto", as upstream's JoyAI -> TTS bridge.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import logging
@@ -484,9 +486,22 @@ class EagerSynthesizer:
 
 
 def make_synthesizer(placement: StagePlacement) -> SpeechSynthesizer:
-    """CUDA Graphs, unless the placement says `enforce_eager` or the CPU: then eager
-    `qwen_tts`. The placement's runtime does not matter: vLLM never runs the TTS."""
+    """The batched streams when the placement sets `batch_streams`; else CUDA Graphs,
+    unless the placement says `enforce_eager` or the CPU: then eager `qwen_tts`. The
+    placement's runtime does not matter: vLLM never runs the TTS."""
     device = placement.torch_device
+    if placement.batch_streams > 0:
+        from backends.gpu.batched_tts import BatchedSynthesizer  # it imports this module
+
+        return BatchedSynthesizer(
+            placement.model,
+            device=device,
+            dtype=placement.dtype,
+            slots=placement.batch_streams,
+            max_len=placement.max_model_len,
+            max_new_tokens=placement.max_tokens,
+            graphs=placement.cuda_graphs,
+        )
     if placement.enforce_eager or device == "cpu":
         return EagerSynthesizer(
             placement.model,
@@ -590,8 +605,10 @@ class TtsStage(StageLifecycle):
         stop = threading.Event()
         self._stops[request.request_id] = stop
         end = object()
+        # a batched synthesizer serves many streams at once; the others one at a time
+        one_at_a_time = not getattr(self.synthesizer, "concurrent", False)
         try:
-            async with self._lock:
+            async with self._lock if one_at_a_time else contextlib.nullcontext():
                 with map_engine_errors(self.name):
                     chunks = self.synthesizer.stream(
                         text,

@@ -186,3 +186,45 @@ def test_memory_is_the_slots_and_streams_beyond_them_wait(tiny_tts: str) -> None
         assert (decoder.cache_bytes, [k.shape for k in decoder.cache.keys]) == before
     finally:
         synthesizer.close()
+
+
+def test_the_tts_stage_speaks_for_many_sessions_at_once_through_the_batched_streams(
+    tiny_tts: str,
+) -> None:
+    import anyio
+
+    from backends.base import TtsRequest
+    from backends.gpu.placement import parse_placement
+    from backends.gpu.tts import TtsStage, make_synthesizer
+
+    placement = parse_placement(
+        {"tts": {"model": tiny_tts, "device": "cpu", "batch_streams": 4, "max_tokens": FRAMES}}
+    ).tts
+    synthesizer = make_synthesizer(placement)
+    assert isinstance(synthesizer, BatchedSynthesizer)
+    synthesizer.record_steps = True
+    stage = TtsStage(synthesizer, placement)
+    spoken: dict[str, bytes] = {}
+
+    async def speak(request_id: str, text: str) -> None:
+        pcm = b""
+        async for chunk in stage.synthesize(TtsRequest(request_id, text)):
+            pcm += chunk.pcm16
+        spoken[request_id] = pcm
+
+    async def main() -> None:
+        await stage.load()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(speak, "a", TARGET)
+                tg.start_soon(speak, "b", TEXTS[1])
+                tg.start_soon(speak, "c", TARGET)
+        finally:
+            await stage.release()
+
+    anyio.run(main)
+    # no lock held per utterance: they shared steps, and a and c say the same
+    assert max(len(decoding) for _, decoding, _ in synthesizer.steps) >= 2
+    assert synthesizer.last_timing is not None
+    assert spoken["a"] == spoken["c"] and len(spoken["a"]) == FRAMES * 1920 * 2
+    assert spoken["b"]
