@@ -16,7 +16,9 @@ each step, a `TalkerBatch` (talker_batch.py) executes it:
   decoded by Code2Wav as `tts._decode_chunks` does (the same audio as the one-stream
   runtimes' cut), pushed to the stream's queue as they are ready;
 - each stream's `timing` (queue wait, prefill, decode steps, first chunk) is kept in
-  `last_timing` once it ends, and handed to `on_timing` (the stage's histograms).
+  `last_timing` once it ends; `on_timing(stage, seconds)` (the server's stage latency
+  histograms, `TtsStage.observe_timing`) hears "tts_queue_wait", "tts_prefill" and
+  "tts_first_chunk" per stream and "tts_decode_step" per step.
 
 Streams never share sampling state, so a stream's codes are the same alone or among 31
 others (greedy, or seeded); memory is the slots' KV, fixed at load.
@@ -65,8 +67,14 @@ class StreamTiming:
 
     queue_wait_s: float | None = None  # submitted -> a slot
     prefill_s: float | None = None  # a slot -> its first frame's id sampled
-    decode_step_s: list[float] = field(default_factory=list)  # each step that served it
+    decode_steps: int = 0  # steps that made one of its frames
+    decode_s: float = 0.0  # those steps' time, all together
     first_chunk_s: float | None = None  # submitted -> its first audio
+
+    @property
+    def decode_step_s(self) -> float | None:
+        """The mean time of a step that made one of its frames."""
+        return self.decode_s / self.decode_steps if self.decode_steps else None
 
 
 @dataclass(slots=True)
@@ -107,7 +115,7 @@ class BatchedSynthesizer:
         first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
         graphs: bool = True,
         sampling: Sampling | None = None,
-        on_timing: Callable[[StreamTiming], None] | None = None,
+        on_timing: Callable[[str, float], None] | None = None,
     ) -> None:
         next(chunk_schedule(first_chunk_frames, chunk_frames))  # refuses sizes < 1 now
         self.model_path = model_path
@@ -311,8 +319,11 @@ class BatchedSynthesizer:
         for row, frame in zip(decode, frames, strict=True):
             served = self._streams.get(row.request_id)
             if served is not None:
-                served.timing.decode_step_s.append(now - started)
+                served.timing.decode_steps += 1
+                served.timing.decode_s += now - started
                 self._add_frame(served, frame)
+        if decode and self.on_timing is not None:
+            self.on_timing("tts_decode_step", now - started)
         for finished in outcome.finished:
             self._end(finished.request_id, cut=False)
 
@@ -350,9 +361,15 @@ class BatchedSynthesizer:
         if not cut and stream.frames:
             self._emit(stream, stream.frames, whole=False)
         stream.out.put(_END)
-        self.last_timing = stream.timing
+        timing = self.last_timing = stream.timing
         if self.on_timing is not None:
-            self.on_timing(stream.timing)
+            for stage, seconds in (
+                ("tts_queue_wait", timing.queue_wait_s),
+                ("tts_prefill", timing.prefill_s),
+                ("tts_first_chunk", timing.first_chunk_s),
+            ):
+                if seconds is not None:
+                    self.on_timing(stage, seconds)
 
     def _decode(self, frames: Sequence[Any], length: int) -> Float32Array:
         """Code2Wav of `frames` as the first `length` frames (-1: qwen_tts's padding)."""

@@ -567,6 +567,12 @@ class TtsStage(StageLifecycle):
         with map_engine_errors(self.name):
             await anyio.to_thread.run_sync(self.synthesizer.load)
 
+    def observe_timing(self, sink: Callable[[str, float], None]) -> None:
+        """Where the synthesizer times its streams (the batched one), `sink(stage,
+        seconds)` hears it: the server's stage latency histograms."""
+        if hasattr(self.synthesizer, "on_timing"):
+            self.synthesizer.on_timing = sink
+
     @property
     def voices(self) -> frozenset[str] | None:
         """The CustomVoice speakers of the loaded checkpoint (None before loading or when

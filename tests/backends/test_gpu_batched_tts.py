@@ -204,6 +204,8 @@ def test_the_tts_stage_speaks_for_many_sessions_at_once_through_the_batched_stre
     assert isinstance(synthesizer, BatchedSynthesizer)
     synthesizer.record_steps = True
     stage = TtsStage(synthesizer, placement)
+    heard: list[tuple[str, float]] = []
+    stage.observe_timing(lambda name, seconds: heard.append((name, seconds)))
     spoken: dict[str, bytes] = {}
 
     async def speak(request_id: str, text: str) -> None:
@@ -225,6 +227,13 @@ def test_the_tts_stage_speaks_for_many_sessions_at_once_through_the_batched_stre
     anyio.run(main)
     # no lock held per utterance: they shared steps, and a and c say the same
     assert max(len(decoding) for _, decoding, _ in synthesizer.steps) >= 2
-    assert synthesizer.last_timing is not None
     assert spoken["a"] == spoken["c"] and len(spoken["a"]) == FRAMES * 1920 * 2
     assert spoken["b"]
+    # each stream's timing, and the stage histograms heard every part of it
+    timing = synthesizer.last_timing
+    assert timing is not None and timing.first_chunk_s is not None
+    assert timing.queue_wait_s is not None and timing.prefill_s is not None
+    assert timing.decode_steps > 0 and timing.decode_step_s is not None
+    names = [name for name, _ in heard]
+    assert {"tts_queue_wait", "tts_prefill", "tts_first_chunk", "tts_decode_step"} <= set(names)
+    assert names.count("tts_first_chunk") == 3  # one per stream
