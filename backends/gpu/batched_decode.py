@@ -233,6 +233,10 @@ class SlotDecoder:
         self._graph_embeds: Any = None  # (32, hidden): rows fed embeddings (the TTS)
         self._graph_inputs: Any = None  # (3, 32): rows, tokens, positions
         self._graph_logits: Any = None
+        self._graph_hidden: Any = None
+        #: the last forward's final hidden states, a row per row of its logits (the TTS
+        #: code predictor reads them); with CUDA Graphs valid until the next step
+        self.last_hidden: Any = None
         self._graph_pool: Any = None
 
     @property
@@ -338,7 +342,8 @@ class SlotDecoder:
                 use_cache=True,
                 **model_kwargs,
             )
-            logits = self.lm_head(out.last_hidden_state[:, -1, :])
+            self.last_hidden = out.last_hidden_state[:, -1, :]
+            logits = self.lm_head(self.last_hidden)
         self.lengths[slot] = end
         return logits
 
@@ -403,7 +408,8 @@ class SlotDecoder:
             past_key_values=self.cache,
             use_cache=True,
         )
-        return self.lm_head(out.last_hidden_state[:, -1, :])
+        self.last_hidden = out.last_hidden_state[:, -1, :]
+        return self.lm_head(self.last_hidden)
 
     # -- CUDA Graphs (a CUDA device only; the CPU tests never reach this) -------------
 
@@ -436,6 +442,8 @@ class SlotDecoder:
             top = GRAPH_ROW_BUCKETS[-1]
             self._graph_inputs = torch.zeros(3, top, dtype=torch.long, device=self.device)
             self._graph_logits = torch.zeros(top, self.vocab, dtype=self.dtype, device=self.device)
+            hidden = int(self.lm_head.weight.shape[1])
+            self._graph_hidden = torch.zeros(top, hidden, dtype=self.dtype, device=self.device)
             self._graph_pool = torch.cuda.graph_pool_handle()
         inputs = self._graph_inputs[:, :rows_bucket]
         inputs.copy_(host)
@@ -453,6 +461,7 @@ class SlotDecoder:
             graph = self._capture(inputs, attend, rows_bucket, graph_embeds)
             self._graphs[key] = graph
         graph.replay()
+        self.last_hidden = self._graph_hidden[:batch]
         return self._graph_logits[:batch]
 
     def _capture(self, inputs: Any, attend: int, batch: int, embeds: Any = None) -> Any:
@@ -461,6 +470,7 @@ class SlotDecoder:
         def run() -> None:
             logits = self._forward(inputs[0], inputs[1], inputs[2], attend, None, embeds)
             self._graph_logits[:batch].copy_(logits)
+            self._graph_hidden[:batch].copy_(self.last_hidden)
 
         stream = torch.cuda.Stream(device=self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))

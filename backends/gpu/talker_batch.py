@@ -129,20 +129,6 @@ def talker_prompt(model: Any, text: str, *, speaker: str, language: str) -> Talk
     return TalkerPrompt(key, embeds, int(prefix.shape[1]), pad.reshape(-1), tuple(match))
 
 
-class _RecordingHead:
-    """The Talker's codec head, keeping the hidden states it was given: the code
-    predictor reads the hidden state of the position that sampled the frame's first id."""
-
-    def __init__(self, head: Any) -> None:
-        self.head = head
-        self.weight = head.weight
-        self.hidden: Any = None
-
-    def __call__(self, hidden: Any) -> Any:
-        self.hidden = hidden
-        return self.head(hidden)
-
-
 class TalkerBatch:
     """Many streams' Talker + code predictor over `slots` KV rows: see the module."""
 
@@ -165,13 +151,12 @@ class TalkerBatch:
         tc = inner.config.talker_config
         self.groups = int(tc.num_code_groups)
         self.eos_id = int(tc.codec_eos_token_id)
-        self.head = _RecordingHead(self.talker.codec_head)
         vocab = int(tc.vocab_size)
         # qwen_tts's generate never samples the top 1024 ids but the end of speech
         never = [i for i in range(vocab - 1024, vocab) if i != self.eos_id]
         self.decoder = SlotDecoder(
             self.talker.model,
-            self.head,
+            self.talker.codec_head,
             tc,
             slots=slots,
             max_len=max_len,
@@ -240,7 +225,7 @@ class TalkerBatch:
             slot, [], start, inputs_embeds=prompt.embeds[:, start:end]
         )
         with torch.inference_mode():
-            self._hidden[slot] = self.head.hidden[-1]
+            self._hidden[slot] = self.decoder.last_hidden[-1]
         return logits
 
     def frame_step(
@@ -261,7 +246,8 @@ class TalkerBatch:
                 frames, embeds = self._frames_of(slots, rows, ids)
             result = self.decoder.step(slots, list(first_ids), first=first, inputs_embeds=embeds)
             if slots:  # a prompt's last hidden was kept by `prefill`
-                self._hidden[rows] = self.head.hidden[: len(slots)].to(self._hidden.dtype)
+                hidden = self.decoder.last_hidden[: len(slots)]
+                self._hidden[rows] = hidden.to(self._hidden.dtype)
         return ([] if frames is None else frames.tolist()), result.tokens
 
     def _frames_of(self, slots: Sequence[int], rows: Any, ids: Any) -> tuple[Any, Any]:
