@@ -12,9 +12,10 @@ each step, a `TalkerBatch` (talker_batch.py) executes it:
   decoding ones, the speaker prefix's KV loaded, computed once per speaker and
   language) and leaves at the step that samples its end, or at the next plan after
   `stop` is set (cancellation within one step, the slot free again);
-- each stream's frames are cut by `chunk_schedule` (2, 2, 4, 8, 8, ... frames) and
-  decoded by Code2Wav as `tts._decode_chunks` does (the same audio as the one-stream
-  runtimes' cut), pushed to the stream's queue as they are ready;
+- each stream's frames are cut by `chunk_schedule` (2, 2, 4, 8, 8, ... frames) into
+  the Code2Wav windows the one-stream runtimes decode (`codec_chunks.ChunkCutter`);
+  the windows completed at a step are decoded together, one Code2Wav call per window
+  length, and each chunk pushed to its stream's queue;
 - each stream's `timing` (queue wait, prefill, decode steps, first chunk) is kept in
   `last_timing` once it ends; `on_timing(stage, seconds)` (the server's stage latency
   histograms, `TtsStage.observe_timing`) hears "tts_queue_wait", "tts_prefill" and
@@ -33,26 +34,24 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from backends.gpu.engine_api import Sampling
-from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
-from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
-from backends.gpu.tts import (
+from backends.gpu.codec_chunks import (
     _DECODE_CONTEXT_FRAMES,
     DEFAULT_CHUNK_FRAMES,
     DEFAULT_FIRST_CHUNK_FRAMES,
-    TTS_SAMPLE_RATE_HZ,
-    _decode_chunks,
-    _torch_dtype,
+    ChunkCutter,
     chunk_schedule,
-    import_qwen_tts,
 )
+from backends.gpu.engine_api import Sampling
+from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
+from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
+from backends.gpu.tts import TTS_SAMPLE_RATE_HZ, _torch_dtype, import_qwen_tts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator
 
     import numpy as np
 
-    from backends.gpu.tts import Float32Array
+    from backends.gpu.codec_chunks import Float32Array
 
 __all__ = ["BatchedSynthesizer", "StreamTiming"]
 
@@ -77,6 +76,9 @@ class StreamTiming:
         return self.decode_s / self.decode_steps if self.decode_steps else None
 
 
+_Window = tuple["_Stream", list[Any], int]  # a stream, its frames to decode, as of how many
+
+
 @dataclass(slots=True)
 class _Stream:
     """A stream as the loop runs it: prompt, audio's way out, its chunker and decoder."""
@@ -92,8 +94,7 @@ class _Stream:
     frames: list[Any] = field(default_factory=list)  # of the chunk being filled
     sizes: Iterator[int] | None = None
     size: int = 0  # frames of the chunk being filled
-    pending: list[tuple[list[Any], bool]] = field(default_factory=list)
-    audio: Iterator[Any] | None = None
+    cutter: ChunkCutter | None = None
 
 
 class BatchedSynthesizer:
@@ -114,6 +115,7 @@ class BatchedSynthesizer:
         chunk_frames: int = DEFAULT_CHUNK_FRAMES,
         first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
         graphs: bool = True,
+        batch_code2wav: bool = True,
         sampling: Sampling | None = None,
         on_timing: Callable[[str, float], None] | None = None,
     ) -> None:
@@ -128,6 +130,9 @@ class BatchedSynthesizer:
         self.chunk_frames = chunk_frames
         self.first_chunk_frames = first_chunk_frames
         self.graphs = graphs
+        #: one Code2Wav call for the windows of a step; its float rounding then moves
+        #: with the batch (a few ulps), where alone a stream's audio is bit for bit the same
+        self.batch_code2wav = batch_code2wav
         self.sampling = sampling or Sampling(temperature=0.0, seed=0)
         self.on_timing = on_timing
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
@@ -279,7 +284,9 @@ class BatchedSynthesizer:
         assert batch is not None
         plan = scheduler.plan()
         for request_id in plan.cancelled:
-            self._end(request_id, cut=True)
+            cut = self._streams.pop(request_id, None)
+            if cut is not None:
+                self._end(cut)
         if plan.idle:
             scheduler.commit(plan, {})
             return
@@ -316,50 +323,61 @@ class BatchedSynthesizer:
             prefilled = self._streams.get(chunk.request_id)
             if chunk.last and prefilled is not None and prefilled.assigned_at is not None:
                 prefilled.timing.prefill_s = now - prefilled.assigned_at
+        windows: list[_Window] = []
         for row, frame in zip(decode, frames, strict=True):
             served = self._streams.get(row.request_id)
             if served is not None:
                 served.timing.decode_steps += 1
                 served.timing.decode_s += now - started
-                self._add_frame(served, frame)
+                self._add_frame(served, frame, windows)
         if decode and self.on_timing is not None:
             self.on_timing("tts_decode_step", now - started)
-        for finished in outcome.finished:
-            self._end(finished.request_id, cut=False)
+        ended = [self._streams.pop(f.request_id) for f in outcome.finished]
+        windows += [self._window(stream, whole=False) for stream in ended if stream.frames]
+        self._decode_windows(windows)
+        for stream in ended:
+            self._end(stream)
 
     # -- a stream's chunks ----------------------------------------------------------
 
-    def _add_frame(self, stream: _Stream, frame: list[int]) -> None:
+    def _add_frame(self, stream: _Stream, frame: list[int], windows: list[_Window]) -> None:
         if stream.sizes is None:
             stream.sizes = chunk_schedule(self.first_chunk_frames, self.chunk_frames)
             stream.size = next(stream.sizes)
         stream.frames.append(frame)
         if len(stream.frames) == stream.size:
-            self._emit(stream, stream.frames, whole=True)
-            stream.frames = []
+            windows.append(self._window(stream, whole=True))
             stream.size = next(stream.sizes)
 
-    def _emit(self, stream: _Stream, frames: list[Any], *, whole: bool) -> None:
-        if stream.audio is None:
-            stream.audio = _decode_chunks(
-                _drain(stream.pending),
-                self._decode,
+    def _window(self, stream: _Stream, *, whole: bool) -> _Window:
+        """The stream's chunk of frames so far, as the Code2Wav window to decode."""
+        if stream.cutter is None:
+            stream.cutter = ChunkCutter(
                 calibrate_frames=max(_DECODE_CONTEXT_FRAMES, self.chunk_frames),
                 pad_frames=self.chunk_frames,
             )
-        stream.pending.append((frames, whole))
-        audio = next(stream.audio)
-        if stream.timing.first_chunk_s is None:
-            stream.timing.first_chunk_s = time.perf_counter() - stream.submitted
-        stream.out.put(audio)
+        frames, length = stream.cutter.window(stream.frames, whole)
+        stream.frames = []
+        return stream, frames, length
 
-    def _end(self, request_id: str, *, cut: bool) -> None:
-        """The stream leaves: its last, short chunk decoded unless it was cut off."""
-        stream = self._streams.pop(request_id, None)
-        if stream is None:
-            return
-        if not cut and stream.frames:
-            self._emit(stream, stream.frames, whole=False)
+    def _decode_windows(self, windows: list[_Window]) -> None:
+        """Every chunk the step completed: one Code2Wav call per window length (rows of
+        one shape; each alone without `batch_code2wav`), cut, sent."""
+        groups: dict[int, list[_Window]] = {}
+        for index, window in enumerate(windows):
+            groups.setdefault(window[2] if self.batch_code2wav else -index, []).append(window)
+        for group in groups.values():
+            length = group[0][2]
+            audios = self._decode([frames for _, frames, _ in group], length)
+            for (stream, _, _), audio in zip(group, audios, strict=True):
+                assert stream.cutter is not None
+                chunk = stream.cutter.cut(audio)
+                if stream.timing.first_chunk_s is None:
+                    stream.timing.first_chunk_s = time.perf_counter() - stream.submitted
+                stream.out.put(chunk)
+
+    def _end(self, stream: _Stream) -> None:
+        """The stream has left the batch (its last chunk sent, or cut off)."""
         stream.out.put(_END)
         timing = self.last_timing = stream.timing
         if self.on_timing is not None:
@@ -371,26 +389,19 @@ class BatchedSynthesizer:
                 if seconds is not None:
                     self.on_timing(stage, seconds)
 
-    def _decode(self, frames: Sequence[Any], length: int) -> Float32Array:
-        """Code2Wav of `frames` as the first `length` frames (-1: qwen_tts's padding)."""
+    def _decode(self, windows: list[list[Any]], length: int) -> list[Float32Array]:
+        """Code2Wav of each window as the first `length` frames (-1: qwen_tts's
+        padding, whose samples it cuts off), all in one call."""
         import numpy as np
         import torch
 
-        codes = torch.tensor(frames, dtype=torch.long)
-        if length > codes.shape[0]:
-            pad = codes.new_full((length - codes.shape[0], codes.shape[1]), -1)
-            codes = torch.cat([codes, pad])
-        wavs, rate = self._model.model.speech_tokenizer.decode(
-            [{"audio_codes": codes.to(self._model.device)}]
-        )
+        padded = []
+        for frames in windows:
+            codes = torch.tensor(frames, dtype=torch.long)
+            if length > codes.shape[0]:
+                pad = codes.new_full((length - codes.shape[0], codes.shape[1]), -1)
+                codes = torch.cat([codes, pad])
+            padded.append({"audio_codes": codes.to(self._model.device)})
+        wavs, rate = self._model.model.speech_tokenizer.decode(padded)
         self.sample_rate_hz = int(rate)
-        return np.asarray(wavs[0], dtype=np.float32).reshape(-1)
-
-
-def _drain(pending: list[tuple[list[Any], bool]]) -> Iterator[tuple[list[Any], bool]]:
-    """The chunks appended to `pending`, one per `next` of the decoder that reads it."""
-    while True:
-        if pending:
-            yield pending.pop(0)
-        else:
-            return
+        return [np.asarray(wav, dtype=np.float32).reshape(-1) for wav in wavs]

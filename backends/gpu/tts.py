@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import logging
 import sys
 import threading
@@ -47,9 +46,17 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import numpy as np
-import numpy.typing as npt
 
 from backends.base import StageFailed, StageLifecycle, TtsAudio, TtsRequest
+from backends.gpu.codec_chunks import (
+    _DECODE_CONTEXT_FRAMES,
+    DEFAULT_CHUNK_FRAMES,
+    DEFAULT_FIRST_CHUNK_FRAMES,
+    Float32Array,
+    _decode_chunks,
+    _regroup,
+    chunk_schedule,
+)
 from backends.gpu.device_audit import device_audit
 from backends.gpu.errors import map_engine_errors
 
@@ -58,7 +65,6 @@ if TYPE_CHECKING:
         AsyncIterator,
         Callable,
         Generator,
-        Iterable,
         Iterator,
         Sequence,
     )
@@ -83,102 +89,7 @@ __all__ = [
 TTS_SAMPLE_RATE_HZ: Final = 24_000
 #: the 12 Hz tokenizer's codec frames per second: a frame is 80 ms, 1920 samples at 24 kHz
 CODEC_FRAME_RATE_HZ: Final = 12.5
-#: codec frames per streamed chunk once streaming is under way: 8 frames at 12.5 Hz are
-#: 640 ms of audio, few Code2Wav calls per utterance
-DEFAULT_CHUNK_FRAMES: Final = 8
-#: codec frames of the first chunk, the one "time to first audio" waits for: 2 frames
-#: (160 ms of audio) are 2 Talker steps where a full chunk is 8
-DEFAULT_FIRST_CHUNK_FRAMES: Final = 2
-#: faster-qwen3-tts's Code2Wav window: each chunk after the first `max(25, chunk_size)`
-#: frames is decoded with 25 frames before it (its `generate_*_streaming` methods)
-_DECODE_CONTEXT_FRAMES: Final = 25
-
-Float32Array = npt.NDArray[np.float32]
-
 logger = logging.getLogger(__name__)
-
-
-def chunk_schedule(first_frames: int, chunk_frames: int) -> Iterator[int]:
-    """Codec frames per streamed chunk: `first_frames`, then as many as were sent before
-    (doubling the audio out) until `chunk_frames` have gone, then `chunk_frames` each:
-    2, 2, 4, 8, 8, ... for (2, 8); `first_frames >= chunk_frames` is fixed chunking.
-
-    Doubling keeps generation ahead of playback: each chunk is no longer than the audio
-    already sent. Stopping at `chunk_frames` puts every later boundary where fixed chunks
-    of `chunk_frames` put theirs, so every Code2Wav window is the fixed one and the audio
-    is the same; the chunks before it are cut from decodes of the first `chunk_frames`
-    frames (`_decode_chunks`).
-    """
-    if first_frames < 1 or chunk_frames < 1:
-        raise ValueError(f"chunk sizes must be >= 1 frame, got {first_frames}, {chunk_frames}")
-    sent = 0
-    while sent < chunk_frames:
-        size = min(max(first_frames, sent), chunk_frames - sent)
-        yield size
-        sent += size
-    yield from itertools.repeat(chunk_frames)
-
-
-def _regroup(
-    frames: Iterable[Any], sizes: Iterator[int], stop: threading.Event
-) -> Iterator[tuple[list[Any], bool]]:
-    """`frames` in lists of `sizes`, each with whether it is whole (the last may be
-    short); nothing more once `stop` is set."""
-    chunk: list[Any] = []
-    size = next(sizes)
-    for frame in frames:
-        if stop.is_set():
-            return
-        chunk.append(frame)
-        if len(chunk) == size:
-            yield chunk, True
-            chunk, size = [], next(sizes)
-    if chunk and not stop.is_set():
-        yield chunk, False
-
-
-def _decode_chunks(
-    chunks: Iterable[tuple[list[Any], bool]],
-    decode: Callable[[Sequence[Any], int], Float32Array],
-    *,
-    calibrate_frames: int,
-    pad_frames: int,
-    context_frames: int = _DECODE_CONTEXT_FRAMES,
-) -> Iterator[Float32Array]:
-    """The audio of each codec chunk, decoded as faster-qwen3-tts's streaming methods do
-    for fixed chunks of `pad_frames`; `decode(frames, n)` decodes `frames` as the first
-    of `n >= len(frames)` frames and returns the samples of `frames` only.
-
-    Until `calibrate_frames` frames have come, every frame so far is decoded and the new
-    samples are the ones past the previous decode; from then on each chunk is decoded
-    with `context_frames` frames before it, whose samples (at the samples per frame
-    measured at calibration) are cut off. A decode costs at most context + chunk frames.
-
-    Code2Wav is causal (causal convolutions and attention), so frames decoded as the
-    start of a longer run give the same samples. Whole chunks of fewer than `pad_frames`
-    are decoded padded to `pad_frames`, the shape fixed chunks decode first, which keeps
-    even the rounding the same (bit for bit on the CPU, float32 and bfloat16; unpadded,
-    up to 1 bfloat16 step in a few samples of those chunks). A short last chunk is the
-    end of the utterance: decoded as it is, as fixed chunks decode it.
-    """
-    frames: list[Any] = []
-    emitted = 0
-    samples_per_frame: float | None = None
-    for chunk, whole in chunks:
-        frames.extend(chunk)
-        if samples_per_frame is None:
-            audio = decode(frames, max(len(frames), pad_frames if whole else 0))
-            new = audio[emitted:]
-            emitted = audio.size
-            if len(frames) >= calibrate_frames:
-                samples_per_frame = audio.size / len(frames)
-        else:
-            start = max(0, len(frames) - len(chunk) - context_frames)
-            context = len(frames) - len(chunk) - start
-            audio = decode(frames[start:], len(frames) - start)
-            new = audio[round(context * samples_per_frame) :] if context > 0 else audio
-            del frames[: max(0, len(frames) - context_frames)]  # the next window's context
-        yield new
 
 
 class SpeechSynthesizer(Protocol):

@@ -1,7 +1,9 @@
 """Slow: the batched streaming TTS (`backends/gpu/batched_tts.py`, `talker_batch.py`) on a
 tiny random Qwen3-TTS, torch on the CPU: a stream's audio is the same alone and among 7
-or 31 others joining and leaving (greedy); a cancelled stream leaves within one step; a
-join never costs the decoding streams a step; memory is the slots' and never grows.
+or 31 others joining and leaving (greedy): bit for bit with each Code2Wav window decoded
+alone, up to float32 rounding with a step's windows decoded in one call (the default); a
+cancelled stream leaves within one step; a join never costs the decoding streams a step;
+memory is the slots' and never grows; the TTS stage speaks for several sessions at once.
 
 The tests wait for events (a stream's first chunk, its end) and read the steps the loop
 recorded; they never time anything. Skipped without torch, transformers or qwen_tts.
@@ -66,6 +68,7 @@ def synth(tiny_tts: str) -> Iterator[BatchedSynthesizer]:
         max_new_tokens=FRAMES,
         prefill_chunk_tokens=8,  # prompts take a few steps: joins overlap decoding
         graphs=False,
+        batch_code2wav=False,  # bit for bit: each window decoded alone
     )
     synthesizer.record_steps = True
     synthesizer.load()
@@ -138,6 +141,28 @@ def test_a_streams_audio_is_the_same_alone_and_among_7_and_31_others(
     assert _among(synth, 31) == alone
     assert max(len(decoding) for _, decoding, _ in synth.steps) > 4  # it did batch
     assert synth.batch is not None and synth.batch.prefixes_computed == 1  # one speaker
+
+
+def test_code2wav_batched_across_streams_moves_the_audio_by_rounding_only(tiny_tts: str) -> None:
+    synthesizer = BatchedSynthesizer(
+        tiny_tts,
+        device="cpu",
+        slots=32,
+        max_len=256,
+        max_new_tokens=FRAMES,
+        prefill_chunk_tokens=8,
+        graphs=False,
+    )
+    synthesizer.load()
+    try:
+        assert synthesizer.batch_code2wav  # the default
+        alone = np.frombuffer(Listener(synthesizer, TARGET).audio(), dtype=np.float32)
+        among = np.frombuffer(_among(synthesizer, 31), dtype=np.float32)
+    finally:
+        synthesizer.close()
+    # the same codes, so the same audio up to float32 rounding of the batched convolutions
+    assert among.shape == alone.shape
+    np.testing.assert_allclose(among, alone, rtol=0, atol=1e-5 * np.abs(alone).max())
 
 
 def test_a_join_never_costs_a_decoding_stream_a_step(synth: BatchedSynthesizer) -> None:
