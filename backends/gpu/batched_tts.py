@@ -41,6 +41,7 @@ from backends.gpu.codec_chunks import (
     ChunkCutter,
     chunk_schedule,
 )
+from backends.gpu.device_audit import device_audit
 from backends.gpu.engine_api import Sampling
 from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
 from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
@@ -116,6 +117,7 @@ class BatchedSynthesizer:
         first_chunk_frames: int = DEFAULT_FIRST_CHUNK_FRAMES,
         graphs: bool = True,
         batch_code2wav: bool = True,
+        device_audit: bool = False,
         sampling: Sampling | None = None,
         on_timing: Callable[[str, float], None] | None = None,
     ) -> None:
@@ -133,6 +135,7 @@ class BatchedSynthesizer:
         #: one Code2Wav call for the windows of a step; its float rounding then moves
         #: with the batch (a few ulps), where alone a stream's audio is bit for bit the same
         self.batch_code2wav = batch_code2wav
+        self.device_audit = device_audit  # the loop thread's torch work, op by op
         self.sampling = sampling or Sampling(temperature=0.0, seed=0)
         self.on_timing = on_timing
         self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
@@ -265,7 +268,8 @@ class BatchedSynthesizer:
                 if stream.stop.is_set():
                     scheduler.cancel(stream.request_id)
             try:
-                with torch.inference_mode():
+                audit = device_audit("tts", self.device, enabled=self.device_audit)
+                with torch.inference_mode(), audit:
                     self._step(scheduler)
             except Exception as exc:  # every stream ends with it; the loop goes on
                 for request_id in scheduler.drain():

@@ -412,6 +412,7 @@ def make_synthesizer(placement: StagePlacement) -> SpeechSynthesizer:
             max_len=placement.max_model_len,
             max_new_tokens=placement.max_tokens,
             graphs=placement.cuda_graphs,
+            device_audit=placement.device_audit,
         )
     if placement.enforce_eager or device == "cpu":
         return EagerSynthesizer(
@@ -463,7 +464,8 @@ def speakers_of(model: object) -> frozenset[str] | None:
 
 
 class TtsStage(StageLifecycle):
-    """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time."""
+    """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time (or as many as a
+    concurrent one, the batched streams, serves)."""
 
     name = "tts"
     output_sample_rate_hz = TTS_SAMPLE_RATE_HZ
@@ -473,6 +475,15 @@ class TtsStage(StageLifecycle):
         self.placement = placement
         self._lock = anyio.Lock()
         self._stops: dict[str, threading.Event] = {}
+        # a concurrent synthesizer's streams each wait in a worker thread for their next
+        # chunk: their own threads, so 32 talking sessions never take the default
+        # limiter's (40) from the other stages' host work
+        slots = int(getattr(synthesizer, "slots", 0)) if self._concurrent else 0
+        self._waits = anyio.CapacityLimiter(slots + 1) if slots else None
+
+    @property
+    def _concurrent(self) -> bool:
+        return bool(getattr(self.synthesizer, "concurrent", False))
 
     async def load(self) -> None:
         with map_engine_errors(self.name):
@@ -522,10 +533,9 @@ class TtsStage(StageLifecycle):
         stop = threading.Event()
         self._stops[request.request_id] = stop
         end = object()
-        # a batched synthesizer serves many streams at once; the others one at a time
-        one_at_a_time = not getattr(self.synthesizer, "concurrent", False)
         try:
-            async with self._lock if one_at_a_time else contextlib.nullcontext():
+            # a batched synthesizer serves many streams at once; the others one at a time
+            async with contextlib.nullcontext() if self._concurrent else self._lock:
                 with map_engine_errors(self.name):
                     chunks = self.synthesizer.stream(
                         text,
@@ -538,7 +548,7 @@ class TtsStage(StageLifecycle):
                     while not stop.is_set():
                         with map_engine_errors(self.name):
                             audio = await anyio.to_thread.run_sync(
-                                self._in_audit, next, chunks, end
+                                self._in_audit, next, chunks, end, limiter=self._waits
                             )
                         if audio is end:
                             break
