@@ -43,9 +43,9 @@ from backends.gpu.codec_chunks import (
 )
 from backends.gpu.device_audit import device_audit
 from backends.gpu.engine_api import Sampling
+from backends.gpu.qwen_tts_import import _torch_dtype, import_qwen_tts
 from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
 from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
-from backends.gpu.tts import TTS_SAMPLE_RATE_HZ, _torch_dtype, import_qwen_tts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -138,7 +138,7 @@ class BatchedSynthesizer:
         self.device_audit = device_audit  # the loop thread's torch work, op by op
         self.sampling = sampling or Sampling(temperature=0.0, seed=0)
         self.on_timing = on_timing
-        self.sample_rate_hz = TTS_SAMPLE_RATE_HZ
+        self.sample_rate_hz = 24_000  # Code2Wav's; set again from each decode
         self.last_timing: StreamTiming | None = None
         self.batch: TalkerBatch | None = None
         self.scheduler: SlotScheduler | None = None

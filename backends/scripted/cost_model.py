@@ -70,8 +70,8 @@ with the batch, so a decode step at batch 32 is taken to cost 1.6x one at batch 
 (`per_item_s = 0.6 * base_s / 31`); prefill is compute-heavier, so 32 prompts read at one
 step are taken to cost 2x one (`prefill_per_item_s = prefill_s / 31`). Its `max_batch` per
 stage is the gpu backend's default placement (`max_num_seqs`, backends/gpu/placement.py,
-sized for 32 sessions): asr 32, vlm 32, tts 32 (`tts_batch_slots`: the batched streaming
-TTS, backends/gpu/batched_tts.py).
+sized for 32 sessions): asr 32, vlm 32; tts 32, the batched streaming TTS with
+`batch_streams = 32` (backends/gpu/batched_tts.py; its default 0 serves one at a time).
 """
 
 from __future__ import annotations
