@@ -42,10 +42,9 @@ from backends.gpu.codec_chunks import (
     chunk_schedule,
 )
 from backends.gpu.device_audit import device_audit
-from backends.gpu.engine_api import Sampling
 from backends.gpu.qwen_tts_import import _torch_dtype, import_qwen_tts
 from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
-from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, talker_prompt
+from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, TtsSampling, talker_prompt
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -86,7 +85,7 @@ class _Stream:
 
     request_id: str
     prompt: TalkerPrompt
-    sampling: Sampling
+    sampling: TtsSampling
     out: queue.Queue[Any]
     submitted: float
     stop: threading.Event  # the caller's: read by the loop before every plan
@@ -118,7 +117,7 @@ class BatchedSynthesizer:
         graphs: bool = True,
         batch_code2wav: bool = True,
         device_audit: bool = False,
-        sampling: Sampling | None = None,
+        sampling: TtsSampling | None = None,
         on_timing: Callable[[str, float], None] | None = None,
     ) -> None:
         next(chunk_schedule(first_chunk_frames, chunk_frames))  # refuses sizes < 1 now
@@ -136,7 +135,8 @@ class BatchedSynthesizer:
         #: with the batch (a few ulps), where alone a stream's audio is bit for bit the same
         self.batch_code2wav = batch_code2wav
         self.device_audit = device_audit  # the loop thread's torch work, op by op
-        self.sampling = sampling or Sampling(temperature=0.0, seed=0)
+        #: every stream's unless it names its own (None: the checkpoint's, at `load`)
+        self.sampling = sampling
         self.on_timing = on_timing
         self.sample_rate_hz = 24_000  # Code2Wav's; set again from each decode
         self.last_timing: StreamTiming | None = None
@@ -162,6 +162,8 @@ class BatchedSynthesizer:
         if self.device != "cpu":
             kwargs["device_map"] = self.device
         self._model = qwen_tts.Qwen3TTSModel.from_pretrained(self.model_path, **kwargs)
+        if self.sampling is None:
+            self.sampling = TtsSampling.of_checkpoint(self._model)
         self.batch = TalkerBatch(
             self._model,
             slots=self.slots,
@@ -191,7 +193,7 @@ class BatchedSynthesizer:
         speaker: str,
         language: str,
         stop: threading.Event,
-        sampling: Sampling | None = None,
+        sampling: TtsSampling | None = None,
     ) -> Iterator[np.ndarray]:
         """Yield the stream's float32 chunks as the loop makes them; `stop` (or closing
         the iterator) takes it out of the batch at the next step."""
@@ -199,9 +201,9 @@ class BatchedSynthesizer:
             raise RuntimeError("tts: the batched synthesizer is not loaded")
         prompt = talker_prompt(self._model, text, speaker=speaker, language=language)
         request_id = f"tts-{next(self._ids)}"
-        stream = _Stream(
-            request_id, prompt, sampling or self.sampling, queue.Queue(), time.perf_counter(), stop
-        )
+        chosen = sampling or self.sampling
+        assert chosen is not None  # set at `load`
+        stream = _Stream(request_id, prompt, chosen, queue.Queue(), time.perf_counter(), stop)
         with self._posted:
             self._inbox.append(stream)
             self._posted.notify()

@@ -38,13 +38,41 @@ if TYPE_CHECKING:
 
     from backends.gpu.engine_api import Sampling
 
-__all__ = ["TalkerBatch", "TalkerPrompt", "talker_prompt"]
+__all__ = ["TalkerBatch", "TalkerPrompt", "TtsSampling", "talker_prompt"]
 
 #: text ids for matching sit above every codec id; the prompt's last two positions
 #: (text end, codec start) are constants above them
 _TEXT_IDS: Final = 1 << 32
 _TAIL_IDS: Final = 1 << 33
 _MASK32: Final = 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class TtsSampling:
+    """A stream's sampling: the Talker's (first codebook) and the code predictor's
+    (the frame's other codebooks; temperature 0: greedy, top-k 0: off)."""
+
+    talker: Sampling
+    predictor_temperature: float = 0.0
+    predictor_top_k: int = 0
+
+    @classmethod
+    def of_checkpoint(cls, model: Any) -> TtsSampling:
+        """What `qwen_tts` samples a checkpoint with: its `generate_config.json` over
+        the package's defaults (do_sample, top-k 50, temperature 0.9, repetition 1.05)."""
+        from backends.gpu.engine_api import Sampling
+
+        given = model._merge_generate_kwargs()
+        return cls(
+            Sampling(
+                temperature=float(given["temperature"]) if given["do_sample"] else 0.0,
+                top_k=int(given["top_k"]),
+                top_p=float(given["top_p"]),
+                repetition_penalty=float(given["repetition_penalty"]),
+            ),
+            float(given["subtalker_temperature"]) if given["subtalker_dosample"] else 0.0,
+            int(given["subtalker_top_k"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +209,18 @@ class TalkerBatch:
         """Speaker prefixes whose KV was computed (once each)."""
         return len(self._prefixes)
 
-    def begin(self, slot: int, prompt: TalkerPrompt, sampling: Sampling, reused: int) -> None:
+    def begin(self, slot: int, prompt: TalkerPrompt, sampling: TtsSampling, reused: int) -> None:
         """A stream takes `slot`, of whose prompt the slot holds `reused` positions'
         KV: its sampling state is reset and the speaker prefix loaded if missing."""
         import torch
 
-        self.decoder.begin(slot, sampling)
+        self.decoder.begin(slot, sampling.talker)
         seed = int(self.decoder._seed[slot])
-        self._predictor_sampling[slot] = (float(sampling.temperature), int(sampling.top_k), seed)
+        self._predictor_sampling[slot] = (
+            sampling.predictor_temperature,
+            sampling.predictor_top_k,
+            seed,
+        )
         self._frames[slot] = 0
         with torch.inference_mode():
             self._pad[slot] = prompt.pad_embed

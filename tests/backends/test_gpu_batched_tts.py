@@ -27,7 +27,9 @@ if importlib.util.find_spec("qwen_tts") is None:  # imported through `import_qwe
     pytest.skip("needs qwen-tts-hf (make test-gpu-path)", allow_module_level=True)
 
 from backends.gpu.batched_tts import BatchedSynthesizer
+from backends.gpu.engine_api import Sampling
 from backends.gpu.slot_scheduler import SlotPhase
+from backends.gpu.talker_batch import TtsSampling
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from gpu_tiny_models import build_tiny_tts, build_tokenizer  # type: ignore[import-not-found]
@@ -81,19 +83,27 @@ class Listener:
     end; `stop` set after `cut_after` chunks (a barge-in) when given."""
 
     def __init__(
-        self, synth: BatchedSynthesizer, text: str, *, cut_after: int | None = None
+        self,
+        synth: BatchedSynthesizer,
+        text: str,
+        *,
+        cut_after: int | None = None,
+        sampling: TtsSampling | None = None,
     ) -> None:
         self.chunks: list[np.ndarray] = []
         self.first = threading.Event()
         self.done = threading.Event()
         self.stop = threading.Event()
         self.cut_after = cut_after
+        self.sampling = sampling
         self._thread = threading.Thread(target=self._read, args=(synth, text), daemon=True)
         self._thread.start()
 
     def _read(self, synth: BatchedSynthesizer, text: str) -> None:
         try:
-            for chunk in synth.stream(text, speaker="Vivian", language="Auto", stop=self.stop):
+            for chunk in synth.stream(
+                text, speaker="Vivian", language="Auto", stop=self.stop, sampling=self.sampling
+            ):
                 self.chunks.append(chunk)
                 self.first.set()
                 if self.cut_after is not None and len(self.chunks) >= self.cut_after:
@@ -107,11 +117,11 @@ class Listener:
         return b"".join(c.tobytes() for c in self.chunks)
 
 
-def _among(synth: BatchedSynthesizer, others: int) -> bytes:
+def _among(synth: BatchedSynthesizer, others: int, sampling: TtsSampling | None = None) -> bytes:
     """The target's audio while `others` streams join before, with and after it,
     a third of them cut off after their first chunk."""
     before = [Listener(synth, TEXTS[(i + 1) % len(TEXTS)]) for i in range(others // 3)]
-    target = Listener(synth, TARGET)
+    target = Listener(synth, TARGET, sampling=sampling)
     beside = [Listener(synth, TEXTS[(i + 2) % len(TEXTS)], cut_after=1) for i in range(others // 3)]
     assert target.first.wait(120)  # the rest join while the target is decoding
     after = [
@@ -141,6 +151,17 @@ def test_a_streams_audio_is_the_same_alone_and_among_7_and_31_others(
     assert _among(synth, 31) == alone
     assert max(len(decoding) for _, decoding, _ in synth.steps) > 4  # it did batch
     assert synth.batch is not None and synth.batch.prefixes_computed == 1  # one speaker
+
+
+def test_a_seeded_sampled_stream_is_the_same_alone_and_among_others(
+    synth: BatchedSynthesizer,
+) -> None:
+    assert synth.sampling is not None and synth.sampling.talker.temperature == 0  # the tiny's
+    seeded = TtsSampling(Sampling(temperature=0.9, top_k=50, seed=7), 0.9, 50)
+    alone = Listener(synth, TARGET, sampling=seeded).audio()
+    greedy = Listener(synth, TARGET).audio()
+    assert alone != greedy  # it did sample
+    assert _among(synth, 7, seeded) == alone  # the others greedy, the target its own draws
 
 
 def test_code2wav_batched_across_streams_moves_the_audio_by_rounding_only(tiny_tts: str) -> None:
