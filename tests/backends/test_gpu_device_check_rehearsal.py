@@ -82,6 +82,8 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
         assert run["turns_measured"] == sessions * 2 and run["turn_errors"] == 0, run
         figure = run["end_of_speech_to_first_audio_ms"]
         assert figure["p95"] >= figure["p50"] > 0 and not run["sessions_failed"], run
+        timing = run["engine_timing"]  # the batched engines' histograms, from /metrics
+        assert {"vlm_decode_step", "tts_decode_step", "tts_first_chunk"} <= set(timing), run
     parts = {"asr", "vlm", "vlm_batched", "tts", "tts_batched", "device_audit", "e2e_graphs_off"}
     parts |= {"server_vad"}
     parts |= {"talking_sessions", "total"}

@@ -849,10 +849,24 @@ def _metrics(port: int) -> dict[str, float]:
     return samples
 
 
-def _stage_use(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, Any]]:
+#: the batched engines' own timings, as the stage latency histograms export them
+_ENGINE_TIMINGS = (
+    "vlm_queue_wait",
+    "vlm_prefill",
+    "vlm_decode_step",
+    "tts_queue_wait",
+    "tts_prefill",
+    "tts_decode_step",
+    "tts_first_chunk",
+)
+
+
+def _stage_use(
+    before: dict[str, float], after: dict[str, float], stages: tuple[str, ...] = _STAGES
+) -> dict[str, dict[str, Any]]:
     """Requests each stage finished between two scrapes and their seconds in all."""
     used = {}
-    for stage in _STAGES:
+    for stage in stages:
 
         def grew(sample: str, stage: str = stage) -> float:
             key = f'joyduplex_stage_latency_seconds_{sample}{{stage="{stage}"}}'
@@ -1133,6 +1147,7 @@ def part_talking_sessions(
         if not _ready(server, port, deadline):
             return {**result, "error": "server not ready", "log_tail": log.read_text()[-3000:]}
         for index, sessions in enumerate(TALKING_SESSIONS):
+            scraped = _metrics(port)
             # the later, larger run gets the larger share of what is left
             share = 1 / 3 if index == 0 and len(TALKING_SESSIONS) > 1 else 1.0
             until = time.monotonic() + (deadline - time.monotonic()) * share
@@ -1162,6 +1177,14 @@ def part_talking_sessions(
                     [t["commit_to_first_audio_ms"] for t in turns]
                 ),
                 "turn_errors": sum(len(t["errors"]) for t in turns),
+                # the batched engines' queue waits, prefills, steps and first chunks
+                "engine_timing": {
+                    stage: {
+                        "n": use["requests"],
+                        "mean_ms": round(use["s"] * 1000 / use["requests"], 2),
+                    }
+                    for stage, use in _stage_use(scraped, _metrics(port), _ENGINE_TIMINGS).items()
+                },
                 "error_samples": sorted({e for t in turns for e in t["errors"]})[:5],
                 "sessions_failed": failed[:5],
             }
