@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from backends.gpu.batched_decode import GRAPH_ROW_BUCKETS
 from backends.gpu.codec_chunks import (
     _DECODE_CONTEXT_FRAMES,
     DEFAULT_CHUNK_FRAMES,
@@ -183,8 +184,31 @@ class BatchedSynthesizer:
         self._loop.start()
 
     def warmup(self) -> None:
-        for _ in self.stream("Hello.", speaker="Vivian", language="Auto", stop=threading.Event()):
-            pass
+        """One utterance; with CUDA Graphs, 1, 2, 4, ... streams at once up to the slots,
+        so that every rows bucket's graph is captured before a session waits on it."""
+        sizes = [1]
+        if self.batch is not None and self.batch.decoder.graphs:
+            sizes = [b for b in GRAPH_ROW_BUCKETS if b <= self.slots]
+        errors: list[BaseException] = []
+        for size in sizes:
+            threads = [
+                threading.Thread(target=self._say_hello, args=(errors,)) for _ in range(size)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if errors:  # a warm-up that failed fails the stage's warm-up
+                raise errors[0]
+
+    def _say_hello(self, errors: list[BaseException]) -> None:
+        try:
+            for _ in self.stream(
+                "Hello.", speaker="Vivian", language="Auto", stop=threading.Event()
+            ):
+                pass
+        except BaseException as exc:
+            errors.append(exc)
 
     def stream(
         self,
