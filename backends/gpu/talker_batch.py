@@ -45,6 +45,8 @@ __all__ = ["TalkerBatch", "TalkerPrompt", "TtsSampling", "talker_prompt"]
 _TEXT_IDS: Final = 1 << 32
 _TAIL_IDS: Final = 1 << 33
 _MASK32: Final = 0xFFFFFFFF
+#: first-codebook ids a stream samples before it may end (qwen_tts's `min_new_tokens`)
+MIN_FRAMES: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,11 +278,26 @@ class TalkerBatch:
                 rows = torch.tensor(list(slots), dtype=torch.long, device=self.device)
                 ids = torch.tensor(list(first_ids), dtype=torch.long, device=self.device)
                 frames, embeds = self._frames_of(slots, rows, ids)
-            result = self.decoder.step(slots, list(first_ids), first=first, inputs_embeds=embeds)
-            if slots:  # a prompt's last hidden was kept by `prefill`
+            parts = []
+            if slots:
+                parts.append(
+                    self.decoder.forward_step(slots, list(first_ids), inputs_embeds=embeds)
+                )
+                # a prompt's last hidden was kept by `prefill`
                 hidden = self.decoder.last_hidden[: len(slots)]
                 self._hidden[rows] = hidden.to(self._hidden.dtype)
-        return ([] if frames is None else frames.tolist()), result.tokens
+            parts += [logits.reshape(1, -1) for _, logits in first]
+            sampling = [*slots, *(slot for slot, _ in first)]
+            if not parts:
+                return [], []
+            logits = parts[0] if len(parts) == 1 else torch.cat(parts)
+            # as qwen_tts's `min_new_tokens=2`: no stream ends before its second frame id
+            young = [i for i, slot in enumerate(sampling) if self._frames[slot] < MIN_FRAMES]
+            if young:
+                logits = logits.clone()
+                logits[young, self.eos_id] = float("-inf")
+            sampled = self.decoder.sample(sampling, logits).tolist()
+        return ([] if frames is None else frames.tolist()), sampled
 
     def _frames_of(self, slots: Sequence[int], rows: Any, ids: Any) -> tuple[Any, Any]:
         """The frames (B, groups) of first ids `ids` and the Talker's next inputs."""

@@ -283,3 +283,21 @@ def test_the_tts_stage_speaks_for_many_sessions_at_once_through_the_batched_stre
     names = [name for name, _ in heard]
     assert {"tts_queue_wait", "tts_prefill", "tts_first_chunk", "tts_decode_step"} <= set(names)
     assert names.count("tts_first_chunk") == 3  # one per stream
+
+
+def test_a_stream_speaks_at_least_two_frames_as_qwen_tts_does(synth: BatchedSynthesizer) -> None:
+    import torch
+
+    assert synth.batch is not None
+    eos = synth.batch.eos_id
+
+    def end_at_once(module: object, inputs: object, output: object) -> object:
+        assert hasattr(output, "index_fill")
+        return output.index_fill(-1, torch.tensor([eos]), 1e4)  # the end is always the argmax
+
+    hook = synth.batch.talker.codec_head.register_forward_hook(end_at_once)
+    try:
+        audio = Listener(synth, TARGET).audio()
+    finally:
+        hook.remove()
+    assert len(audio) == 2 * 1920 * 4  # `min_new_tokens=2`: two frames, then the end
