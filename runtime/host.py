@@ -172,6 +172,12 @@ class SessionHost:
             if self.backend is None:
                 options = {"profile": self.settings.profile, **self.settings.backend_options}
                 self.backend = load_backend(self.settings.backend, **options)
+            for stage in self.backend.stages():
+                # a batched GPU engine's queue wait, prefill and step times (its engine
+                # thread observes them) join the stage latency histograms
+                observe = getattr(stage, "observe_timing", None)
+                if observe is not None:
+                    observe(self.metrics.stage_latency)
             log.info("loading backend %s", self.backend.description or self.backend.name)
             await self.backend.__aenter__()
             log.info("warming up backend %s", self.backend.name)

@@ -85,6 +85,9 @@ def _engine(stage: StagePlacement, runtime: str) -> GenerationEngine:
 
 def _describe(stage: StagePlacement, runtime: str) -> str:
     where = stage.torch_device
+    if stage.stage == "tts" and stage.batch_streams > 0:
+        graphs = ", CUDA Graphs" if stage.cuda_graphs else ""
+        return f"tts on {where} (batched, {stage.batch_streams} streams{graphs})"
     if stage.stage == "tts" and not stage.cuda_graphs:
         return f"tts on {where} (qwen_tts eager)"
     if runtime == "transformers":

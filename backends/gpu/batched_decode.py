@@ -56,6 +56,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from backends.gpu.slot_cache import slot_cache
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -99,58 +101,6 @@ def _bucket(value: int, buckets: Sequence[int]) -> int:
         if bucket >= value:
             return bucket
     raise ValueError(f"{value} is past the largest bucket {buckets[-1]}")
-
-
-def _slot_cache(
-    layers: int, rows: int, heads: int, max_len: int, head_dim: int, **like: Any
-) -> Any:
-    """A transformers `Cache` whose `update` writes each batch row's new keys and
-    values at that row's own positions and returns the rows' KV up to the attended
-    length (`SlotCache.prepare` says which rows, where, and how far)."""
-    import torch
-    from transformers import Cache
-
-    class SlotCache(Cache):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__(layers=[])
-            shape = (rows, heads, max_len, head_dim)
-            self.keys = [torch.zeros(shape, **like) for _ in range(layers)]
-            self.values = [torch.zeros(shape, **like) for _ in range(layers)]
-            self.rows: Any = None  # (B,) cache row of each batch row
-            self.write: Any = None  # (B, Q) positions the new keys go to
-            self.attend = 0  # positions returned to the attention
-            self.first: int | None = None  # rows are first, first + 1, ...: read a view
-            self.chunk_start: int | None = None  # one row, positions chunk_start..: slices
-
-        def prepare(
-            self, rows: Any, write: Any, attend: int, *, first: int | None, chunk: int | None
-        ) -> None:
-            self.rows, self.write, self.attend = rows, write, attend
-            self.first, self.chunk_start = first, chunk
-
-        def update(
-            self, key_states: Any, value_states: Any, layer_idx: int, *_: Any, **__: Any
-        ) -> Any:
-            keys, values = self.keys[layer_idx], self.values[layer_idx]
-            if self.chunk_start is not None:  # a prefill chunk: one row, consecutive
-                row, start = self.first, self.chunk_start
-                end = start + key_states.shape[-2]
-                keys[row, :, start:end] = key_states[0]
-                values[row, :, start:end] = value_states[0]
-            else:
-                # advanced indices around a slice: the indexed shape is (B, Q, heads, dim)
-                rows = self.rows.unsqueeze(1)
-                keys[rows, :, self.write] = key_states.transpose(1, 2)
-                values[rows, :, self.write] = value_states.transpose(1, 2)
-            if self.first is not None:
-                span = slice(self.first, self.first + key_states.shape[0])
-                return keys[span, :, : self.attend], values[span, :, : self.attend]
-            return keys[self.rows, :, : self.attend], values[self.rows, :, : self.attend]
-
-        def get_seq_length(self, layer_idx: int = 0) -> int:
-            return self.attend
-
-    return SlotCache()
 
 
 class SlotDecoder:
@@ -204,7 +154,7 @@ class SlotDecoder:
         self._scratch = slots
         like = {"dtype": dtype, "device": self.device}
         with torch.inference_mode():
-            self.cache = _slot_cache(layers, rows, heads, max_len, head_dim, **like)
+            self.cache = slot_cache(layers, rows, heads, max_len, head_dim, **like)
             self._key_positions = torch.arange(max_len, device=self.device)
             self._token_ids = torch.arange(self.vocab, device=self.device)
             self._suppress = (
@@ -229,9 +179,14 @@ class SlotDecoder:
         #: positions whose KV each slot's row holds (where its next token is written)
         self.lengths = [0] * rows
         self._host_sampling: list[tuple[float, int, float]] = [(0.0, 0, 1.0)] * rows
-        self._graphs: dict[tuple[int, int], Any] = {}
+        self._graphs: dict[tuple[int, int, bool], Any] = {}
+        self._graph_embeds: Any = None  # (32, hidden): rows fed embeddings (the TTS)
         self._graph_inputs: Any = None  # (3, 32): rows, tokens, positions
         self._graph_logits: Any = None
+        self._graph_hidden: Any = None
+        #: the last forward's final hidden states, a row per row of its logits (the TTS
+        #: code predictor reads them); with CUDA Graphs valid until the next step
+        self.last_hidden: Any = None
         self._graph_pool: Any = None
 
     @property
@@ -337,13 +292,18 @@ class SlotDecoder:
                 use_cache=True,
                 **model_kwargs,
             )
-            logits = self.lm_head(out.last_hidden_state[:, -1, :])
+            self.last_hidden = out.last_hidden_state[:, -1, :]
+            logits = self.lm_head(self.last_hidden)
         self.lengths[slot] = end
         return logits
 
-    def forward_step(self, slots: Sequence[int], tokens: Sequence[int]) -> Any:
+    def forward_step(
+        self, slots: Sequence[int], tokens: Sequence[int], *, inputs_embeds: Any = None
+    ) -> Any:
         """One forward over `slots`, each fed its token at its next position; the
-        logits (len(slots), vocab), row i for `slots[i]`."""
+        logits (len(slots), vocab), row i for `slots[i]`. `inputs_embeds`
+        (len(slots), hidden): the rows' inputs instead of the tokens' embeddings (the
+        TTS Talker's, a sum of a codec frame's embeddings; `tokens` are then unused)."""
         import torch
 
         if len(slots) != len(tokens) or not slots or len(set(slots)) != len(slots):
@@ -355,21 +315,30 @@ class SlotDecoder:
                 raise ValueError(f"slot {slot} is full ({self.max_len} positions)")
         with torch.inference_mode():
             if self.graphs:
-                logits = self._replay(slots, tokens, positions)
+                logits = self._replay(slots, tokens, positions, inputs_embeds)
             else:
                 packed = torch.tensor([list(slots), list(tokens), positions], device=self.device)
                 rows, token_ids, where = packed[0], packed[1], packed[2]
                 consecutive = list(slots) == list(range(slots[0], slots[0] + len(slots)))
                 first = slots[0] if consecutive else None
-                logits = self._forward(rows, token_ids, where, max(positions) + 1, first)
+                logits = self._forward(
+                    rows, token_ids, where, max(positions) + 1, first, inputs_embeds
+                )
         for slot in slots:
             self.lengths[slot] += 1
         return logits
 
     def _forward(
-        self, rows: Any, tokens: Any, positions: Any, attend: int, first: int | None
+        self,
+        rows: Any,
+        tokens: Any,
+        positions: Any,
+        attend: int,
+        first: int | None,
+        embeds: Any = None,
     ) -> Any:
-        """The batch's forward: tokens (B,) at positions (B,) of cache rows (B,)."""
+        """The batch's forward: tokens (B,) (or `embeds` (B, hidden)) at positions (B,)
+        of cache rows (B,)."""
         import torch
 
         batch = int(rows.shape[0])
@@ -379,18 +348,28 @@ class SlotDecoder:
         ids = (positions + self._rope_delta[rows]).view(batch, 1)
         position_ids = ids.unsqueeze(0).expand(3, batch, 1) if self.mrope else ids
         self.cache.prepare(rows, positions.view(batch, 1), attend, first=first, chunk=None)
+        inputs: dict[str, Any] = {"input_ids": tokens.view(batch, 1)}
+        if embeds is not None:
+            inputs = {"inputs_embeds": embeds.reshape(batch, 1, -1)}
         out = self.language_model(
-            input_ids=tokens.view(batch, 1),
+            **inputs,
             attention_mask=mask,
             position_ids=position_ids,
             past_key_values=self.cache,
             use_cache=True,
         )
-        return self.lm_head(out.last_hidden_state[:, -1, :])
+        self.last_hidden = out.last_hidden_state[:, -1, :]
+        return self.lm_head(self.last_hidden)
 
     # -- CUDA Graphs (a CUDA device only; the CPU tests never reach this) -------------
 
-    def _replay(self, slots: Sequence[int], tokens: Sequence[int], positions: list[int]) -> Any:
+    def _replay(
+        self,
+        slots: Sequence[int],
+        tokens: Sequence[int],
+        positions: list[int],
+        embeds: Any = None,
+    ) -> Any:
         import torch
 
         batch = len(slots)
@@ -413,23 +392,35 @@ class SlotDecoder:
             top = GRAPH_ROW_BUCKETS[-1]
             self._graph_inputs = torch.zeros(3, top, dtype=torch.long, device=self.device)
             self._graph_logits = torch.zeros(top, self.vocab, dtype=self.dtype, device=self.device)
+            hidden = int(self.lm_head.weight.shape[1])
+            self._graph_hidden = torch.zeros(top, hidden, dtype=self.dtype, device=self.device)
             self._graph_pool = torch.cuda.graph_pool_handle()
         inputs = self._graph_inputs[:, :rows_bucket]
         inputs.copy_(host)
-        key = (rows_bucket, attend)
+        graph_embeds = None
+        if embeds is not None:  # the rows' inputs through a static buffer as well
+            if self._graph_embeds is None:
+                top = GRAPH_ROW_BUCKETS[-1]
+                hidden = int(embeds.shape[-1])
+                self._graph_embeds = torch.zeros(top, hidden, dtype=self.dtype, device=self.device)
+            graph_embeds = self._graph_embeds[:rows_bucket]
+            graph_embeds[:batch].copy_(embeds.reshape(batch, -1))
+        key = (rows_bucket, attend, embeds is not None)
         graph = self._graphs.get(key)
         if graph is None:
-            graph = self._capture(inputs, attend, rows_bucket)
+            graph = self._capture(inputs, attend, rows_bucket, graph_embeds)
             self._graphs[key] = graph
         graph.replay()
+        self.last_hidden = self._graph_hidden[:batch]
         return self._graph_logits[:batch]
 
-    def _capture(self, inputs: Any, attend: int, batch: int) -> Any:
+    def _capture(self, inputs: Any, attend: int, batch: int, embeds: Any = None) -> Any:
         import torch
 
         def run() -> None:
-            logits = self._forward(inputs[0], inputs[1], inputs[2], attend, None)
+            logits = self._forward(inputs[0], inputs[1], inputs[2], attend, None, embeds)
             self._graph_logits[:batch].copy_(logits)
+            self._graph_hidden[:batch].copy_(self.last_hidden)
 
         stream = torch.cuda.Stream(device=self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -453,16 +444,18 @@ class SlotDecoder:
         tokens: Sequence[int],
         *,
         first: Sequence[tuple[int, Any]] = (),
+        inputs_embeds: Any = None,
     ) -> StepResult:
-        """One engine step's forward and sampling: `slots` decode `tokens`, and the
-        `first` (slot, prefill logits) pairs (prompts completed this step) are sampled
-        with them; ids in the order `slots`, then `first`'s. One host transfer."""
+        """One engine step's forward and sampling: `slots` decode `tokens` (or
+        `inputs_embeds`, see `forward_step`), and the `first` (slot, prefill logits)
+        pairs (prompts completed this step) are sampled with them; ids in the order
+        `slots`, then `first`'s. One host transfer."""
         import torch
 
         parts = []
         rows = list(slots)
         if slots:
-            parts.append(self.forward_step(slots, tokens))
+            parts.append(self.forward_step(slots, tokens, inputs_embeds=inputs_embeds))
         for slot, logits in first:
             rows.append(slot)
             parts.append(logits.reshape(1, -1))

@@ -20,12 +20,19 @@ matching only, by an id derived from the image's digest: two frames never match.
 Owned by the loop thread alone: the scheduler, the decoder and the model. `submit`,
 `abort` and `close` only post to it, under one lock. A failed step ends every request
 with the error (the decoder's state is unknown after it) and the loop goes on.
+
+Timing: each request's `DecodeTiming` (queue wait, prefill from its slot to its first
+token, decode steps and their time, tokens) is `last_timing` once it ends;
+`on_timing(stage, seconds)` (the server's stage latency histograms,
+`EngineStage.observe_timing`) hears "vlm_queue_wait" and "vlm_prefill" per request and
+"vlm_decode_step" per step.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,7 +40,13 @@ import anyio
 from backends.base import StageFailed
 from backends.gpu.batched_decode import SlotDecoder
 from backends.gpu.device_audit import DeviceAuditError
-from backends.gpu.hf_engines import HfVlmEngine, PieceQueue, PieceStream, queue_streamer
+from backends.gpu.hf_engines import (
+    DecodeTiming,
+    HfVlmEngine,
+    PieceQueue,
+    PieceStream,
+    queue_streamer,
+)
 from backends.gpu.slot_scheduler import (
     DEFAULT_SLOTS,
     PREFILL_CHUNK_TOKENS,
@@ -62,6 +75,9 @@ class _Job:
     pieces: PieceQueue
     errors: list[BaseException]
     first_logits: Any = None
+    submitted: float = 0.0  # perf_counter
+    assigned: float | None = None
+    timing: DecodeTiming = field(default_factory=DecodeTiming)
 
     def end(self, error: BaseException | None = None) -> None:
         if error is not None:
@@ -104,6 +120,7 @@ class BatchedHfEngine(HfVlmEngine):
         self._closing = False
         self._jobs: dict[str, _Job] = {}  # the loop's
         self._loop: threading.Thread | None = None
+        self.on_timing: Callable[[str, float], None] | None = None
 
     def _prepare_decoding(self) -> None:
         """The end and suppressed ids (as `_HfEngine` reads them), the batch's decoder
@@ -154,7 +171,9 @@ class BatchedHfEngine(HfVlmEngine):
             self.tokenizer, pieces, skip_special_tokens=sampling.skip_special_tokens
         )
         errors: list[BaseException] = []
-        job = _Job(prepared, sampling, streamer, pieces, errors)
+        job = _Job(prepared, sampling, streamer, pieces, errors, submitted=time.perf_counter())
+        job.timing.prompt_tokens = len(prepared.ids)
+        job.timing.graphs = self.cuda_graphs
         session = self.session_of(request_id) if self.session_of is not None else None
         request = SlotRequest(
             request_id, _match_ids(prepared), sampling.max_tokens, self._eos, session
@@ -219,13 +238,45 @@ class BatchedHfEngine(HfVlmEngine):
         for request_id in plan.cancelled:
             job = self._jobs.pop(request_id, None)
             if job is not None:
-                job.end()
+                self._ended(job)
+        started = time.perf_counter()
+        for assignment in plan.assigned:
+            assigned = self._jobs[assignment.request_id]
+            assigned.assigned = started
+            assigned.timing.queue_wait_ms = (started - assigned.submitted) * 1000
+            assigned.timing.reused_tokens = assignment.reused
         sampled = self._execute(plan) if not plan.idle else {}
         outcome = scheduler.commit(plan, sampled)
+        self._timed(plan, started, time.perf_counter())
         for emitted in outcome.emitted:
-            self._jobs[emitted.request_id].streamer.put(torch.tensor([emitted.token]))
+            job = self._jobs[emitted.request_id]
+            job.timing.tokens += 1
+            job.streamer.put(torch.tensor([emitted.token]))
         for finished in outcome.finished:
-            self._jobs.pop(finished.request_id).end()
+            self._ended(self._jobs.pop(finished.request_id))
+
+    def _timed(self, plan: StepPlan, started: float, now: float) -> None:
+        """The step's time: a prefill done for the prompts it completed, one decode
+        step more for the requests it decoded."""
+        for chunk in plan.prefill:
+            job = self._jobs.get(chunk.request_id)
+            if chunk.last and job is not None and job.assigned is not None:
+                job.timing.prefill_ms = (now - job.assigned) * 1000
+        for row in plan.decode:
+            decoded = self._jobs.get(row.request_id)
+            if decoded is not None:
+                decoded.timing.decode_steps += 1
+                decoded.timing.decode_ms += (now - started) * 1000
+        if plan.decode and self.on_timing is not None:
+            self.on_timing("vlm_decode_step", now - started)
+
+    def _ended(self, job: _Job) -> None:
+        job.end()
+        self.last_timing = job.timing
+        if self.on_timing is not None:
+            self.on_timing("vlm_queue_wait", job.timing.queue_wait_ms / 1000)
+            if job.assigned is not None and job.timing.tokens:
+                self.on_timing("vlm_prefill", job.timing.prefill_ms / 1000)
 
     def _execute(self, plan: StepPlan) -> dict[int, int]:
         batch = self.batch

@@ -18,7 +18,7 @@ from backends.base import StageLifecycle
 from backends.gpu.errors import map_engine_errors
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
     import numpy as np
     import numpy.typing as npt
@@ -123,3 +123,9 @@ class EngineStage(StageLifecycle):
     async def abort(self, request_id: str) -> None:
         with map_engine_errors(self.name):
             await self.engine.abort(request_id)
+
+    def observe_timing(self, sink: Callable[[str, float], None]) -> None:
+        """Where the engine times its requests (the batched one), `sink(stage, seconds)`
+        hears it: the server's stage latency histograms."""
+        if hasattr(self.engine, "on_timing"):
+            self.engine.on_timing = sink

@@ -177,6 +177,9 @@ class DecodeTiming:
     #: images the vision tower encoded for this prefill (the others were in the prefix
     #: reused, or their encoding was prepared or kept)
     images_encoded: int = 0
+    #: the batched engine: submitted -> a slot, and the steps that decoded its tokens
+    queue_wait_ms: float = 0.0
+    decode_steps: int = 0
 
     @property
     def prefilled_tokens(self) -> int:

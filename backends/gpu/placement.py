@@ -20,7 +20,9 @@ requests (`prompt_reuse.py`); under "vllm" they are refused, as vLLM keeps its o
 prefix cache. The VLM's `batch_slots` (0, the default: one request at a time; up to 32)
 decodes that many requests together instead (`batched_engine.py`: continuous batching,
 each session's KV resident in its slot, prompts prefilled `prefill_chunk_tokens` at a
-time beside the decoding ones); then `kv_slots` and `kv_slot_mib` do not apply.
+time beside the decoding ones); then `kv_slots` and `kv_slot_mib` do not apply. The
+TTS's `batch_streams` (0, the default: one utterance at a time; up to 32) synthesizes
+that many streams together, one codec frame each per step (`batched_tts.py`).
 
 The top-level `device_audit = true` (default false) has every stage check, op by op, that
 its torch work stays on its own device (`device_audit.py`): the in-process work, that is
@@ -137,6 +139,9 @@ class StagePlacement:
     # tokens one engine step may prefill beside the decoding requests
     batch_slots: int = 0
     prefill_chunk_tokens: int = 256
+    # tts: streams synthesized together (backends/gpu/batched_tts.py), 0 for one
+    # utterance at a time
+    batch_streams: int = 0
 
     @property
     def cuda_graphs(self) -> bool:
@@ -237,6 +242,7 @@ _TYPES: Final[dict[str, tuple[type, ...]]] = {
     "encoded_frames": (int,),
     "batch_slots": (int,),
     "prefill_chunk_tokens": (int,),
+    "batch_streams": (int,),
     "device_audit": (bool,),
 }
 _STAGE_ONLY: Final[dict[str, StageName]] = {
@@ -253,6 +259,7 @@ _STAGE_ONLY: Final[dict[str, StageName]] = {
     "encoded_frames": "vlm",
     "batch_slots": "vlm",
     "prefill_chunk_tokens": "vlm",
+    "batch_streams": "tts",
 }
 #: what only the transformers runtime does (vLLM keeps its own prefix cache and batches)
 _TRANSFORMERS_ONLY: Final = (
@@ -300,7 +307,7 @@ def _check_value(key: str, name: str, raw: object) -> Any:
         if not (math.isfinite(value) and value > 0):
             raise PlacementError(f"`{key}` must be a number of MiB > 0, got {value}")
         return float(value)
-    if name == "batch_slots" and not 0 <= value <= MAX_BATCH_SLOTS:
+    if name in ("batch_slots", "batch_streams") and not 0 <= value <= MAX_BATCH_SLOTS:
         raise PlacementError(
             f"`{key}` must be in [0, {MAX_BATCH_SLOTS}] (0: one request at a time), got {value}"
         )

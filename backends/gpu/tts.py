@@ -29,34 +29,41 @@ registry patch reads `config.rope_theta`, which transformers 5 configs (Mimi) no
 have.
 
 Both produce float32 mono at 24 kHz; the stage converts to pcm16 at the requested rate
-and runs one utterance at a time per device (the graphs are captured for batch 1).
+and runs one utterance at a time per device (the graphs are captured for batch 1), unless
+the placement's `batch_streams` picks `batched_tts.BatchedSynthesizer` (many at once).
 Speaker defaults to "Vivian", language to "Auto", as upstream's JoyAI -> TTS bridge.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import itertools
 import logging
-import sys
 import threading
-import types
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import numpy as np
-import numpy.typing as npt
 
 from backends.base import StageFailed, StageLifecycle, TtsAudio, TtsRequest
+from backends.gpu.codec_chunks import (
+    _DECODE_CONTEXT_FRAMES,
+    DEFAULT_CHUNK_FRAMES,
+    DEFAULT_FIRST_CHUNK_FRAMES,
+    Float32Array,
+    _decode_chunks,
+    _regroup,
+    chunk_schedule,
+)
 from backends.gpu.device_audit import device_audit
 from backends.gpu.errors import map_engine_errors
+from backends.gpu.qwen_tts_import import _torch_dtype, import_qwen_tts
 
 if TYPE_CHECKING:
     from collections.abc import (
         AsyncIterator,
         Callable,
         Generator,
-        Iterable,
         Iterator,
         Sequence,
     )
@@ -81,102 +88,7 @@ __all__ = [
 TTS_SAMPLE_RATE_HZ: Final = 24_000
 #: the 12 Hz tokenizer's codec frames per second: a frame is 80 ms, 1920 samples at 24 kHz
 CODEC_FRAME_RATE_HZ: Final = 12.5
-#: codec frames per streamed chunk once streaming is under way: 8 frames at 12.5 Hz are
-#: 640 ms of audio, few Code2Wav calls per utterance
-DEFAULT_CHUNK_FRAMES: Final = 8
-#: codec frames of the first chunk, the one "time to first audio" waits for: 2 frames
-#: (160 ms of audio) are 2 Talker steps where a full chunk is 8
-DEFAULT_FIRST_CHUNK_FRAMES: Final = 2
-#: faster-qwen3-tts's Code2Wav window: each chunk after the first `max(25, chunk_size)`
-#: frames is decoded with 25 frames before it (its `generate_*_streaming` methods)
-_DECODE_CONTEXT_FRAMES: Final = 25
-
-Float32Array = npt.NDArray[np.float32]
-
 logger = logging.getLogger(__name__)
-
-
-def chunk_schedule(first_frames: int, chunk_frames: int) -> Iterator[int]:
-    """Codec frames per streamed chunk: `first_frames`, then as many as were sent before
-    (doubling the audio out) until `chunk_frames` have gone, then `chunk_frames` each:
-    2, 2, 4, 8, 8, ... for (2, 8); `first_frames >= chunk_frames` is fixed chunking.
-
-    Doubling keeps generation ahead of playback: each chunk is no longer than the audio
-    already sent. Stopping at `chunk_frames` puts every later boundary where fixed chunks
-    of `chunk_frames` put theirs, so every Code2Wav window is the fixed one and the audio
-    is the same; the chunks before it are cut from decodes of the first `chunk_frames`
-    frames (`_decode_chunks`).
-    """
-    if first_frames < 1 or chunk_frames < 1:
-        raise ValueError(f"chunk sizes must be >= 1 frame, got {first_frames}, {chunk_frames}")
-    sent = 0
-    while sent < chunk_frames:
-        size = min(max(first_frames, sent), chunk_frames - sent)
-        yield size
-        sent += size
-    yield from itertools.repeat(chunk_frames)
-
-
-def _regroup(
-    frames: Iterable[Any], sizes: Iterator[int], stop: threading.Event
-) -> Iterator[tuple[list[Any], bool]]:
-    """`frames` in lists of `sizes`, each with whether it is whole (the last may be
-    short); nothing more once `stop` is set."""
-    chunk: list[Any] = []
-    size = next(sizes)
-    for frame in frames:
-        if stop.is_set():
-            return
-        chunk.append(frame)
-        if len(chunk) == size:
-            yield chunk, True
-            chunk, size = [], next(sizes)
-    if chunk and not stop.is_set():
-        yield chunk, False
-
-
-def _decode_chunks(
-    chunks: Iterable[tuple[list[Any], bool]],
-    decode: Callable[[Sequence[Any], int], Float32Array],
-    *,
-    calibrate_frames: int,
-    pad_frames: int,
-    context_frames: int = _DECODE_CONTEXT_FRAMES,
-) -> Iterator[Float32Array]:
-    """The audio of each codec chunk, decoded as faster-qwen3-tts's streaming methods do
-    for fixed chunks of `pad_frames`; `decode(frames, n)` decodes `frames` as the first
-    of `n >= len(frames)` frames and returns the samples of `frames` only.
-
-    Until `calibrate_frames` frames have come, every frame so far is decoded and the new
-    samples are the ones past the previous decode; from then on each chunk is decoded
-    with `context_frames` frames before it, whose samples (at the samples per frame
-    measured at calibration) are cut off. A decode costs at most context + chunk frames.
-
-    Code2Wav is causal (causal convolutions and attention), so frames decoded as the
-    start of a longer run give the same samples. Whole chunks of fewer than `pad_frames`
-    are decoded padded to `pad_frames`, the shape fixed chunks decode first, which keeps
-    even the rounding the same (bit for bit on the CPU, float32 and bfloat16; unpadded,
-    up to 1 bfloat16 step in a few samples of those chunks). A short last chunk is the
-    end of the utterance: decoded as it is, as fixed chunks decode it.
-    """
-    frames: list[Any] = []
-    emitted = 0
-    samples_per_frame: float | None = None
-    for chunk, whole in chunks:
-        frames.extend(chunk)
-        if samples_per_frame is None:
-            audio = decode(frames, max(len(frames), pad_frames if whole else 0))
-            new = audio[emitted:]
-            emitted = audio.size
-            if len(frames) >= calibrate_frames:
-                samples_per_frame = audio.size / len(frames)
-        else:
-            start = max(0, len(frames) - len(chunk) - context_frames)
-            context = len(frames) - len(chunk) - start
-            audio = decode(frames[start:], len(frames) - start)
-            new = audio[round(context * samples_per_frame) :] if context > 0 else audio
-            del frames[: max(0, len(frames) - context_frames)]  # the next window's context
-        yield new
 
 
 class SpeechSynthesizer(Protocol):
@@ -195,84 +107,6 @@ class SpeechSynthesizer(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def _torch_dtype(name: str, device: str = "cuda") -> Any:
-    import torch
-
-    if name == "auto":
-        name = "float32" if device == "cpu" else "bfloat16"
-    return getattr(torch, name)
-
-
-_V1_VQ_MODULE: Final = "qwen_tts.core.tokenizer_25hz.vq.speech_vq"
-
-
-class _NoV1Tokenizer:
-    """Stands in for the 25 Hz tokenizer's VQ parts where torchaudio cannot be imported."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError(
-            "the 25 Hz Qwen3-TTS tokenizer needs torchaudio, which cannot be imported here;"
-            " the 12 Hz checkpoints this backend serves do not use it"
-        )
-
-
-def import_qwen_tts() -> Any:
-    """Import `qwen_tts` (from `qwen-tts-hf`) with two narrow workarounds; returns it.
-
-    1. `qwen_tts/__init__` imports the 25 Hz (V1) speech tokenizer unconditionally, whose
-       VQ module imports torchaudio, sox and onnxruntime at import time. The 12 Hz
-       checkpoints never build it. Where torchaudio cannot be imported (the CPU torch
-       wheel has no matching torchaudio), only that one module is replaced by
-       placeholders that raise if a 25 Hz model is ever built.
-    2. `qwen_tts` registers a "default" RoPE initializer that reads `config.rope_theta`;
-       transformers 5 lets every model's weight init look it up, and configs that keep
-       the value only in `rope_parameters` (Mimi, inside the 12 Hz tokenizer; Qwen3-VL)
-       then fail with AttributeError. The registered function is wrapped to fall back
-       to `rope_parameters["rope_theta"]`; where `rope_theta` exists nothing changes.
-    """
-    if "qwen_tts" not in sys.modules and _V1_VQ_MODULE not in sys.modules:
-        try:
-            importlib.import_module("torchaudio")
-        except (ImportError, OSError):
-            stub = types.ModuleType(_V1_VQ_MODULE)
-            stub.WhisperEncoderVQ = _NoV1Tokenizer  # type: ignore[attr-defined]
-            stub.XVectorExtractor = _NoV1Tokenizer  # type: ignore[attr-defined]
-            sys.modules[_V1_VQ_MODULE] = stub
-    import qwen_tts
-    from transformers import modeling_rope_utils
-
-    registry = modeling_rope_utils.ROPE_INIT_FUNCTIONS
-    original = registry.get("default")
-    if original is not None and not getattr(original, "_joyduplex_wrapped", False):
-        registry["default"] = _wrap_default_rope(original)
-    return qwen_tts
-
-
-def _wrap_default_rope(original: Any) -> Any:
-    def default_rope(
-        config: Any, device: Any = None, seq_len: int | None = None, layer_type: str | None = None
-    ) -> tuple[Any, float]:
-        try:
-            return original(config, device, seq_len, layer_type)  # type: ignore[no-any-return]
-        except AttributeError:
-            import torch
-
-            params = getattr(config, "rope_parameters", None) or {}
-            if layer_type is not None and isinstance(params.get(layer_type), dict):
-                params = params[layer_type]
-            base = float(params["rope_theta"])
-            partial = float(params.get("partial_rotary_factor", 1.0))
-            head_dim = getattr(config, "head_dim", None) or (
-                config.hidden_size // config.num_attention_heads
-            )
-            dim = int(head_dim * partial)
-            steps = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float)
-            return 1.0 / (base ** (steps / dim)), 1.0
-
-    default_rope._joyduplex_wrapped = True  # type: ignore[attr-defined]
-    return default_rope
 
 
 class CudaGraphSynthesizer:
@@ -484,9 +318,23 @@ class EagerSynthesizer:
 
 
 def make_synthesizer(placement: StagePlacement) -> SpeechSynthesizer:
-    """CUDA Graphs, unless the placement says `enforce_eager` or the CPU: then eager
-    `qwen_tts`. The placement's runtime does not matter: vLLM never runs the TTS."""
+    """The batched streams when the placement sets `batch_streams`; else CUDA Graphs,
+    unless the placement says `enforce_eager` or the CPU: then eager `qwen_tts`. The
+    placement's runtime does not matter: vLLM never runs the TTS."""
     device = placement.torch_device
+    if placement.batch_streams > 0:
+        from backends.gpu.batched_tts import BatchedSynthesizer  # it imports this module
+
+        return BatchedSynthesizer(
+            placement.model,
+            device=device,
+            dtype=placement.dtype,
+            slots=placement.batch_streams,
+            max_len=placement.max_model_len,
+            max_new_tokens=placement.max_tokens,
+            graphs=placement.cuda_graphs,
+            device_audit=placement.device_audit,
+        )
     if placement.enforce_eager or device == "cpu":
         return EagerSynthesizer(
             placement.model,
@@ -537,7 +385,8 @@ def speakers_of(model: object) -> frozenset[str] | None:
 
 
 class TtsStage(StageLifecycle):
-    """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time."""
+    """Qwen3-TTS behind a `SpeechSynthesizer`, one utterance at a time (or as many as a
+    concurrent one, the batched streams, serves)."""
 
     name = "tts"
     output_sample_rate_hz = TTS_SAMPLE_RATE_HZ
@@ -547,10 +396,25 @@ class TtsStage(StageLifecycle):
         self.placement = placement
         self._lock = anyio.Lock()
         self._stops: dict[str, threading.Event] = {}
+        # a concurrent synthesizer's streams each wait in a worker thread for their next
+        # chunk: their own threads, so 32 talking sessions never take the default
+        # limiter's (40) from the other stages' host work
+        slots = int(getattr(synthesizer, "slots", 0)) if self._concurrent else 0
+        self._waits = anyio.CapacityLimiter(slots + 1) if slots else None
+
+    @property
+    def _concurrent(self) -> bool:
+        return bool(getattr(self.synthesizer, "concurrent", False))
 
     async def load(self) -> None:
         with map_engine_errors(self.name):
             await anyio.to_thread.run_sync(self.synthesizer.load)
+
+    def observe_timing(self, sink: Callable[[str, float], None]) -> None:
+        """Where the synthesizer times its streams (the batched one), `sink(stage,
+        seconds)` hears it: the server's stage latency histograms."""
+        if hasattr(self.synthesizer, "on_timing"):
+            self.synthesizer.on_timing = sink
 
     @property
     def voices(self) -> frozenset[str] | None:
@@ -591,7 +455,8 @@ class TtsStage(StageLifecycle):
         self._stops[request.request_id] = stop
         end = object()
         try:
-            async with self._lock:
+            # a batched synthesizer serves many streams at once; the others one at a time
+            async with contextlib.nullcontext() if self._concurrent else self._lock:
                 with map_engine_errors(self.name):
                     chunks = self.synthesizer.stream(
                         text,
@@ -604,7 +469,7 @@ class TtsStage(StageLifecycle):
                     while not stop.is_set():
                         with map_engine_errors(self.name):
                             audio = await anyio.to_thread.run_sync(
-                                self._in_audit, next, chunks, end
+                                self._in_audit, next, chunks, end, limiter=self._waits
                             )
                         if audio is end:
                             break

@@ -21,7 +21,12 @@ bounded history of the steps run (`steps`, `StepRecord`: what tests assert on).
     items           each item of a request costs `steps_per_item` steps: a streamed item
                     (a VLM word piece, a 100 ms TTS chunk) is ready after every
                     `steps_per_item` steps it was served, an ASR transcript or an
-                    end-of-turn verdict (one item) after all of its steps
+                    end-of-turn verdict (one item) after all of its steps; the first
+                    item may cost `first_item_steps` instead (a TTS stream's first
+                    chunk, 2 codec frames)
+    admission       a request reaches the engine's queue `admit_s` after it joined: host
+                    work (tokens, embeddings) that runs beside the others' steps and
+                    stalls none of them; `first_output_s()` is its first item alone
     continuous      a request joins at the next step boundary (an idle engine begins a
     batching        step as soon as a queued request waits on it, taking every request
                     queued in that event-loop tick), is served by every step until it has
@@ -52,7 +57,10 @@ The `h200` profile (`COST_PROFILES`) takes its batch-1 figures from the device c
     vlm       first token 237.4 ms (1 frame), then 78.2 tokens/s: one word piece per
               token (12.8 ms), the decision one more step
     tts       first audio 241.0 ms, real-time factor 0.316: a 100 ms chunk per step of
-              31.6 ms
+              31.6 ms; the first chunk (2 codec frames) after 2 steps, the joining
+              step's text prefill taken as one step more (the speaker prefix's KV is
+              reused), the remaining 146.2 ms host work beside the steps (`admit_s`):
+              that split is an ASSUMPTION, as the batch scaling below
     turn_end  the gpu backend has no end-of-turn model: Smart Turn on one CPU core,
               82 ms a call, one at a time (docs/performance.md, section 3)
 
@@ -62,8 +70,8 @@ with the batch, so a decode step at batch 32 is taken to cost 1.6x one at batch 
 (`per_item_s = 0.6 * base_s / 31`); prefill is compute-heavier, so 32 prompts read at one
 step are taken to cost 2x one (`prefill_per_item_s = prefill_s / 31`). Its `max_batch` per
 stage is the gpu backend's default placement (`max_num_seqs`, backends/gpu/placement.py,
-sized for 32 sessions): asr 32, vlm 32; tts 8, an assumption too (today's TTS serves one
-stream at a time per device; a batched one is to come).
+sized for 32 sessions): asr 32, vlm 32; tts 32, the batched streaming TTS with
+`batch_streams = 32` (backends/gpu/batched_tts.py; its default 0 serves one at a time).
 """
 
 from __future__ import annotations
@@ -108,11 +116,17 @@ class CostCurve:
     prefill_per_item_s: float = 0.0
     max_batch: int = 1
     steps_per_item: int = 1
+    #: steps the first item costs (0: `steps_per_item`), e.g. the codec frames a TTS
+    #: stream decodes before its first chunk
+    first_item_steps: int = 0
+    #: seconds from a request's arrival to its place in the queue, run beside every other
+    #: request's steps (host work: tokenizing, features, launches); stalls no one
+    admit_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.base_s > 0:
             raise ValueError(f"base_s must be > 0 seconds, not {self.base_s!r}")
-        for name in ("per_item_s", "prefill_s", "prefill_per_item_s"):
+        for name in ("per_item_s", "prefill_s", "prefill_per_item_s", "admit_s"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be >= 0 seconds, not {value!r}")
@@ -120,6 +134,23 @@ class CostCurve:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+        if type(self.first_item_steps) is not int or self.first_item_steps < 0:
+            raise ValueError(
+                f"first_item_steps must be a whole number >= 0, not {self.first_item_steps!r}"
+            )
+
+    @property
+    def first_steps(self) -> int:
+        """Steps that serve a request until its first item is ready."""
+        return self.first_item_steps or self.steps_per_item
+
+    def steps_for(self, items: int) -> int:
+        """Steps that serve a request of `items` items until its last is ready."""
+        return self.first_steps + (items - 1) * self.steps_per_item
+
+    def first_output_s(self) -> float:
+        """Seconds from a request's arrival to its first item, alone on the engine."""
+        return self.admit_s + self.step_s(1, 1) + (self.first_steps - 1) * self.step_s(1)
 
     def step_s(self, batch: int, joining: int = 0) -> float:
         """Seconds of a step serving `batch` requests, `joining` of them new at it."""
@@ -143,12 +174,19 @@ class CostCurve:
                 )
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"cost curve field `{name}` must be a number, not {value!r}")
-            changes[name] = value if name in ("max_batch", "steps_per_item") else float(value)
+            whole = name in ("max_batch", "steps_per_item", "first_item_steps")
+            changes[name] = value if whole else float(value)
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
 def _batched(
-    base_s: float, prefill_s: float, *, max_batch: int, steps_per_item: int = 1
+    base_s: float,
+    prefill_s: float,
+    *,
+    max_batch: int,
+    steps_per_item: int = 1,
+    first_item_steps: int = 0,
+    admit_s: float = 0.0,
 ) -> CostCurve:
     """A GPU stage's curve from its batch-1 figures and the assumed batch scaling."""
     return CostCurve(
@@ -158,11 +196,23 @@ def _batched(
         prefill_per_item_s=prefill_s * (PREFILL_COST_AT_32 - 1) / 31,
         max_batch=max_batch,
         steps_per_item=steps_per_item,
+        first_item_steps=first_item_steps,
+        admit_s=admit_s,
     )
 
 
 _VLM_TOKEN_S = 1 / 78.2  # decode_tokens_per_s_1_frames
 _TTS_CHUNK_S = 0.316 * 0.1  # rtf x a 100 ms chunk
+_TTS_TTFA_S = 0.241
+#: the batched TTS's first chunk is 2 codec frames (160 ms of audio, 50.6 ms of steps at
+#: rtf 0.316): 2 steps of a 100 ms chunk each, rounded up
+_TTS_FIRST_STEPS = 2
+#: a joining stream prefills only its text (the speaker prefix's KV is reused): a short
+#: forward that, memory-bound like a decode step, is taken to cost one
+_TTS_PREFILL_S = _TTS_CHUNK_S
+#: the rest of the measured first audio is host work beside the other streams' steps
+#: (text tokens, the prompt's embeddings, the first chunk's Code2Wav and copy out)
+_TTS_ADMIT_S = _TTS_TTFA_S - _TTS_PREFILL_S - _TTS_FIRST_STEPS * _TTS_CHUNK_S
 
 #: named cost profiles: `cost_model = "h200"` in a scripted backend's options
 COST_PROFILES: Final[Mapping[str, Mapping[CostStage, CostCurve]]] = {
@@ -171,8 +221,15 @@ COST_PROFILES: Final[Mapping[str, Mapping[CostStage, CostCurve]]] = {
         "asr": _batched(0.00684, 0.1795, max_batch=32, steps_per_item=32),
         # first token at 237.4 ms = prefill + the first decode step
         "vlm": _batched(_VLM_TOKEN_S, 0.2374 - _VLM_TOKEN_S, max_batch=32),
-        # first audio at 241.0 ms = prefill + the first chunk's step
-        "tts": _batched(_TTS_CHUNK_S, 0.241 - _TTS_CHUNK_S, max_batch=8),
+        # batched streaming TTS (backends/gpu/batched_tts.py), 32 streams: first audio at
+        # 241.0 ms = host work + a text prefill + the first chunk's 2 steps
+        "tts": _batched(
+            _TTS_CHUNK_S,
+            _TTS_PREFILL_S,
+            max_batch=32,
+            first_item_steps=_TTS_FIRST_STEPS,
+            admit_s=_TTS_ADMIT_S,
+        ),
         # one CPU core, one call at a time: no batching, no scaling
         "turn_end": CostCurve(base_s=0.082, max_batch=1),
     },
@@ -203,11 +260,13 @@ class EngineRequest:
         self.engine = engine
         self.request_id = request_id
         self.items = items
-        self.total_steps = items * engine.curve.steps_per_item
-        self.arrived_at = at
+        self.total_steps = engine.curve.steps_for(items)
+        self.joined_at = at
+        self.arrived_at = at + engine.curve.admit_s  # in the queue, its host work done
         self.admitted_at: float | None = None
         self.left_at: float | None = None
         self.served = 0  # steps that served it
+        self._arrival_scope: anyio.CancelScope | None = None
 
     @property
     def done(self) -> bool:
@@ -222,13 +281,16 @@ class EngineRequest:
         if not 0 <= index < self.items:
             raise ValueError(f"{self.request_id}: no item {index} of {self.items}")
         engine = self.engine
-        target = (index + 1) * engine.curve.steps_per_item
+        target = engine.curve.first_steps + index * engine.curve.steps_per_item
         while True:
             engine.advance()
             if self.served >= target:
                 return True
             if self.left_at is not None:
                 return False
+            if self.admitted_at is None and self.arrived_at > engine.clock():
+                await self._wait_arrival()  # its host work, beside the engine's steps
+                continue
             if engine.idle:
                 # the idle engine starts when its first request waits, once the requests
                 # arriving in the same tick are in: they make one batch, as a real
@@ -238,10 +300,21 @@ class EngineRequest:
                 continue
             await engine.wait_for_step(self)
 
+    async def _wait_arrival(self) -> None:
+        """Sleep until it is in the queue; `leave` ends the sleep at once."""
+        with anyio.CancelScope() as scope:
+            self._arrival_scope = scope
+            try:
+                await self.engine._sleep(max(0.0, self.arrived_at - self.engine.clock()))
+            finally:
+                self._arrival_scope = None
+
     def leave(self) -> None:
         """Leave the batch (or the queue) at the next step boundary; idempotent."""
         if self.left_at is None and not self.done:
             self.left_at = self.engine.clock()
+            if self._arrival_scope is not None:
+                self._arrival_scope.cancel()
             self.engine.woken(self)
 
 

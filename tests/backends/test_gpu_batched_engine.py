@@ -147,3 +147,29 @@ def test_an_aborted_request_ends_and_the_others_go_on(tiny_vlm: str) -> None:
     decoded = sum(1 for plan in plans for row in plan.decode if row.request_id == "stopped")
     assert decoded < 199
     assert all(row.request_id != "stopped" for p in plans[cancelled_at:] for row in p.decode)
+
+
+def test_each_request_leaves_its_timing_and_the_stage_histograms_hear_it(tiny_vlm: str) -> None:
+    prompts = _prompts()[:2]
+    heard: list[tuple[str, float]] = []
+
+    async def main() -> list[Any]:
+        engine = BatchedHfEngine(tiny_vlm, batch_slots=2, prefill_chunk_tokens=16)
+        engine.on_timing = lambda stage, seconds: heard.append((stage, seconds))
+        await engine.start()
+        timings = []
+        for index, prompt in enumerate(prompts):
+            await _text(engine, f"t{index}", prompt, 12)
+            timings.append(engine.last_timing)
+        await engine.close()
+        return timings
+
+    timings = anyio.run(main)
+    for timing in timings:
+        assert timing.prompt_tokens > 0 and timing.tokens > 0
+        assert timing.prefill_ms > 0 and timing.queue_wait_ms >= 0
+        # the first token comes from the prefill; each later one from a decode step
+        assert timing.decode_steps == timing.tokens - 1 and timing.decode_ms > 0
+    stages = {stage for stage, _ in heard}
+    assert stages == {"vlm_queue_wait", "vlm_prefill", "vlm_decode_step"}
+    assert [stage for stage, _ in heard].count("vlm_prefill") == len(prompts)

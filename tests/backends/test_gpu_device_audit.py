@@ -366,9 +366,11 @@ def test_the_tts_stage_audits_its_worker_threads(audited: bool, device: str) -> 
         assert anyio.run(main) == 2
 
 
-def test_the_tiny_tts_runs_clean_under_the_audit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch_streams", [0, 4])
+def test_the_tiny_tts_runs_clean_under_the_audit(tmp_path: Path, batch_streams: int) -> None:
     """The eager `qwen_tts` path (Talker, code predictor, Code2Wav) of a tiny checkpoint,
-    warm-up and one utterance, every op audited on the CPU."""
+    and the batched streams' (their loop thread audited), warm-up and one utterance,
+    every op audited on the CPU."""
     if importlib.util.find_spec("qwen_tts") is None:
         pytest.skip("needs qwen-tts-hf (make test-gpu-path)")
     sys.path.insert(0, str(ROOT / "tools"))
@@ -384,6 +386,7 @@ def test_the_tiny_tts_runs_clean_under_the_audit(tmp_path: Path) -> None:
         dtype="float32",
         max_tokens=6,
         device_audit=True,
+        batch_streams=batch_streams,
     )
 
     async def main() -> bytes:

@@ -46,6 +46,13 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert batched["tokens_per_s_ratio_32_to_1"] > 0, batched
     assert tts["ttfa_ms"] > 0 and tts["rtf"] > 0, tts
     assert tts["streams_in_real_time"] == int(1 / tts["rtf"]), tts
+    streams = report["tts_batched"]["graphs_off"]  # the batched TTS at batch 1, 8, 32
+    assert "error" not in streams, streams
+    for batch in (1, 8, 32):
+        figures = streams[f"batch_{batch}"]
+        assert figures["step_ms"] > 0 and not figures["errors"], figures
+        assert figures["first_chunk_ms"]["p95"] >= figures["first_chunk_ms"]["p50"] > 0
+    assert streams["speaker_prefixes_computed"] == 1, streams
     audit = report["device_audit"]  # mixed placement under the audit (all on the CPU here)
     assert audit["passed"] is True and "error" not in audit, audit
     assert set(audit["stages"]) == {"asr", "vlm", "tts"}, audit
@@ -69,12 +76,16 @@ def test_gpu_device_check_rehearsed_on_cpu_reports_every_part(tmp_path: Path) ->
     assert all(not turn["errors"] for turn in vad["turns"]), vad["turns"]
     talking = report["talking_sessions"]  # 2 then 4 sessions at once, the VLM batched
     assert "error" not in talking and talking["vlm_batch_slots"] == 4, talking
+    assert talking["tts_batch_streams"] == 4, talking
     for sessions in (2, 4):
         run = talking[f"sessions_{sessions}"]
         assert run["turns_measured"] == sessions * 2 and run["turn_errors"] == 0, run
         figure = run["end_of_speech_to_first_audio_ms"]
         assert figure["p95"] >= figure["p50"] > 0 and not run["sessions_failed"], run
-    parts = {"asr", "vlm", "vlm_batched", "tts", "device_audit", "e2e_graphs_off", "server_vad"}
+        timing = run["engine_timing"]  # the batched engines' histograms, from /metrics
+        assert {"vlm_decode_step", "tts_decode_step", "tts_first_chunk"} <= set(timing), run
+    parts = {"asr", "vlm", "vlm_batched", "tts", "tts_batched", "device_audit", "e2e_graphs_off"}
+    parts |= {"server_vad"}
     parts |= {"talking_sessions", "total"}
     assert set(report["time_s"]) >= parts
     assert done.returncode == 0, done.stdout[-3000:]

@@ -188,6 +188,9 @@ def test_transformers_runtime_allows_cpu_stages(tmp_path: Path) -> None:
         ({"runtime": "transformers", "vlm": {"batch_slots": 33}}, "vlm.batch_slots"),
         ({"runtime": "transformers", "vlm": {"batch_slots": -1}}, "vlm.batch_slots"),
         ({"runtime": "transformers", "asr": {"batch_slots": 4}}, "asr.batch_slots"),
+        ({"tts": {"batch_streams": 33}}, "tts.batch_streams"),
+        ({"tts": {"batch_streams": -1}}, "tts.batch_streams"),
+        ({"vlm": {"batch_streams": 8}}, "vlm.batch_streams"),  # a TTS key
         (
             {"runtime": "transformers", "vlm": {"prefill_chunk_tokens": 0}},
             "vlm.prefill_chunk_tokens",
@@ -247,6 +250,24 @@ def test_transformers_runtime_backend_builds_without_torch(tmp_path: Path) -> No
     assert isinstance(synthesizer, EagerSynthesizer)
     assert synthesizer.device == "cpu" and synthesizer.max_new_tokens == 6
     assert "tts on cpu (qwen_tts eager)" in backend.description
+
+
+def test_tts_batch_streams_picks_the_batched_synthesizer(tmp_path: Path) -> None:
+    from backends.gpu.backend import create_backend
+    from backends.gpu.batched_tts import BatchedSynthesizer
+
+    path = tmp_path / "cpu.toml"
+    path.write_text(
+        '[asr]\ndevice = "cpu"\n[vlm]\ndevice = "cpu"\n'
+        '[tts]\ndevice = "cpu"\nbatch_streams = 8\nmax_tokens = 6\n',
+        encoding="utf-8",
+    )
+    backend = create_backend(placement=str(path), profile="speech")
+    synthesizer = backend.tts.synthesizer  # type: ignore[attr-defined]
+    assert isinstance(synthesizer, BatchedSynthesizer)
+    assert (synthesizer.slots, synthesizer.max_frames, synthesizer.graphs) == (8, 6, False)
+    assert "tts on cpu (batched, 8 streams)" in backend.description
+    assert parse_placement({}).tts.batch_streams == 0  # one utterance at a time by default
 
 
 def test_transformers_runtime_vlm_keeps_what_the_placement_says(tmp_path: Path) -> None:

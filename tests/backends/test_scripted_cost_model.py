@@ -299,6 +299,69 @@ async def test_no_request_starves_while_others_keep_arriving() -> None:
         assert step.duration_s == pytest.approx(curve.step_s(len(step.batch), len(step.joined)))
 
 
+@pytest.mark.anyio
+async def test_a_first_item_costs_its_own_steps_then_each_item_its_steps() -> None:
+    clock = FakeClock()
+    curve = CostCurve(base_s=0.010, first_item_steps=3, steps_per_item=2, max_batch=4)
+    engine = _engine(clock, curve)
+    got: list[tuple[str, int, float]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_consume, engine.join("a", 3), got, clock)
+        await clock.run()
+    steps = list(engine.steps)
+    assert len(steps) == curve.steps_for(3) == 3 + 2 + 2
+    # items ready at the ends of steps 3, 5 and 7
+    assert [at for _, _, at in got] == [pytest.approx(steps[i].end) for i in (2, 4, 6)]
+
+
+@pytest.mark.anyio
+async def test_a_request_in_its_host_work_stalls_no_step_and_joins_after_it() -> None:
+    clock = FakeClock()
+    curve = CostCurve(base_s=0.010, prefill_s=0.005, admit_s=0.025, max_batch=4)
+    engine = _engine(clock, curve)
+    got: list[tuple[str, int, float]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_consume, engine.join("a", 6), got, clock)
+        await clock.run(until=curve.admit_s + curve.step_s(1, 1))  # a's first step ended
+        tg.start_soon(_consume, engine.join("b", 1), got, clock)
+        await clock.run()
+    steps = list(engine.steps)
+    assert steps[0].start == pytest.approx(curve.admit_s)  # alone: its host work first
+    joined_at = next(s for s in steps if "b" in s.joined)
+    # b's host work ran beside a's steps, each of them at a's batch-1 cost
+    for step in steps[: steps.index(joined_at)]:
+        assert step.batch == ("a",)
+        assert step.duration_s == pytest.approx(curve.step_s(1, len(step.joined)))
+    assert joined_at.start >= steps[0].end + curve.admit_s  # in the queue only after it
+    assert joined_at.start == pytest.approx(steps[steps.index(joined_at) - 1].end)
+    assert {n for n, i, _ in got if i >= 0} == {"a", "b"}
+
+
+@pytest.mark.anyio
+async def test_a_request_leaving_in_its_host_work_never_joins() -> None:
+    clock = FakeClock()
+    curve = CostCurve(base_s=0.010, admit_s=0.050, max_batch=4)
+    engine = _engine(clock, curve)
+    got: list[tuple[str, int, float]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_consume, engine.join("a", 2), got, clock)
+        await clock.run(until=0.020)
+        engine.cancel("a")
+        await _settle()
+        await clock.run()
+    assert [(n, i) for n, i, _ in got] == [("a", -1)]  # it heard it at once, in its host work
+    assert got[0][2] == pytest.approx(0.020)
+    assert engine.steps_run == 0 and engine.idle and not engine.active
+
+
+def test_a_first_output_alone_is_host_work_prefill_and_the_first_items_steps() -> None:
+    curve = CostCurve(base_s=0.010, prefill_s=0.004, first_item_steps=2, admit_s=0.1)
+    assert curve.first_output_s() == pytest.approx(0.1 + 0.014 + 0.010)
+    assert curve.steps_for(1) == 2 and curve.steps_for(4) == 5
+    plain = CostCurve(base_s=0.010, steps_per_item=3)
+    assert plain.first_steps == 3 and plain.steps_for(2) == 6
+
+
 # --- the profile and the options -------------------------------------------------------
 
 
@@ -312,8 +375,9 @@ def test_the_h200_profile_follows_the_device_check_at_batch_one() -> None:
     assert asr_s * 1000 == pytest.approx(expected_asr_ms)
     assert vlm.step_s(1, 1) * 1000 == pytest.approx(vlm_on["ttft_1_frames_ms"])
     assert vlm.step_s(1) == pytest.approx(1 / vlm_on["decode_tokens_per_s_1_frames"])
-    assert tts.step_s(1, 1) * 1000 == pytest.approx(tts_on["ttfa_ms"])
+    assert tts.first_output_s() * 1000 == pytest.approx(tts_on["ttfa_ms"])
     assert tts.step_s(1) == pytest.approx(tts_on["rtf"] * 0.1)  # a 100 ms chunk
+    assert tts.max_batch == 32  # the batched streaming TTS's slots
     for curve in (asr, vlm, tts):  # the assumed batch scaling
         assert curve.step_s(32) / curve.step_s(1) == pytest.approx(1.6)
 
@@ -348,6 +412,11 @@ def test_a_served_backend_takes_its_cost_model_from_the_backend_table(tmp_path: 
         ({"cost_model": "h200", "cost_overrides": {"vad": {"base_s": 1}}}, "stage `vad`"),
         ({"cost_model": "h200", "cost_overrides": {"vlm": {"slots": 4}}}, "field `slots`"),
         ({"cost_model": "h200", "cost_overrides": {"vlm": {"max_batch": 0}}}, "max_batch"),
+        (
+            {"cost_model": "h200", "cost_overrides": {"tts": {"first_item_steps": -1}}},
+            "first_item_steps",
+        ),
+        ({"cost_model": "h200", "cost_overrides": {"tts": {"admit_s": -0.1}}}, "admit_s"),
         ({"cost_model": "h200", "cost_overrides": {"vlm": {"base_s": "fast"}}}, "a number"),
         ({"cost_overrides": {"vlm": {"max_batch": 2}}}, "needs a cost_model"),
     ],
@@ -394,12 +463,14 @@ async def test_concurrent_syntheses_share_the_tts_engine_steps_and_say_the_same(
     with_engine = await speak(timed, ["t1", "t2"])
     plain = await speak(Script(latency={"tts": 0.0}), ["t1", "t2"])
     assert with_engine == plain  # the cost model decides when, never what
-    steps = list(timed.engines["tts"].steps)
+    engine = timed.engines["tts"]
+    steps = list(engine.steps)
     count = len(plain["t1"])
-    assert len(steps) == count
+    assert len(steps) == engine.curve.steps_for(count)  # the first chunk's 2 frames first
     assert all(s.batch == ("t1", "t2") for s in steps)
     assert steps[0].joined == ("t1", "t2")
-    assert clock.now == pytest.approx(sum(s.duration_s for s in steps))
+    # both did their host work side by side, then every step served both
+    assert clock.now == pytest.approx(engine.curve.admit_s + sum(s.duration_s for s in steps))
 
 
 @pytest.mark.anyio

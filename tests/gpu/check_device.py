@@ -16,6 +16,9 @@ downloaded; start-up takes seconds):
           previous turn's KV, and with its frame prepared on arrival     graphs on / off
     tts   Qwen3-TTS-12Hz-1.7B (Talker + code predictor + Code2Wav):
           time to first audio chunk, real-time factor                    graphs on / off
+    tts_batched  the batched streaming TTS (backends/gpu/batched_tts.py):
+          1, 8 and 32 streams at once, step time, whether they hold real
+          time, first chunk p50 / p95 (check_tts_batched.py)         graphs on / off
     e2e   `joyduplex serve --backend gpu`, one GPU, over loopback: end of
           commit to first reply audio, p50 of 5 turns (after a warm-up)  graphs on / off
     server_vad  the same server, `server_vad` turns (500 ms of silence ends
@@ -466,6 +469,15 @@ async def _tts_mode(placement: Any, graphs: bool, text: str) -> dict[str, Any]:
     }
 
 
+async def child_tts_batched(paths: dict[str, str]) -> dict[str, Any]:
+    from check_tts_batched import streams_in_real_time
+
+    model = _tts_checkpoint(paths)
+    return streams_in_real_time(
+        model, device=DEVICE, dtype=DTYPE, frames=TTS_FRAMES, modes=_modes()
+    )
+
+
 async def child_device_audit(paths: dict[str, str]) -> dict[str, Any]:
     """The two-GPU placement's promise checked on one GPU: ASR on the CPU, VLM and TTS on
     `DEVICE`, each under the device audit (`backends/gpu/device_audit.py`), one turn
@@ -574,6 +586,13 @@ def _placement_file(
 ) -> Path:
     device = '"cpu"' if REHEARSAL else "0"
     batch = f"batch_slots = {vlm_batch_slots}\n" if vlm_batch_slots else ""
+    # the talking sessions' TTS streams share steps too (batched_tts.py): its graphs are
+    # its own, so faster-qwen3-tts's (`tts_graphs`) do not decide them
+    # (1024 positions a stream: a prompt and TTS_FRAMES frames, in 32 slots' KV)
+    streams = ""
+    if vlm_batch_slots:
+        streams = f"batch_streams = {vlm_batch_slots}\nmax_model_len = 1024\n"
+    tts_graphs = graphs if streams else tts_graphs
 
     def stage(graphs: bool) -> str:
         return f'device = {device}\ndtype = "{DTYPE}"\nenforce_eager = {str(not graphs).lower()}\n'
@@ -584,8 +603,9 @@ def _placement_file(
         f'[asr]\nmodel = "{paths["asr"]}"\n{engine}gpu_memory_utilization = 0.1\nmax_tokens = 32\n'
         f'[vlm]\nmodel = "{paths["vlm"]}"\n{engine}gpu_memory_utilization = 0.45\nmax_tokens = 24\n'
         f"{batch}"
-        f'[tts]\nmodel = "{paths["tts"]}"\n{stage(tts_graphs)}gpu_memory_utilization = 0.3\n'
-        f"max_tokens = {TTS_FRAMES}\n",
+        f'[tts]\nmodel = "{paths["tts"]}"\n'
+        f"{stage(tts_graphs)}gpu_memory_utilization = 0.3\n"
+        f"max_tokens = {TTS_FRAMES}\n{streams}",
         encoding="utf-8",
     )
     return out
@@ -829,10 +849,24 @@ def _metrics(port: int) -> dict[str, float]:
     return samples
 
 
-def _stage_use(before: dict[str, float], after: dict[str, float]) -> dict[str, dict[str, Any]]:
+#: the batched engines' own timings, as the stage latency histograms export them
+_ENGINE_TIMINGS = (
+    "vlm_queue_wait",
+    "vlm_prefill",
+    "vlm_decode_step",
+    "tts_queue_wait",
+    "tts_prefill",
+    "tts_decode_step",
+    "tts_first_chunk",
+)
+
+
+def _stage_use(
+    before: dict[str, float], after: dict[str, float], stages: tuple[str, ...] = _STAGES
+) -> dict[str, dict[str, Any]]:
     """Requests each stage finished between two scrapes and their seconds in all."""
     used = {}
-    for stage in _STAGES:
+    for stage in stages:
 
         def grew(sample: str, stage: str = stage) -> float:
             key = f'joyduplex_stage_latency_seconds_{sample}{{stage="{stage}"}}'
@@ -1079,6 +1113,7 @@ CHILDREN = {
     "vlm": child_vlm,
     "vlm_batched": child_vlm_batched,
     "tts": child_tts,
+    "tts_batched": child_tts_batched,
     "device_audit": child_device_audit,
 }
 
@@ -1093,10 +1128,10 @@ def part_talking_sessions(
     paths: dict[str, str], graphs: bool, budget_s: float, *, tts_graphs: bool
 ) -> dict[str, Any]:
     """8 and then 32 sessions talking at once through `serve --backend gpu`, the VLM on
-    the continuous-batching engine (`batch_slots = 32`): end of speech to first audio p50
-    and p95 over every session's turns after its first, and every error. Each session is
-    the server_vad part's client (`_vad_turns`); the ASR and the TTS still serve one
-    request at a time, which these figures show."""
+    the continuous-batching engine (`batch_slots = 32`) and the TTS on the batched
+    streams (`batch_streams = 32`): end of speech to first audio p50 and p95 over every
+    session's turns after its first, and every error. Each session is the server_vad
+    part's client (`_vad_turns`); the ASR still serves one request at a time."""
     deadline = time.monotonic() + budget_s
     slots = max(TALKING_SESSIONS)
     server, port, log = _launch(
@@ -1105,12 +1140,14 @@ def part_talking_sessions(
     result: dict[str, Any] = {
         "graphs": "on" if graphs else "off",
         "vlm_batch_slots": slots,
+        "tts_batch_streams": slots,
         "turns_per_session": TALKING_TURNS,
     }
     try:
         if not _ready(server, port, deadline):
             return {**result, "error": "server not ready", "log_tail": log.read_text()[-3000:]}
         for index, sessions in enumerate(TALKING_SESSIONS):
+            scraped = _metrics(port)
             # the later, larger run gets the larger share of what is left
             share = 1 / 3 if index == 0 and len(TALKING_SESSIONS) > 1 else 1.0
             until = time.monotonic() + (deadline - time.monotonic()) * share
@@ -1140,6 +1177,14 @@ def part_talking_sessions(
                     [t["commit_to_first_audio_ms"] for t in turns]
                 ),
                 "turn_errors": sum(len(t["errors"]) for t in turns),
+                # the batched engines' queue waits, prefills, steps and first chunks
+                "engine_timing": {
+                    stage: {
+                        "n": use["requests"],
+                        "mean_ms": round(use["s"] * 1000 / use["requests"], 2),
+                    }
+                    for stage, use in _stage_use(scraped, _metrics(port), _ENGINE_TIMINGS).items()
+                },
                 "error_samples": sorted({e for t in turns for e in t["errors"]})[:5],
                 "sessions_failed": failed[:5],
             }
@@ -1154,6 +1199,7 @@ SHARES = {
     "vlm": 0.2,
     "vlm_batched": 0.08,
     "tts": 0.18,
+    "tts_batched": 0.1,
     "device_audit": 0.12,  # after tts: it reuses the TTS checkpoint that part wrote
     "e2e_graphs_on": 0.1,
     "server_vad": 0.2,

@@ -72,3 +72,24 @@ async def test_a_vlm_without_the_capability_is_handed_no_frame(harness: Harness)
     await client.send(ev.ResponseCreate())
     await client.until("response.done")
     assert list(harness.script.prepared_frames) == []
+
+
+async def test_a_stage_that_times_its_engine_feeds_the_stage_latency_histograms() -> None:
+    from backends.scripted.backend import create_backend
+    from runtime.host import HostSettings, SessionHost
+    from spec.limits import Limits
+
+    backend = create_backend()
+    sinks: list[object] = []
+    # a batched GPU engine's stage: it hands its engine thread's timings to the sink
+    backend.tts.observe_timing = sinks.append  # type: ignore[attr-defined]
+    host = SessionHost(HostSettings(backend="scripted", limits=Limits()), backend=backend)
+    await host.start()
+    try:
+        [sink] = sinks
+        assert callable(sink)
+        sink("tts_first_chunk", 0.2)
+        count = host.metrics.value("joyduplex_stage_latency_seconds_count", stage="tts_first_chunk")
+        assert count == 1
+    finally:
+        await host.stop()
