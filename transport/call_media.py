@@ -8,7 +8,7 @@ Everything here executes; what to say about playback is decided by the call's
   is what the person heard, give or take the jitter buffer: the played cursor the call
   reports to the session, and that a barge-in truncates to, is the audio actually sent.
   A reply's first audio does not wait for the next 20 ms tick of the silence before it:
-  it goes out at once, and the pacing clock restarts from there (issue 39: that tick cost
+  it goes out at once, and the pacing clock restarts from there (that tick cost
   10 ms on average, up to 20, on every reply). 20 ms is also the Opus frame aiortc's
   encoder makes (fixed there); the browser's jitter buffer sizes itself from it.
 - `microphone_appends` turns the incoming Opus track (decoded by aiortc, 48 kHz) into
