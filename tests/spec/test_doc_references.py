@@ -10,7 +10,7 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEMANTICS = ROOT / "docs/session-semantics.md"
-MODEL = ROOT / "spec/reference_model.py"
+MODEL = ROOT / "spec/reference/session.py"
 #: where a decision outside the session model is made (the transport's origin policy and
 #: its handling of frames no session sees)
 DECIDING_CODE = (

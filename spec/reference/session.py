@@ -106,7 +106,7 @@ from spec.events import (
     SessionUpdated,
 )
 from spec.limits import Limits
-from spec.reference_calls import ReferenceCalls
+from spec.reference.calls import ReferenceCalls
 from spec.session_config import (
     DEFAULT_INSTRUCTIONS,
     INPUT_FORMATS,
@@ -134,7 +134,7 @@ from spec.tables.response import FIRST_CLAUSE_MIN_CHARS
 from spec.trailing_transcript import trails_off
 
 if TYPE_CHECKING:
-    from spec.reference_calls import CallFields
+    from spec.reference.calls import CallFields
 
 __all__ = [
     "ASR_TAIL_MS",
