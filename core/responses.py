@@ -4,7 +4,8 @@ that may still be playing (B1, B11, B14-B19).
 What it owns: the queue of commits waiting for a response (retained, deferred, adopted),
 the one active response (I1), and every response whose audio may still be playing. Stage
 results reach a response only through an open request id of the right stage; anything
-else (a late result, an older epoch) is fenced here, silently (I2, B11).
+else (a late result, an older epoch) is fenced here, silently (I2, B11). What goes on the
+wire as a response is produced is written by `core.response_output`; this decides when.
 
 The cross-machine rules live in `_couple`, run whenever a response ends: the active slot is
 freed and deferred commits start the next response (else a background answer waiting for
@@ -23,16 +24,14 @@ from core.function_calls import FunctionCalls
 from core.preemption import Preemption
 from core.prompt_input import (
     build_prompt,
-    heard_text,
     pause_prompt,
     record_shown,
     record_silence,
 )
 from core.remembered_responses import RememberedResponses
-from core.statemachines.function_call import FunctionCall
+from core.response_output import ResponseOutput
 from core.statemachines.playback import Playback
 from core.statemachines.response import Response
-from core.statemachines.speculation import ReplyTerms
 from spec import events as ev
 from spec.effects import (
     ASR,
@@ -43,12 +42,10 @@ from spec.effects import (
     EvictReplica,
     ItemRef,
     SubmitAsr,
-    SubmitTts,
     SubmitVlm,
 )
 from spec.error_events import error_detail, error_event
 from spec.errors import ErrorCode, RemoteProtocolError
-from spec.function_tools import delegation_arguments
 from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES
 from spec.stage_results import (
     TtsAudio,
@@ -58,7 +55,7 @@ from spec.stage_results import (
     VlmDecisionResult,
     VlmDelta,
 )
-from spec.tables import CommitState, FunctionCallState, ItemState, PlaybackState, ResponseState
+from spec.tables import CommitState, FunctionCallState, ItemState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,7 +67,6 @@ if TYPE_CHECKING:
     from core.statemachines.item import Item
     from core.statemachines.speculation import HeldResult
     from core.turn_log import TurnLog
-    from spec.function_tools import FunctionTool
     from spec.session_config import SessionConfig
     from spec.stage_results import (
         AsrTranscript,
@@ -93,6 +89,7 @@ class Responses:
         "calls",
         "delegations",
         "log",
+        "output",
         "preemption",
         "profile",
         "queue",
@@ -124,6 +121,8 @@ class Responses:
         self.calls = FunctionCalls()  # function calls until their outputs (B38, B39)
         self.log = log  # times, frames and silences of the turns, for history (B29)
         self.preemption = Preemption(outbox)  # a reply prepared during a pause (B35)
+        #: what the responses put on the wire: items, deltas, TTS requests, the done-chain
+        self.output = ResponseOutput(outbox, items, self.calls, config)
 
     # --- commits ------------------------------------------------------------------------
 
@@ -241,7 +240,9 @@ class Responses:
         item_id = segments[0].item.id if len(segments) == 1 else None
         taken = None
         if self.preemption.preparing:
-            taken = self.preemption.take(item_id, prompt, self.reply_terms(response.modalities))
+            taken = self.preemption.take(
+                item_id, prompt, self.output.reply_terms(response.modalities)
+            )
         if taken is not None:  # B35: the reply prepared during the pause is this one
             speculation, held = taken
             assert speculation.prompt.time_s is not None
@@ -259,18 +260,13 @@ class Responses:
                     self._out.epoch,
                     prompt,
                     max_tokens=config.max_output_tokens,
-                    tools=self.offered_tools(),
+                    tools=self.output.offered_tools(),
                     tool_choice=config.tool_choice,
                 )
             )
             return
         response.adopt(speculation.id, speculation.vlm_request, speculation.tts_requests)
         self._replay(response, held)
-
-    def offered_tools(self) -> tuple[FunctionTool, ...]:
-        """The function tools the model may call now (B38): none with `tool_choice: none`."""
-        config = self._config()
-        return () if config.tool_choice.mode == "none" else config.tools
 
     def preempt(self, item_id: str, words: str, frames: tuple[bytes, ...]) -> bool:
         """A pause of the utterance `item_id` heard `words`, with `frames` buffered: start
@@ -282,7 +278,8 @@ class Responses:
             return False
         if self.profile != "speech" or self.active is not None or self.queue or not words.strip():
             return False
-        if self.offered_tools():  # a prepared reply holds no calls: tools answer at the turn's end
+        # a prepared reply holds no calls: tools answer at the turn's end
+        if self.output.offered_tools():
             return False
         prompt = pause_prompt(
             instructions=config.instructions,
@@ -292,18 +289,8 @@ class Responses:
             transcript=words,
             frames=frames,
         )
-        self.preemption.start(item_id, prompt, self.reply_terms(config.output_modalities))
+        self.preemption.start(item_id, prompt, self.output.reply_terms(config.output_modalities))
         return True
-
-    def reply_terms(self, modalities: tuple[str, ...]) -> ReplyTerms:
-        """What a reply in `modalities` depends on besides its prompt (B35)."""
-        config = self._config()
-        return ReplyTerms(
-            audio="audio" in modalities,
-            sample_rate_hz=config.output_format.rate_hz,
-            voice=config.voice,
-            max_tokens=config.max_output_tokens,
-        )
 
     def _replay(self, response: Response, held: list[HeldResult]) -> None:
         """An adopted preemptive response's results, applied in the order they came, as
@@ -349,7 +336,7 @@ class Responses:
         if response is None:
             return
         for sentence in response.add_text(result.text):
-            self._submit_tts(response, sentence)
+            self.output.submit_tts(response, sentence)
 
     def on_vlm_call_delta(self, result: VlmCallDelta, now_ms: int) -> None:
         """A piece of a function call (B38): its first opens the call's item, if the
@@ -358,7 +345,7 @@ class Responses:
         if response is None:
             return
         if result.index not in response.calls:
-            self._open_call(response, result.index, result.name)
+            self.output.open_call(response, result.index, result.name)
         call = response.calls[result.index]
         if call is None or call.state is not FunctionCallState.ARGUMENTS:
             return  # not offered, or cut at its bound: the model's extra words are dropped
@@ -367,35 +354,6 @@ class Responses:
             return
         if result.delta:
             call.stream(result.delta)
-
-    def _open_call(self, response: Response, index: int, name: str) -> None:
-        config = self._config()
-        if not config.tool_choice.offers(name, self.offered_tools()):
-            response.open_call(index, None)  # a function the session does not offer
-            return
-        item = self._items.add(
-            None,
-            "assistant",
-            [],
-            response_id=response.id,
-            type="function_call",
-            call_id=self._out.next_id("call"),
-            name=name,
-            arguments="",
-        )
-        call = FunctionCall(
-            self._out, item, response_id=response.id, output_index=len(response.outputs)
-        )
-        response.open_call(index, call)
-        self.calls.add(call)
-        self._out.emit(
-            ev.ConversationItemAdded(item=item.wire(), previous_item_id=item.previous_item_id)
-        )
-        self._out.emit(
-            ev.ResponseOutputItemAdded(
-                response_id=response.id, output_index=call.output_index, item=item.wire()
-            )
-        )
 
     def on_vlm_decision(self, result: VlmDecisionResult, now_ms: int) -> None:
         response = self._lookup(result.request_id, VLM)
@@ -408,29 +366,12 @@ class Responses:
             if call is not None and call.state is FunctionCallState.ARGUMENTS:
                 call.finish()
         question = result.question.strip() if result.action == VlmAction.DELEGATE else ""
-        tool = self._delegation_tool() if question else None
+        tool = self.output.delegation_tool() if question else None
         if tool is not None:  # B40: the client answers it, as a function call
-            self._call_delegation(response, tool, question)
+            self.output.call_delegation(response, tool, question)
         elif question and self.delegations.enabled:
             self._delegate(response, question)
         self._answer(response, rest)
-
-    def _delegation_tool(self) -> FunctionTool | None:
-        """The offered function a delegated question becomes (B40), if any."""
-        config = self._config()
-        name = config.delegation_tool
-        if not config.tool_choice.offers(name, self.offered_tools()):
-            return None
-        return next(t for t in config.tools if t.name == name)
-
-    def _call_delegation(self, response: Response, tool: FunctionTool, question: str) -> None:
-        """The question as a call of `tool`, made at once: its arguments in one delta."""
-        index = min((i for i in response.calls), default=0) - 1  # apart from the model's
-        self._open_call(response, index, tool.name)
-        call = response.calls[index]
-        assert call is not None  # offered: checked by `_delegation_tool`
-        call.stream(delegation_arguments(tool, question))
-        call.finish()
 
     def _answer(self, response: Response, rest: str) -> None:
         """The reply text is known: speak (or show) what is left of it, or listen."""
@@ -442,11 +383,11 @@ class Responses:
                 else:
                     self._listen(response)
                 return
-            self._show_text(response, rest)
+            self.output.show_text(response, rest)
             self._maybe_complete(response)
             return
         if rest:
-            self._submit_tts(response, rest)
+            self.output.submit_tts(response, rest)
         if response.tts_seq == 0 and not called:
             self._listen(response)
             return
@@ -485,66 +426,14 @@ class Responses:
         # the answer takes the path of a streamed reply: sentence by sentence to TTS
         request_id = response.new_request(DELEGATION)
         for sentence in response.add_text(text):
-            self._submit_tts(response, sentence)
+            self.output.submit_tts(response, sentence)
         self._answer(response, response.decide(request_id, text=text, listen=False))
-
-    def _assistant_item(self, response: Response, part: ev.ContentPart) -> None:
-        item = self._items.add(response.item_id, "assistant", [part], response_id=response.id)
-        response.speak(item, part.type)
-
-    def _show_text(self, response: Response, text: str) -> None:
-        self._assistant_item(response, ev.ContentPart(type="output_text", text=""))
-        response.show_text(text)
-        self._out.emit(
-            ev.ResponseOutputTextDelta(
-                response_id=response.id,
-                item_id=response.item_id,
-                output_index=response.message_index,
-                delta=text,
-            )
-        )
-
-    def _submit_tts(self, response: Response, text: str) -> None:
-        if response.adopted_tts:
-            if response.take_adopted_tts(text) is not None:  # its preemptive response's
-                return
-            # cut otherwise (never, with one sentence grammar): speak it afresh
-            for request_id in response.drop_adopted_tts():
-                self._out.effect(Abort(request_id, TTS, response.stage_key))
-        request_id, seq = response.open_tts(text)
-        config = self._config()
-        self._out.effect(
-            SubmitTts(
-                request_id,
-                response.stage_key,
-                self._out.epoch,
-                seq,
-                text,
-                config.output_format.rate_hz,
-                config.voice,
-            )
-        )
 
     def on_tts_audio(self, result: TtsAudio, now_ms: int) -> None:
         response = self._lookup(result.request_id, TTS)
         if response is None:
             return
-        if response.state is ResponseState.GENERATING:
-            self._assistant_item(response, ev.ContentPart(type="output_audio", transcript=""))
-        rate_hz = self._config().output_format.rate_hz
-        duration = len(result.pcm16) / 2 / rate_hz * 1000
-        text = response.add_audio(result.request_id, result.text, duration, now_ms)
-        rid, iid, index = response.id, response.item_id, response.message_index
-        self._out.emit(
-            ev.ResponseOutputAudioDelta(
-                response_id=rid, item_id=iid, output_index=index, delta=result.pcm16
-            )
-        )
-        self._out.emit(
-            ev.ResponseOutputAudioTranscriptDelta(
-                response_id=rid, item_id=iid, output_index=index, delta=text
-            )
-        )
+        self.output.audio(response, result, now_ms)
 
     def on_tts_done(self, result: TtsDone, now_ms: int) -> None:
         response = self._lookup(result.request_id, TTS)
@@ -568,7 +457,7 @@ class Responses:
         self._abort_open(response)
         self._out.emit(error_event(result.code, result.message))
         self._fail_waiting_segments(response, result.code, result.message)
-        self._close_output(response)
+        self.output.close(response)
         response.fail(result.code.value, {"code": result.code.value, "message": result.message})
         self._couple()
 
@@ -577,55 +466,9 @@ class Responses:
     def _maybe_complete(self, response: Response) -> None:
         if not response.output_finished:
             return
-        self._close_output(response)
+        self.output.close(response)
         response.complete()
         self._couple()
-
-    def _close_output(self, response: Response) -> None:
-        """The part of the done-chain that closes the output items (upstream order); a
-        call cut during its arguments ends `incomplete` (B38)."""
-        for call in response.calls.values():
-            if call is not None and call.state is FunctionCallState.ARGUMENTS:
-                call.cut()
-        item = response.item
-        if item is None:
-            return
-        rid, iid, index = response.id, item.id, response.message_index
-        part = item.content[0]
-        if response.playback.state is PlaybackState.STREAMING:
-            response.playback.finish()
-        if part.type == "output_audio":
-            if response.playback.state is PlaybackState.CLEARED:
-                part.transcript = heard_text(response)  # B19: only what was heard
-            transcript = part.transcript or ""
-            self._out.emit(
-                ev.ResponseOutputAudioDone(response_id=rid, item_id=iid, output_index=index)
-            )
-            self._out.emit(
-                ev.ResponseOutputAudioTranscriptDone(
-                    response_id=rid, item_id=iid, output_index=index, transcript=transcript
-                )
-            )
-            done_part = ev.ContentPart(type="output_audio", transcript=transcript)
-        else:
-            self._out.emit(
-                ev.ResponseOutputTextDone(
-                    response_id=rid, item_id=iid, output_index=index, text=part.text or ""
-                )
-            )
-            done_part = ev.ContentPart(type="output_text", text=part.text or "")
-        self._out.emit(
-            ev.ResponseContentPartDone(
-                response_id=rid, item_id=iid, output_index=index, part=done_part
-            )
-        )
-        self._out.emit(
-            ev.ResponseOutputItemDone(
-                response_id=rid, output_index=index, item=item.wire(completing=True)
-            )
-        )
-        if item.state is ItemState.IN_PROGRESS:
-            item.complete()
 
     def _couple(self) -> None:
         """The active response ended: free the slot; deferred commits start the next one."""
@@ -668,7 +511,7 @@ class Responses:
         self._abort_open(response)
         self.by_id.clear_playing(self._out, force=response if force_cleared else None)
         self._fail_waiting_segments(response, ErrorCode.COMMIT_ABORTED, f"response {reason}")
-        self._close_output(response)
+        self.output.close(response)
         response.cancel(reason)
         self._couple()
 

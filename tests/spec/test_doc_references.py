@@ -10,11 +10,12 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEMANTICS = ROOT / "docs/session-semantics.md"
-MODEL = ROOT / "spec/reference_model.py"
+#: the reference model, one module per seam of core
+MODEL = sorted((ROOT / "spec/reference").glob("*.py"))
 #: where a decision outside the session model is made (the transport's origin policy and
 #: its handling of frames no session sees)
 DECIDING_CODE = (
-    MODEL,
+    *MODEL,
     ROOT / "transport/access_policy.py",
     ROOT / "transport/websocket.py",
     ROOT / "transport/calls.py",

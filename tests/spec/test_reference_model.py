@@ -1,4 +1,4 @@
-"""Example traces pinning the oracle (`spec.reference_model.ReferenceSession`) to
+"""Example traces pinning the oracle (`spec.reference.session.ReferenceSession`) to
 docs/session-semantics.md, so the stateful comparison compares core with the document."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from spec.events import (
     SessionUpdate,
 )
 from spec.limits import Limits
-from spec.reference_model import ReferenceSession
+from spec.reference.session import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrTranscript,

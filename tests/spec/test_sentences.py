@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.reference_model import _sentences
+from spec.reference.media import _sentences
 from spec.sentences import next_cut, split_sentences
 
 _TEXT = st.text(alphabet="ab .!?,;:-\"')\n", max_size=60)

@@ -1,5 +1,5 @@
 """The hypothesis state machine that drives a session under test and the reference model
-(`spec.reference_model.ReferenceSession`) with the same inputs and compares them.
+(`spec.reference.session.ReferenceSession`) with the same inputs and compares them.
 
 Client rules have no preconditions (clients may send anything, stale and foreign ids
 included); backend rules have preconditions (a backend only answers requests that an
@@ -60,7 +60,7 @@ from spec.events import (
 )
 from spec.function_tools import validate_tools
 from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES, Limits
-from spec.reference_model import ReferenceSession
+from spec.reference.session import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrPartial,

@@ -30,7 +30,7 @@ from spec.events import (
     ResponseCreate,
 )
 from spec.limits import Limits
-from spec.reference_model import PREROLL_MS, ReferenceSession
+from spec.reference.session import PREROLL_MS, ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrTranscript,

@@ -33,7 +33,7 @@ from spec.effects import (
     SubmitVlm,
 )
 from spec.limits import Limits
-from spec.reference_model import ReferenceSession
+from spec.reference.session import ReferenceSession
 from spec.session_config import SessionConfig, TurnDetection
 from spec.stage_results import (
     AsrPartial,

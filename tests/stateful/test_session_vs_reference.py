@@ -42,7 +42,7 @@ def _live_lockstep(config: SessionConfig, limits: Limits) -> tuple[Any, Callable
     feeds both one event (a client's, else a backend result) and checks they agree; it
     returns what the model emitted."""
     from spec.events.base import ClientEvent
-    from spec.reference_model import ReferenceSession
+    from spec.reference.session import ReferenceSession
     from tests.stateful.observer import project
 
     ref = ReferenceSession(session_id="s1", config=config, limits=limits, profile="speech")
@@ -170,7 +170,7 @@ def test_audio_of_a_later_tts_request_arriving_first_is_spaced_alike() -> None:
     """A program hypothesis found: two sentences, the second's audio arrives before the
     first's; core and model must space the transcript deltas the same way."""
     from spec.events import InputAudioBufferAppend, ResponseCreate
-    from spec.reference_model import ReferenceSession
+    from spec.reference.session import ReferenceSession
     from spec.stage_results import TtsAudio, VlmDelta
     from tests.stateful.machine import JPEG, LIMITS
     from tests.stateful.observer import project
@@ -198,7 +198,7 @@ def test_the_asr_languages_and_a_refused_pin_agree_with_the_reference_model(
     backend names reach `session.created`, and refuse a pin, alike in core and model."""
     from spec.errors import RemoteProtocolError
     from spec.events import SessionPatch, SessionUpdate
-    from spec.reference_model import ReferenceSession
+    from spec.reference.session import ReferenceSession
     from tests.stateful.machine import LIMITS
     from tests.stateful.observer import project
 

@@ -1,7 +1,7 @@
 """The test oracle's function calls: docs/session-semantics.md 3.8 (B37-B39) as naive
-executable Python, for `spec.reference_model.ReferenceSession`.
+executable Python, for `spec.reference.session.ReferenceSession`.
 
-Kept out of `reference_model.py` (which calls in here at the few places the prose names:
+Kept out of the session's layers (which call in here at the few places the prose names:
 a call delta, the decision, the done-chain, item create/delete/wire, history and its
 bytes). Plain dicts and ifs, written from the prose; no code shared with `core`.
 """
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CallFields", "ReferenceCalls"]
 
-#: the session and its records (`spec.reference_model`: `ReferenceSession`, `_Item`,
-#: `_Response`, `_Segment`), typed loosely: that module imports this one, never the reverse
+#: the session and its records (`spec.reference`: `ReferenceSession`, `_Item`,
+#: `_Response`, `_Segment`), typed loosely: those modules import this one, never the reverse
 _Session = Any
 _ItemRecord = Any
 _ResponseRecord = Any
@@ -66,7 +66,7 @@ class ReferenceCalls:
     (a refused event must leave it equal), its session aside."""
 
     s: _Session = field(compare=False, repr=False)
-    #: the session's item and segment records (`reference_model._Item`, `._Segment`),
+    #: the session's item and segment records (`spec.reference.records._Item`, `._Segment`),
     #: handed over so this module does not import the one that imports it
     item_record: type[_ItemRecord] = field(compare=False, repr=False)
     segment_record: type[Any] = field(compare=False, repr=False)
