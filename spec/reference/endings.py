@@ -145,6 +145,11 @@ class ResponseEndings(Delegation):
         resp.last_tts = result.request_id
         resp.chunks.append((text, ms))
         resp.generated_ms += ms
+        # an item in progress shows the transcript spoken so far (`conversation.item
+        # .retrieve` of a reply still speaking); its done part replaces it at the end
+        live = self.items.get(item_id)
+        if live is not None and live.response_id == resp.id and live.content:
+            live.content[0].transcript = resp.transcript
         self._emit(
             ResponseOutputAudioDelta(response_id=resp.id, item_id=item_id, delta=result.pcm16)
         )
