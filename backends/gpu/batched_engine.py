@@ -55,6 +55,7 @@ from backends.gpu.slot_scheduler import (
     SlotScheduler,
     StepPlan,
 )
+from backends.gpu.step_mailbox import StepMailbox
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,10 +115,7 @@ class BatchedHfEngine(HfVlmEngine):
         self.session_of = session_of
         self.batch: SlotDecoder | None = None
         self.scheduler: SlotScheduler | None = None
-        self._posted = threading.Condition()
-        self._inbox: list[tuple[SlotRequest, _Job]] = []
-        self._aborts: list[str] = []
-        self._closing = False
+        self._mailbox: StepMailbox[tuple[SlotRequest, _Job]] = StepMailbox()
         self._jobs: dict[str, _Job] = {}  # the loop's
         self._loop: threading.Thread | None = None
         self.on_timing: Callable[[str, float], None] | None = None
@@ -146,14 +144,12 @@ class BatchedHfEngine(HfVlmEngine):
             prefill_chunk_tokens=self.prefill_chunk_tokens,
             max_waiting=self.max_waiting,
         )
-        self._closing = False
+        self._mailbox.open()
         self._loop = threading.Thread(target=self._run, name="hf-vlm-batch", daemon=True)
         self._loop.start()
 
     async def close(self) -> None:
-        with self._posted:
-            self._closing = True
-            self._posted.notify()
+        self._mailbox.close()
         loop = self._loop
         if loop is not None:
             await anyio.to_thread.run_sync(loop.join)
@@ -178,15 +174,11 @@ class BatchedHfEngine(HfVlmEngine):
         request = SlotRequest(
             request_id, _match_ids(prepared), sampling.max_tokens, self._eos, session
         )
-        with self._posted:
-            self._inbox.append((request, job))
-            self._posted.notify()
+        self._mailbox.post((request, job))
         return PieceStream(pieces, errors)
 
     async def abort(self, request_id: str) -> None:
-        with self._posted:
-            self._aborts.append(request_id)
-            self._posted.notify()
+        self._mailbox.abort(request_id)
 
     # -- the loop thread ------------------------------------------------------------
 
@@ -195,14 +187,8 @@ class BatchedHfEngine(HfVlmEngine):
 
         scheduler = self.scheduler
         assert scheduler is not None
-        while True:
-            with self._posted:
-                while not (self._closing or self._inbox or self._aborts or scheduler.busy):
-                    self._posted.wait()
-                if self._closing:
-                    break
-                inbox, self._inbox = self._inbox, []
-                aborts, self._aborts = self._aborts, []
+        while (posted := self._mailbox.take(lambda: scheduler.busy)) is not None:
+            inbox, aborts = posted
             for request, job in inbox:
                 try:
                     scheduler.submit(request)
@@ -221,9 +207,8 @@ class BatchedHfEngine(HfVlmEngine):
                 failed = StageFailed(f"{self.name}: decode step failed: {exc}", stage=self.name)
                 self._end_all(scheduler, failed)
         self._end_all(scheduler, None)
-        for _, job in self._inbox:
+        for _, job in self._mailbox.left():
             job.end()
-        self._inbox.clear()
 
     def _end_all(self, scheduler: SlotScheduler, error: BaseException | None) -> None:
         for request_id in scheduler.drain():

@@ -45,6 +45,7 @@ from backends.gpu.codec_chunks import (
 from backends.gpu.device_audit import device_audit
 from backends.gpu.qwen_tts_import import _torch_dtype, import_qwen_tts
 from backends.gpu.slot_scheduler import AdmissionRefused, SlotRequest, SlotScheduler
+from backends.gpu.step_mailbox import StepMailbox
 from backends.gpu.talker_batch import TalkerBatch, TalkerPrompt, TtsSampling, talker_prompt
 
 if TYPE_CHECKING:
@@ -144,10 +145,7 @@ class BatchedSynthesizer:
         self.batch: TalkerBatch | None = None
         self.scheduler: SlotScheduler | None = None
         self._model: Any = None
-        self._posted = threading.Condition()
-        self._inbox: list[_Stream] = []
-        self._aborts: list[str] = []
-        self._closing = False
+        self._mailbox: StepMailbox[_Stream] = StepMailbox()
         self._streams: dict[str, _Stream] = {}  # the loop's
         self._loop: threading.Thread | None = None
         self._ids = itertools.count()
@@ -179,7 +177,7 @@ class BatchedSynthesizer:
             prefill_chunk_tokens=self.prefill_chunk_tokens,
             keep_sessions=False,
         )
-        self._closing = False
+        self._mailbox.open()
         self._loop = threading.Thread(target=self._run, name="tts-batch", daemon=True)
         self._loop.start()
 
@@ -228,9 +226,7 @@ class BatchedSynthesizer:
         chosen = sampling or self.sampling
         assert chosen is not None  # set at `load`
         stream = _Stream(request_id, prompt, chosen, queue.Queue(), time.perf_counter(), stop)
-        with self._posted:
-            self._inbox.append(stream)
-            self._posted.notify()
+        self._mailbox.post(stream)
         try:
             while not stop.is_set():
                 try:
@@ -246,14 +242,10 @@ class BatchedSynthesizer:
             self.cancel(request_id)
 
     def cancel(self, request_id: str) -> None:
-        with self._posted:
-            self._aborts.append(request_id)
-            self._posted.notify()
+        self._mailbox.abort(request_id)
 
     def close(self) -> None:
-        with self._posted:
-            self._closing = True
-            self._posted.notify()
+        self._mailbox.close()
         if self._loop is not None:
             self._loop.join()
         self._loop = None
@@ -267,14 +259,8 @@ class BatchedSynthesizer:
 
         scheduler = self.scheduler
         assert scheduler is not None
-        while True:
-            with self._posted:
-                while not (self._closing or self._inbox or self._aborts or scheduler.busy):
-                    self._posted.wait()
-                if self._closing:
-                    break
-                inbox, self._inbox = self._inbox, []
-                aborts, self._aborts = self._aborts, []
+        while (posted := self._mailbox.take(lambda: scheduler.busy)) is not None:
+            inbox, aborts = posted
             for stream in inbox:
                 request = SlotRequest(
                     stream.request_id,
@@ -306,7 +292,7 @@ class BatchedSynthesizer:
             ended = self._streams.pop(request_id, None)
             if ended is not None:
                 ended.out.put(_END)
-        for stream in self._inbox:
+        for stream in self._mailbox.left():
             stream.out.put(_END)
 
     def _step(self, scheduler: SlotScheduler) -> None:
