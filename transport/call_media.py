@@ -125,9 +125,8 @@ class ReplyTrack(MediaStreamTrack):
     def enqueue(self, response_id: str, samples: np.ndarray) -> None:
         if samples.size:
             self._queue.append((response_id, samples))
-            waiting = self._silence_wait
-            if waiting is not None and not waiting.done():
-                waiting.set_result(None)
+            if self._silence_wait is not None:
+                _resolve(self._silence_wait)
 
     def drop(self, response_id: str | None) -> None:
         """Drop the queued audio of `response_id` (None: all of it)."""
