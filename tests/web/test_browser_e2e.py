@@ -61,6 +61,21 @@ def wait_until(page: Any, what: str, check: Any, timeout_s: float = 60.0) -> Any
     raise AssertionError(f"timed out waiting for {what}: {json.dumps(summary)[:2000]}")
 
 
+def final_reply(page: Any, reply: str, timeout_s: float) -> dict[str, Any]:
+    """The page's final transcript of the reply `reply`, once it has one."""
+    found: dict[str, Any] = wait_until(
+        page,
+        "the reply's final transcript",
+        lambda: [
+            t
+            for t in metrics(page)["transcripts"]
+            if t["role"] == "assistant" and t["id"] == reply and t["final"]
+        ],
+        timeout_s,
+    )[0]
+    return found
+
+
 def open_call(page: Any, url: str, mode: str, transport: str = "websocket") -> None:
     page.goto(f"{url}/?mode={mode}&transport={transport}")
     page.wait_for_selector("body[data-loaded=true]")
@@ -443,16 +458,7 @@ def test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unhea
             lambda: [h for h in metrics(page)["heard"] if h["responseId"] == reply],
             30,
         )[0]
-        final = wait_until(
-            page,
-            "the reply's final transcript",
-            lambda: [
-                t
-                for t in metrics(page)["transcripts"]
-                if t["role"] == "assistant" and t["id"] == reply and t["final"]
-            ],
-            30,
-        )[0]
+        final = final_reply(page, reply, 30)
         line = page.locator(f'#transcript li[data-key="assistant:{reply}"]')
         text = line.locator(".text").inner_text()
         unheard = line.locator(".unheard").inner_text()

@@ -7,7 +7,6 @@ follow-up reply spoken from it."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from spec.session_config import validate_session
 from tests.transport.conftest import start_server
+from tests.web.test_browser_e2e import wait_until
 from transport.settings import ServerSettings
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -24,16 +24,6 @@ WEATHER = {
     "name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
 }
-
-
-def wait_until(page: Any, what: str, check: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s  # a hang guard, never a speed bound
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        page.wait_for_timeout(50)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def function_lines(page: Any) -> list[dict[str, Any]]:

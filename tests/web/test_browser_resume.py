@@ -32,6 +32,7 @@ from spec.limits import Limits
 from tests.web.network_cut import CuttableProxy
 from tests.web.test_browser_e2e import (
     assistant_lines,
+    final_reply,
     metrics,
     open_call,
     received,
@@ -123,16 +124,7 @@ def test_b42_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
 
             # the reply the drop interrupted finishes from the replay, shown once
             wait_until(page, "the reply to drain", lambda: reply in metrics(page)["drained"], 60)
-            final = wait_until(
-                page,
-                "the reply's final transcript",
-                lambda: [
-                    t
-                    for t in metrics(page)["transcripts"]
-                    if t["role"] == "assistant" and t["id"] == reply and t["final"]
-                ],
-                30,
-            )[0]
+            final = final_reply(page, reply, 30)
             line = page.locator(f'#transcript li[data-key="assistant:{reply}"] .text')
             assert line.inner_text() == final["text"].strip() == REPLY.strip()
             lines_once(page)
@@ -276,16 +268,7 @@ def test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_pag
         )[0]
         assert snapshot(page)["link"]["session_id"] == session_id
         assert page.locator("#transport-state").get_attribute("data-transport") == "webrtc"
-        final = wait_until(
-            page,
-            "the reply's final transcript",
-            lambda: [
-                t
-                for t in metrics(page)["transcripts"]
-                if t["role"] == "assistant" and t["id"] == reply and t["final"]
-            ],
-            60,
-        )[0]
+        final = final_reply(page, reply, 60)
         line = page.locator(f'#transcript li[data-key="assistant:{reply}"] .text')
         assert line.inner_text() == final["text"].strip() == REPLY.strip()
         lines_once(page)
