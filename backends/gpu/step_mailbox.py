@@ -10,8 +10,10 @@ The lock is held only to hand over, never through a step.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["StepMailbox"]
 
