@@ -19,7 +19,8 @@ from starlette.staticfiles import StaticFiles
 from runtime.host import HostSettings, SessionHost
 from runtime.metrics import CONTENT_TYPE
 from transport.access_policy import probe_refusal
-from transport.calls import CallRegistry, calls_endpoint, hangup_endpoint
+from transport.call_registry import CallRegistry
+from transport.calls import calls_endpoint, hangup_endpoint
 from transport.settings import ServerSettings
 from transport.websocket import realtime_endpoint
 

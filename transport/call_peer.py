@@ -42,7 +42,7 @@ log = logging.getLogger("joyduplex.transport")
 
 
 class CallChannel(Protocol):
-    """What the peer needs of the call's channel (`transport.calls.CallChannel`)."""
+    """What the peer needs of the call's channel (`transport.call_channel.CallChannel`)."""
 
     call_id: str
     track: Any

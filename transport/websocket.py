@@ -53,7 +53,7 @@ from spec.errors import CloseCode, InvalidEvent, ProtocolError, ResumeExpected, 
 from spec.events import SessionResume
 from spec.session_config import validate_session
 from transport.access_policy import Refusal, handshake_refusal
-from transport.calls import attach_sideband
+from transport.call_sideband import attach_sideband
 from transport.codec import (
     decode_client_event,
     encode_server_event,

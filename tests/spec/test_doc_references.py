@@ -19,6 +19,7 @@ DECIDING_CODE = (
     ROOT / "transport/access_policy.py",
     ROOT / "transport/websocket.py",
     ROOT / "transport/calls.py",
+    ROOT / "transport/call_channel.py",
 )
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".js", ".mjs", ".html", ".css", ".sh", ".yaml"}
 SKIPPED_DIRS = {"node_modules", "__pycache__", "build", "dist", "test-artifacts"}
