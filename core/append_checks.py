@@ -83,9 +83,15 @@ def check_append(
                 eid,
             )
         name = canonical
-        if isinstance(override, AudioFormat):
-            rate = override.rate or override.sample_rate_hz or override.sample_rate or rate
+        named = (
+            override.rate or override.sample_rate_hz or override.sample_rate
+            if isinstance(override, AudioFormat)
+            else None
+        )
+        if named is not None:
+            rate = named
         elif canonical in ("g711_ulaw", "g711_alaw") and canonical != fmt.name:
+            # a format named without a rate, as a string or an object (decision D2)
             rate = 8_000
     explicit_rate = ev.sample_rate_hz if ev.sample_rate_hz is not None else ev.sample_rate
     if explicit_rate is not None:

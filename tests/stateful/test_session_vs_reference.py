@@ -244,3 +244,150 @@ def test_a_refused_response_create_leaves_the_turn_time_of_a_pause_that_ends_lat
     machine.response_create()  # refused: nothing is queued yet
     machine.advance_clock(ms=400)  # the pause ends: its turn keeps the time of the last event
     machine.teardown()
+
+
+def _refused_alike(events: list[Any]) -> list[tuple[Any, ...]]:
+    """Feed `events` to core and to the model, each refusal as its `error` event; assert
+    they emit the same and return it."""
+    from spec.errors import RemoteProtocolError
+    from spec.reference.session import ReferenceSession
+    from tests.stateful.machine import LIMITS
+    from tests.stateful.observer import project
+
+    runs = []
+    for make in (ReferenceSession, session.SessionProtocol):
+        s = make(session_id="s1", config=SessionConfig(), limits=LIMITS, now_ms=0)
+        out = [project(o) for o in s.next_outputs()]
+        for n, event in enumerate(events, 1):
+            try:
+                s.receive(event, n)
+            except RemoteProtocolError as exc:
+                out.append(project(s.error_event(exc)))
+            out += [project(o) for o in s.next_outputs()]
+        runs.append(out)
+    assert runs[0] == runs[1]
+    return runs[0]
+
+
+def _error(projected: tuple[Any, ...]) -> tuple[str, str]:
+    """(code, param) of a projected `error` event."""
+    [(_, code, param, _)] = [f for f in projected[2:] if f[0] == "error"]
+    return code, param
+
+
+_IMAGE_TOO_BIG = "x" * 300
+
+
+@pytest.mark.parametrize(
+    ("item", "code", "param"),
+    [
+        ({"type": "web_search"}, "bad_event", "item.type"),
+        ({"content": [{"type": "input_text", "text": "a"}] * 65}, "bad_event", "item.content"),
+        ({"content": [{"type": "input_text"}]}, "bad_event", "item.content[0].text"),
+        (
+            {"content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]},
+            "invalid_image",
+            "item.content[0].image_url",
+        ),
+        (
+            {"content": [{"type": "input_image", "image_url": "data:image/png;base64,%%%"}]},
+            "invalid_image",
+            "item.content[0].image_url",
+        ),
+        (
+            {"type": "function_call", "call_id": "c1", "name": "f", "content": [{"type": "x"}]},
+            "bad_event",
+            "item.content",
+        ),
+        ({"type": "function_call_output", "call_id": "c1"}, "bad_event", "item.output"),
+        (
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "[" * 70_000},
+            "bad_event",
+            "item.arguments",
+        ),
+    ],
+    ids=[
+        "not-a-message",
+        "too-many-parts",
+        "text-part-without-text",
+        "image-not-a-data-url",
+        "image-not-base64",
+        "call-with-content",
+        "output-without-output",
+        "arguments-too-long",
+    ],
+)
+def test_a_bad_item_gets_the_same_typed_error_from_core_and_the_reference_model(
+    item: dict[str, Any], code: str, param: str
+) -> None:
+    """`conversation.item.create` with an item the session cannot take is refused with the
+    same code and param by core and the model, and changes nothing."""
+    import msgspec
+
+    from spec.events import ConversationItem, ConversationItemCreate
+
+    wire = msgspec.convert(item, ConversationItem)
+    out = _refused_alike([ConversationItemCreate(event_id="evt_1", item=wire)])
+    assert [o[0] for o in out] == ["session.created", "error"]
+    assert _error(out[1]) == (code, param)
+
+
+def test_a_function_call_reusing_a_live_item_id_is_refused_alike() -> None:
+    """A client's `function_call` item whose id names an item already in the history is
+    refused `bad_event` at `item.id` by core and the model, and the first item stays."""
+    from spec.events import ContentPart, ConversationItem, ConversationItemCreate
+
+    first = ConversationItem(id="item_a", content=[ContentPart(type="input_text", text="hi")])
+    call = ConversationItem(id="item_a", type="function_call", call_id="c1", name="f")
+    out = _refused_alike(
+        [
+            ConversationItemCreate(event_id="evt_1", item=first),
+            ConversationItemCreate(event_id="evt_2", item=call),
+        ]
+    )
+    assert _error(out[-1]) == ("bad_event", "item.id")
+    assert [o[0] for o in out].count("conversation.item.added") == 1
+
+
+@pytest.mark.parametrize(
+    "fmt", ["g711_alaw", "alaw", "audio/pcma", {"type": "audio/pcma", "rate": 8_000}]
+)
+def test_a_g711_alaw_append_is_converted_alike_by_core_and_the_reference_model(
+    fmt: Any,
+) -> None:
+    """An append in G.711 A-law (named by any of its spellings, or as a format object with
+    its rate) is decoded and resampled the same by core and the model: the same speech,
+    so the same commit and transcript request, of 16 kHz audio."""
+    import msgspec
+
+    from spec.effects import SubmitAsr
+    from spec.events import AudioFormat, InputAudioBufferAppend, InputAudioBufferCommit
+    from tests.stateful.machine import LIMITS
+
+    alaw = bytes([0xAA] * 4 + [0x2A] * 4) * 128  # 128 ms of a loud 1 kHz square at 8 kHz
+    fmt = fmt if isinstance(fmt, str) else msgspec.convert(fmt, AudioFormat)
+    _, step = _live_lockstep(SessionConfig(turn_detection=None), LIMITS)
+    step(InputAudioBufferAppend(audio=alaw, format=fmt))
+    out = step(InputAudioBufferCommit(create_response=True))
+    [asr] = [o for o in out if isinstance(o, SubmitAsr)]
+    assert len(asr.pcm16) == 128 * 16 * 2  # 128 ms at 16 kHz, pcm16
+
+
+@pytest.mark.parametrize("name", ["audio/pcma", "audio/pcmu"])
+def test_d2_a_g711_format_object_without_a_rate_is_8_khz_as_a_named_format(name: str) -> None:
+    """Found by the comparison: an append whose `format` is an object naming G.711 without
+    a rate was read at the session's input rate by core (16 kHz, half the audio's length),
+    where a format named by a string, the model and the session validator take 8 kHz
+    (decision D2)."""
+    from spec.effects import SubmitAsr
+    from spec.events import AudioFormat, InputAudioBufferAppend, InputAudioBufferCommit
+    from tests.stateful.machine import LIMITS
+
+    loud = (
+        bytes([0xAA] * 4 + [0x2A] * 4) if name == "audio/pcma" else bytes([0x80] * 4 + [0x00] * 4)
+    )
+    _, step = _live_lockstep(SessionConfig(turn_detection=None), LIMITS)
+    step(InputAudioBufferAppend(audio=loud * 128, format=AudioFormat(type=name)))
+    out = step(InputAudioBufferCommit(create_response=True))
+    [asr] = [o for o in out if isinstance(o, SubmitAsr)]
+    assert len(asr.pcm16) == 128 * 16 * 2  # 128 ms of 8 kHz audio, at 16 kHz
