@@ -279,6 +279,56 @@ def test_idle_buffer_keeps_one_frame_and_the_preroll() -> None:
     assert s.p.invariant_violations() == []
 
 
+def _corrupt(s: Session, invariant: str) -> None:
+    """Break one internal invariant of `s`'s model by hand."""
+    from spec.reference.records import _Response, _Segment
+
+    p = s.p
+
+    def segment() -> _Segment:
+        return _Segment("item_x", 1, 0, False, b"", 0, [], [], 0, 0)
+
+    if invariant == "I1":
+        p.responses = {r: _Response(r, "item_x", 0, []) for r in ("resp_a", "resp_b")}
+    elif invariant == "I5":
+        p.buffer.audio = [(0, SPEECH * 200)]  # 4 s, past the 64 KB bound
+        p.buffer.state = "capturing"
+    elif invariant == "I6 frames":
+        p.buffer.frames = [JPEG, PNG]
+    elif invariant == "I6 pre-roll":
+        p.buffer.audio = [(0, QUIET * 40), (16_000, QUIET)]  # 800 ms before the last append
+    elif invariant == "I8":
+        p.responses = {"resp_a": _Response("resp_a", "item_x", 0, [], status="completed")}
+        p.responses["resp_a"].played_ms = 50.0
+    elif invariant == "deferred":
+        p.deferred = [segment()]
+    elif invariant == "B13":
+        p.retained = [segment() for _ in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("invariant", "named"),
+    [
+        ("I1", "I1: more than one active response"),
+        ("I5", "I5: pending bytes"),
+        ("I6 frames", "I6: idle buffer holds more than one frame"),
+        ("I6 pre-roll", "I6: idle buffer holds more than the pre-roll"),
+        ("I8", "I8: resp_a played 50.0 > generated 0.0"),
+        ("deferred", "deferred commits without an active response"),
+        ("B13", "B13: more commits queued than max_pending_commits"),
+    ],
+)
+def test_the_models_invariant_check_names_each_broken_invariant(invariant: str, named: str) -> None:
+    """The stateful comparisons trust `invariant_violations()` to say when the model's
+    state went wrong; a state broken by hand in one way is named by that check, and only
+    it, so a check that can never fire would be seen here."""
+    s = Session(limits=Limits(max_pending_input_bytes=64_000, max_pending_commits=2))
+    assert s.p.invariant_violations() == []
+    _corrupt(s, invariant)
+    [violation] = s.p.invariant_violations()
+    assert violation.startswith(named)
+
+
 def test_append_validation_codes_and_params() -> None:
     s = Session(limits=Limits(max_pending_input_bytes=2000))
     cases: list[tuple[Any, ErrorCode, str | None]] = [
@@ -1028,6 +1078,8 @@ def test_idle_timeout_zero_means_the_operators_and_zero_from_both_disables_it() 
     assert s.p.next_deadline() is None
     s.p.handle_timeout(10**9)
     assert s.p.next_outputs() == [] and not s.p.closed
+    s = Session(config=SessionConfig(idle_timeout_s=5.0), limits=Limits(idle_timeout_s=0))
+    assert s.p.next_deadline() == 5_000  # no operator's timeout: the session's own applies
 
 
 def test_resampled_length_is_floored() -> None:
