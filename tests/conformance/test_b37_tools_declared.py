@@ -10,7 +10,7 @@ import pytest
 
 from spec import events as ev
 from spec.errors import ErrorCode
-from spec.limits import MAX_TOOL_BYTES, MAX_TOOLS
+from spec.limits import MAX_TOOL_BYTES, MAX_TOOL_NESTING, MAX_TOOLS
 from tests.conformance.harness import Driver
 
 WEATHER: dict[str, Any] = {
@@ -23,6 +23,14 @@ WEATHER: dict[str, Any] = {
         "required": ["city"],
     },
 }
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """An object schema whose properties nest `levels` objects deep."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    return schema
 
 
 def update(**session: Any) -> ev.SessionUpdate:
@@ -62,6 +70,7 @@ def test_b37_a_named_tool_choice_must_name_a_declared_function() -> None:
         ([{**WEATHER, "description": 7}], "session.tools[0].description"),
         ([{**WEATHER, "parameters": "city"}], "session.tools[0].parameters"),
         ([{**WEATHER, "parameters": {"type": "array"}}], "session.tools[0].parameters.type"),
+        ([{**WEATHER, "parameters": _nested(MAX_TOOL_NESTING + 1)}], "session.tools[0].parameters"),
         ([WEATHER, WEATHER], "session.tools[1].name"),
         ([{**WEATHER, "description": "x" * MAX_TOOL_BYTES}], "session.tools[0]"),
         (

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from spec import events as ev
 from spec.effects import SubmitDelegation, SubmitTts, SubmitVlm
 from spec.errors import ErrorCode
@@ -65,15 +67,37 @@ def test_b40_a_declared_delegate_tool_turns_the_question_into_a_call() -> None:
     assert d.last(SubmitVlm).prompt.transcript == "[delegate returned] 384,400 km"
 
 
-def test_b40_the_session_may_name_another_function_with_its_own_parameter() -> None:
-    expert = {
-        "type": "function",
-        "name": "ask_expert",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
-    }
+@pytest.mark.parametrize(
+    ("parameters", "key"),
+    [
+        ({"type": "object", "properties": {"query": {"type": "string"}}}, "query"),
+        (
+            {
+                "type": "object",
+                "properties": {"topic": {"type": "string"}, "query": {"type": "string"}},
+                "required": ["query"],
+            },
+            "query",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"topic": {"type": "string"}, "query": {"type": "string"}},
+            },
+            "question",
+        ),
+    ],
+    ids=["its-only-property", "its-only-required-one", "else-question"],
+)
+def test_b40_the_session_may_name_another_function_with_its_own_parameter(
+    parameters: dict[str, Any], key: str
+) -> None:
+    """The question is the value of the function's only property, else of its only
+    required one, else of `question`."""
+    expert = {"type": "function", "name": "ask_expert", "parameters": parameters}
     d = delegating(tools=[expert], extra_body={"delegation_tool": "ask_expert"})
     [args] = d.events("response.function_call_arguments.done", delegate(d))
-    assert (args.name, json.loads(args.arguments)) == ("ask_expert", {"query": QUESTION})
+    assert (args.name, json.loads(args.arguments)) == ("ask_expert", {key: QUESTION})
 
 
 def test_b40_without_the_function_offered_the_background_model_answers_as_before() -> None:
