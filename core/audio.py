@@ -10,7 +10,6 @@ __all__ = [
     "SAMPLE_WIDTH",
     "AudioClock",
     "is_loud",
-    "rms",
     "to_pcm16_16k",
 ]
 
@@ -34,10 +33,6 @@ class AudioClock:
     @property
     def samples(self) -> int:
         return self.bytes // _BYTES_PER_SAMPLE
-
-    @property
-    def ms(self) -> int:
-        return self.bytes // BYTES_PER_MS_16K
 
     @staticmethod
     def samples_of_bytes(n: int) -> int:
@@ -121,14 +116,7 @@ def _pcm16_24k_to_16k(audio: bytes) -> bytes:
 
 
 def is_loud(pcm16: bytes, floor: float) -> bool:
-    """`rms(pcm16) >= floor`, without the square root or the mean (the append hot path)."""
+    """Whether the RMS of `pcm16` (full scale = 1.0) reaches `floor`, without the square root
+    or the mean (the append hot path)."""
     x = np.frombuffer(pcm16, dtype="<i2", count=len(pcm16) // 2).astype(np.float32)
     return bool(x.size) and float(x @ x) >= (floor * 32768.0) ** 2 * x.size
-
-
-def rms(pcm16: bytes) -> float:
-    """Root mean square on the float scale (full scale = 1.0); 0.0 for no audio."""
-    if len(pcm16) < 2:
-        return 0.0
-    x = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-    return float(np.sqrt(np.mean(x * x)))

@@ -277,10 +277,6 @@ class SessionProtocol:
         return self._turn_taking.live
 
     @property
-    def punctuated_transcripts(self) -> bool:
-        return self._turn_taking.punctuated
-
-    @property
     def delegation(self) -> bool:
         """Whether delegated questions go to a background model (B31)."""
         return self._turns.delegations.enabled

@@ -78,10 +78,6 @@ class Commit:
         self.transcript: str | None = None
         self.state = CommitState.PENDING
 
-    @property
-    def queued(self) -> bool:
-        return self.state in (CommitState.RETAINED, CommitState.DEFERRED)
-
     # --- verbs ----------------------------------------------------------------------
 
     def quiet(self) -> None:

@@ -108,10 +108,6 @@ class Speculation:
             )
         )
 
-    @property
-    def preparing(self) -> bool:
-        return self.state is SpeculationState.PREPARING
-
     def owns(self, request_id: str) -> bool:
         return request_id in self.open_requests
 
