@@ -158,3 +158,36 @@ def test_reentrant_fire_is_refused() -> None:
     rules._firing = True
     with pytest.raises(RuntimeError, match="re-entrant"):
         fire(rules, _item(Outbox()), "complete")
+
+
+def _fires_an_illegal_trigger(*_: Any) -> None:
+    out = Outbox()
+    item = Item(out, "item_1", version=1, role="user", content=[])
+    item.complete()
+    item.complete()  # a completed item cannot complete again
+
+
+def test_an_illegal_transition_inside_a_client_event_is_a_typed_refusal_of_that_event() -> None:
+    """Rule 7 at the session's edge: should a client event reach a transition its table
+    does not allow, the client gets a typed refusal (`InvalidState`, `bad_event`) naming
+    its event, and the session goes on; inside a stage result it is ours, a
+    `LocalProtocolError`."""
+    from core.errors import InvalidState
+    from core.session import SessionProtocol
+    from spec.errors import ErrorCode, LocalProtocolError
+    from spec.stage_results import VadScores
+
+    session = SessionProtocol(session_id="s1", now_ms=0)
+    session.next_outputs()
+    session._handlers[ev.InputAudioBufferClear] = _fires_an_illegal_trigger
+    with pytest.raises(InvalidState) as info:
+        session.receive(ev.InputAudioBufferClear(event_id="evt_7"), 10)
+    assert (info.value.code, info.value.event_id) == (ErrorCode.BAD_EVENT, "evt_7")
+    assert "cannot `complete` item" in info.value.message
+    assert session.next_outputs() == []
+    session.receive(ev.InputAudioBufferAppend(audio=bytes(640)), 20)  # it goes on
+    assert not session.closed
+
+    session._results[VadScores] = _fires_an_illegal_trigger
+    with pytest.raises(LocalProtocolError, match="cannot `complete` item"):
+        session.backend_event(VadScores((0.1,)), 30)
