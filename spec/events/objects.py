@@ -84,7 +84,7 @@ class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
     object: str = always_written("realtime.response")
     status: str = always_written("in_progress")
     status_details: ResponseStatusDetails | None = None
-    output: list[ConversationItem] = msgspec.field(default_factory=list)
+    output: list[ConversationItem] = always_written([])
     output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
     metadata: dict[str, Any] | None = None
 

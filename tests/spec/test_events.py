@@ -180,12 +180,14 @@ def test_a_message_item_on_the_wire_says_its_object_type_and_role(
 
 def test_a_response_on_the_wire_says_its_object_status_and_message_items() -> None:
     response = events.Response(id="resp_1", output=[_message("assistant")])
-    body = msgspec.json.decode(codec.encode_server_event(events.ResponseCreated(response=response)))
+    body = msgspec.json.decode(codec.encode_server_event(events.ResponseDone(response=response)))
     assert (body["response"]["object"], body["response"]["status"]) == (
         "realtime.response",
         "in_progress",
     )
     assert body["response"]["output"][0]["type"] == "message"
+    empty = events.ResponseCreated(response=events.Response(id="resp_2"))
+    assert msgspec.json.decode(codec.encode_server_event(empty))["response"]["output"] == []
 
 
 def test_a_function_item_on_the_wire_has_a_type_and_no_role_or_content() -> None:
