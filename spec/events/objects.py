@@ -29,6 +29,12 @@ __all__ = [
 ]
 
 
+def _schema_default(value: str) -> msgspec.Meta:
+    """The documented default of an `always_written` field (its factory hides it from the
+    JSON Schema)."""
+    return msgspec.Meta(extra_json_schema={"default": value})
+
+
 class AudioFormat(msgspec.Struct, kw_only=True, omit_defaults=True):
     """An audio format: GA `{type, rate}`; `sample_rate_hz` and `sample_rate` also read."""
 
@@ -58,9 +64,9 @@ class ConversationItem(msgspec.Struct, kw_only=True, omit_defaults=True):
     `type` (a message) and `role` (a user's)."""
 
     id: str | None = None
-    object: str = always_written("realtime.item")
-    type: str = always_written("message")
-    role: str | msgspec.UnsetType = always_written("user")
+    object: Annotated[str, _schema_default("realtime.item")] = always_written("realtime.item")
+    type: Annotated[str, _schema_default("message")] = always_written("message")
+    role: Annotated[str, _schema_default("user")] | msgspec.UnsetType = always_written("user")
     status: str | None = None
     content: list[ContentPart] = msgspec.field(default_factory=list)
     call_id: str | None = None
@@ -81,8 +87,10 @@ class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A model response as announced by `response.created` / `response.done`."""
 
     id: str
-    object: str = always_written("realtime.response")
-    status: str = always_written("in_progress")
+    object: Annotated[str, _schema_default("realtime.response")] = always_written(
+        "realtime.response"
+    )
+    status: Annotated[str, _schema_default("in_progress")] = always_written("in_progress")
     status_details: ResponseStatusDetails | None = None
     output: list[ConversationItem] = always_written([])
     output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
@@ -186,8 +194,8 @@ class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
     the flat beta spellings echoed beside it)."""
 
     id: str
-    object: str = always_written("realtime.session")
-    type: str = always_written("realtime")
+    object: Annotated[str, _schema_default("realtime.session")] = always_written("realtime.session")
+    type: Annotated[str, _schema_default("realtime")] = always_written("realtime")
     model: str | None = None
     instructions: str | None = None
     output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
