@@ -22,12 +22,7 @@ from typing import TYPE_CHECKING
 from core.delegations import Delegations
 from core.function_calls import FunctionCalls
 from core.preemption import Preemption
-from core.prompt_input import (
-    build_prompt,
-    pause_prompt,
-    record_shown,
-    record_silence,
-)
+from core.prompt_input import build_prompt, pause_prompt, record_shown, record_silence
 from core.remembered_responses import RememberedResponses
 from core.response_output import ResponseOutput
 from core.statemachines.playback import Playback
@@ -68,11 +63,7 @@ if TYPE_CHECKING:
     from core.statemachines.speculation import HeldResult
     from core.turn_log import TurnLog
     from spec.session_config import SessionConfig
-    from spec.stage_results import (
-        AsrTranscript,
-        DelegationAnswer,
-        StageFailure,
-    )
+    from spec.stage_results import AsrTranscript, DelegationAnswer, StageFailure
 
 __all__ = ["Responses"]
 
@@ -252,7 +243,8 @@ class Responses:
         for commit in segments:
             self._pending.release(commit)
         if taken is None:
-            request_id = response.new_request(VLM)
+            tools = self.output.offered_tools()
+            request_id = response.ask_model(must_call=config.tool_choice.forces_call(tools))
             self._out.effect(
                 SubmitVlm(
                     request_id,
@@ -260,7 +252,7 @@ class Responses:
                     self._out.epoch,
                     prompt,
                     max_tokens=config.max_output_tokens,
-                    tools=self.output.offered_tools(),
+                    tools=tools,
                     tool_choice=config.tool_choice,
                 )
             )
@@ -369,7 +361,11 @@ class Responses:
         tool = self.output.delegation_tool() if question else None
         if tool is not None:  # B40: the client answers it, as a function call
             self.output.call_delegation(response, tool, question)
-        elif question and self.delegations.enabled:
+        if response.must_call and not any(response.calls.values()):
+            # 3.8: no call the session's `tool_choice` asks for: nothing of it is spoken
+            self._fail(response, ErrorCode.TOOL_CHOICE_UNMET, "the model made no call")
+            return
+        if tool is None and question and self.delegations.enabled:
             self._delegate(response, question)
         self._answer(response, rest)
 
@@ -454,11 +450,14 @@ class Responses:
             self._out.effect(Abort(result.request_id, stage, response.stage_key))
         if result.engine_dead:
             self._out.effect(EvictReplica(stage))
+        self._fail(response, result.code, result.message)
+
+    def _fail(self, response: Response, code: ErrorCode, message: str) -> None:
         self._abort_open(response)
-        self._out.emit(error_event(result.code, result.message))
-        self._fail_waiting_segments(response, result.code, result.message)
+        self._out.emit(error_event(code, message))
+        self._fail_waiting_segments(response, code, message)
         self.output.close(response)
-        response.fail(result.code.value, {"code": result.code.value, "message": result.message})
+        response.fail(code.value, {"code": code.value, "message": message})
         self._couple()
 
     # --- ending -------------------------------------------------------------------------

@@ -48,10 +48,12 @@ from spec.limits import Limits
 from spec.session_config import SessionConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from backends.base import Backend
     from runtime.channel import Channel
     from runtime.workers import WorkerBoard
-    from spec.events import SessionResume
+    from spec.events import ServerEvent, SessionResume
 
 __all__ = ["HostSettings", "Readiness", "SessionHost"]
 
@@ -137,6 +139,10 @@ class SessionHost:
         #: lifespan); while it does not, each session runs a timer of its own
         self.timers = Timers()
         self._runners: dict[str, SessionRunner] = {}
+        #: called with every server event of every session of this host as it is sent, on
+        #: the event loop (a measurement in this process, tools/browser_latency.py); it
+        #: must not block or raise; None (the default): no one listens
+        self.event_listener: Callable[[ServerEvent], None] | None = None
         self._ids = itertools.count(1)
         #: names this process in every session id it issues (never 0: "no owner")
         self.owner = secrets.randbelow(2**32 - 1) + 1
@@ -428,6 +434,7 @@ class SessionHost:
             timers=self.timers,
             slow_consumer_s=self.settings.limits.slow_consumer_s,
             resume=self._resume_policy() if resumable else None,
+            event_listener=self.event_listener,
         )
         self._runners[session_id] = runner
         self.publish()

@@ -50,7 +50,7 @@ from spec.events import (
 from spec.stage_results import StageResult, VadScores
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from anyio.abc import TaskGroup
 
@@ -93,6 +93,7 @@ class SessionRunner:
         timers: Timers | None = None,
         slow_consumer_s: float = 0.0,
         resume: ResumePolicy | None = None,
+        event_listener: Callable[[ServerEvent], None] | None = None,
     ) -> None:
         self.protocol = protocol
         self.backend = backend
@@ -115,6 +116,8 @@ class SessionRunner:
         self._loop_time = loop_clock()  # anyio.current_time(), bound once (hot path)
         self._tg: TaskGroup | None = None
         self._first_audio = FirstAudioClock(metrics, clock)
+        #: sees every server event as it is sent (`SessionHost.event_listener`)
+        self._event_listener = event_listener
         self._timers = timers  # the process's; a private one when it is not running
         self._deadline = SessionDeadline(self._loop_time, clock)
         self._ended = False
@@ -365,6 +368,8 @@ class SessionRunner:
         for out in self.protocol.next_outputs():
             if isinstance(out, ServerEvent):
                 self._first_audio.observe(out)  # metrics only: effects say what to run
+                if self._event_listener is not None:
+                    self._event_listener(out)
                 self._emit(out)
             else:
                 self._execute(out)

@@ -107,6 +107,9 @@ class ErrorCode(enum.StrEnum):
     STAGE_FAILED = "runtime_data_plane_stream_failed"
     COMMIT_ABORTED = "commit_aborted"
     SERVER_VAD_UNAVAILABLE = "server_vad_unavailable"
+    #: a response under `tool_choice` `required` or a named function whose model made no
+    #: call of an offered function (of the named one): it fails, unspoken (3.8)
+    TOOL_CHOICE_UNMET = "tool_choice_unmet"
     #: the background model did not answer a delegated question (failed or timed out);
     #: the session goes on, only that answer is missing (B31)
     DELEGATION_FAILED = "delegation_failed"
@@ -125,6 +128,7 @@ _SERVER = {
     ErrorCode.COMMIT_ABORTED,
     ErrorCode.SERVER_VAD_UNAVAILABLE,
     ErrorCode.DELEGATION_FAILED,
+    ErrorCode.TOOL_CHOICE_UNMET,
     ErrorCode.WEBRTC_UNAVAILABLE,
 }
 _RATE_LIMIT = {

@@ -77,6 +77,11 @@ class ToolChoice(msgspec.Struct, frozen=True, kw_only=True):
             return False
         return self.mode != "function" or self.name == name
 
+    def forces_call(self, tools: tuple[FunctionTool, ...]) -> bool:
+        """Whether a response offered `tools` must call one (section 3.8): `required`, or
+        a named function; not while no tool is offered."""
+        return self.mode in ("required", "function") and bool(tools)
+
     def public(self) -> str | dict[str, str]:
         if self.mode == "function":
             return {"type": "function", "name": self.name or ""}

@@ -4,26 +4,18 @@ The suite must pass on a loaded 2-core machine, where the event loop of a test s
 really does wake late for seconds at a time; a server that then refuses new sessions
 (resource_exhausted, 1013) is right, and its own tests prove it (tests/core/test_admission.py,
 tests/transport/test_end_to_end.py), but every other test wants its sessions admitted.
+`without_shedding` is tools/local_server.py's, which the measurement tools share.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-import msgspec
-
-from spec.limits import Limits
-from transport.settings import ServerSettings
+from tools.local_server import without_shedding
 
 __all__ = ["SHEDDING_OFF_TOML", "config_args_without_shedding", "without_shedding"]
 
 SHEDDING_OFF_TOML = "shed_loop_lag_ms = 0\n"
-
-
-def without_shedding(settings: ServerSettings) -> ServerSettings:
-    limits: Limits = msgspec.structs.replace(settings.limits, shed_loop_lag_ms=0)
-    return dataclasses.replace(settings, limits=limits)
 
 
 def config_args_without_shedding(args: list[str], folder: Path) -> list[str]:

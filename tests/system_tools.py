@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tools.fake_browser import CHROMIUM
+
 INSTALL_HINT = "run `make system-deps` as root (or `sudo bash tools/install_system_deps.sh`)"
 MIN_NODE_MAJOR = 18
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _node_major(path: str) -> int | None:

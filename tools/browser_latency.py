@@ -59,6 +59,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tools.fake_browser import (  # noqa: E402
+    CHROMIUM,
+    FakeMedia,
+    chromium_flags,
+    write_wav,
+    write_y4m,
+)
+from tools.local_server import ServerStartFailed, serve_in_thread, without_shedding  # noqa: E402
 from tools.turn_latency import PIPER_VOICES, RATE_HZ, SENTENCES, synthesize  # noqa: E402
 
 if TYPE_CHECKING:
@@ -126,47 +134,20 @@ class ServerTimes:
             return (reply["first_delta"] - reply[start]) * 1000  # type: ignore[operator]
 
 
-def watch_server_events(times: ServerTimes) -> None:
-    """Every session's outgoing events pass `FirstAudioClock.observe` (the runner's metric
-    of time to first audio): record them there too. Measurement only, this process only."""
-    from runtime import session_runner
-    from runtime.metrics import FirstAudioClock
-
-    class RecordingFirstAudioClock(FirstAudioClock):
-        def observe(self, event: Any) -> None:
-            times.observe(event)
-            super().observe(event)
-
-    # the runner builds its clock from its own module's name for it
-    setattr(session_runner, "FirstAudioClock", RecordingFirstAudioClock)  # noqa: B010
-
-
 @contextmanager
-def cpu_server() -> Iterator[str]:
-    """The transport app with the CPU backend on 127.0.0.1 in a thread; yields its URL."""
-    import uvicorn
-
-    from tests.load_shedding import without_shedding
+def cpu_server(times: ServerTimes) -> Iterator[str]:
+    """The transport app with the CPU backend on 127.0.0.1 in a thread, every session's
+    outgoing events passed to `times` as they are sent; yields its URL."""
     from transport.app import create_app
-    from transport.server import RealtimeServer
     from transport.settings import ServerSettings
 
     app = create_app(without_shedding(ServerSettings(backend="cpu", port=0)))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = RealtimeServer(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 300
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise SystemExit("the CPU server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
+    app.state.host.event_listener = times.observe
     try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+        with serve_in_thread(app, start_timeout_s=300) as url:
+            yield url
+    except ServerStartFailed:
+        raise SystemExit("the CPU server did not start") from None
 
 
 # --- the fake media ----------------------------------------------------------------------
@@ -175,8 +156,6 @@ def cpu_server() -> Iterator[str]:
 def fake_microphone(path: Path, voices: list[str]) -> None:
     """The voices' sentences (each voice in turn), each followed by `GAP_S` of silence."""
     import soxr
-
-    from tests.web.conftest import write_wav
 
     parts = [np.zeros(int(FAKE_RATE_HZ * LEAD_S), np.float32)]
     for i in range(4):
@@ -461,18 +440,14 @@ def main() -> None:
 
     from playwright import sync_api
 
-    from tests.system_tools import CHROMIUM
-    from tests.web.conftest import FakeMedia, chromium_flags, write_y4m
-
     server = ServerTimes()
-    watch_server_events(server)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
         wav, y4m = Path(folder) / "speech.wav", Path(folder) / "red.y4m"
         fake_microphone(wav, voices)
         write_y4m(y4m, (220, 30, 30))
         media = FakeMedia(wav, y4m, 0.0, 0.0)
-        with cpu_server() as url, sync_api.sync_playwright() as playwright:
+        with cpu_server(server) as url, sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=CHROMIUM, headless=True, args=chromium_flags(media)
             )

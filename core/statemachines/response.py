@@ -65,6 +65,7 @@ class Response:
         "last_tts_request",
         "message_index",
         "modalities",
+        "must_call",
         "open_requests",
         "outbox",
         "outputs",
@@ -116,6 +117,9 @@ class Response:
         self.request_counters: dict[str, int] = {}
         self.asr_targets: dict[str, Commit] = {}  # open ASR request id -> its segment
         self.saw_delta = False
+        #: its model must call (`tool_choice` `required` or a named function, B38): its
+        #: text is held until the decision says whether a call came
+        self.must_call = False
         self.decided = False
         self.pending_text = ""  # VLM text not yet sent to TTS
         self.spoken = ""  # every text sent to TTS, in order
@@ -140,6 +144,12 @@ class Response:
         request_id = adopted or f"{self.id}:{stage}:{n}"
         self.open_requests[request_id] = stage
         return request_id
+
+    def ask_model(self, *, must_call: bool) -> str:
+        """Open its VLM request; `must_call`: its `tool_choice` asks for a call (B38), so
+        its text is held until the decision says whether one came."""
+        self.must_call = must_call
+        return self.new_request(VLM)
 
     def owns(self, request_id: str, stage: str) -> bool:
         """Whether `request_id` is an open request of `stage` (results of others are fenced)."""
@@ -174,11 +184,11 @@ class Response:
         return waiting
 
     def add_text(self, delta: str) -> list[str]:
-        """A VLM text delta; returns the pieces ready for TTS (audio replies): whole
-        sentences, the first piece already at a clause end."""
+        """A VLM text delta; returns the pieces ready for TTS (audio replies, unless it
+        must call): whole sentences, the first piece already at a clause end."""
         self.saw_delta = True
         self.pending_text += delta
-        if "audio" not in self.modalities:
+        if "audio" not in self.modalities or self.must_call:
             return []
         sentences, self.pending_text = take_pieces(self.pending_text, first=self.tts_seq == 0)
         return sentences

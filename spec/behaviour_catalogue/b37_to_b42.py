@@ -55,7 +55,9 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "(arguments done, item done); a response that only calls completes with the "
             "call in `response.done`. A cancel, barge-in or failure during the arguments, "
             "or arguments past their bound, end it `incomplete`; calls of functions the "
-            "session does not offer are dropped."
+            "session does not offer are dropped. Under `tool_choice` `required` or a named "
+            "function the reply is held until the decision, and a response without a call "
+            "of an offered function fails unspoken with `tool_choice_unmet`."
         ),
         sections=(_FUNCTIONS, _CANCEL, _FENCING),
         rows=(
@@ -75,6 +77,11 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_arguments_past_their_bound_cut_the_call",
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_call_item_cannot_be_truncated_even_when_its_response_spoke",
             "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_connection_dropped_during_the_arguments_replays_the_whole_call",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_under_required_a_turn_without_a_call_fails_unspoken_with_a_typed_error",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_under_required_a_listen_decision_fails_too",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_under_required_the_reply_waits_for_the_decision_then_speaks_with_the_call",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_a_named_tool_choice_fails_a_turn_that_calls_only_another_function",
+            "tests/conformance/test_b38_b39_function_calls.py::test_b38_required_without_a_declared_tool_asks_for_no_call",
             "tests/transport/test_function_calls_sdk.py::test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_up",
             "tests/transport/test_resume.py::test_b38_a_connection_dropped_during_a_calls_arguments_resumes_with_the_whole_call",
         ),

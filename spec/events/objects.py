@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from spec.events.base import always_written
+
 __all__ = [
     "AudioFormat",
     "AudioInputConfig",
@@ -25,6 +27,12 @@ __all__ = [
     "SessionObject",
     "SessionPatch",
 ]
+
+
+def _schema_default(value: str) -> msgspec.Meta:
+    """The documented default of an `always_written` field (its factory hides it from the
+    JSON Schema)."""
+    return msgspec.Meta(extra_json_schema={"default": value})
 
 
 class AudioFormat(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -50,13 +58,15 @@ class ContentPart(msgspec.Struct, kw_only=True, omit_defaults=True):
 class ConversationItem(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A conversation item: a `message`, a `function_call` the model made (`call_id`,
     `name`, `arguments`) or the `function_call_output` a client answers it with (`call_id`,
-    `output`), B38, B39. A function item has no role and no content: the session writes
-    its `role` as UNSET so it is omitted."""
+    `output`), B38, B39. The server always writes `object` and `type`, and a message's
+    `role`. A function item has no role and no content: the session writes its `role`
+    as UNSET so it is omitted. A client's `conversation.item.create` may leave out
+    `type` (a message) and `role` (a user's)."""
 
     id: str | None = None
-    object: str = "realtime.item"
-    type: str = "message"
-    role: str | msgspec.UnsetType = "user"
+    object: Annotated[str, _schema_default("realtime.item")] = always_written("realtime.item")
+    type: Annotated[str, _schema_default("message")] = always_written("message")
+    role: Annotated[str, _schema_default("user")] | msgspec.UnsetType = always_written("user")
     status: str | None = None
     content: list[ContentPart] = msgspec.field(default_factory=list)
     call_id: str | None = None
@@ -77,10 +87,12 @@ class Response(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A model response as announced by `response.created` / `response.done`."""
 
     id: str
-    object: str = "realtime.response"
-    status: str = "in_progress"
+    object: Annotated[str, _schema_default("realtime.response")] = always_written(
+        "realtime.response"
+    )
+    status: Annotated[str, _schema_default("in_progress")] = always_written("in_progress")
     status_details: ResponseStatusDetails | None = None
-    output: list[ConversationItem] = msgspec.field(default_factory=list)
+    output: list[ConversationItem] = always_written([])
     output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])
     metadata: dict[str, Any] | None = None
 
@@ -182,8 +194,8 @@ class SessionObject(msgspec.Struct, kw_only=True, omit_defaults=True):
     the flat beta spellings echoed beside it)."""
 
     id: str
-    object: str = "realtime.session"
-    type: str = "realtime"
+    object: Annotated[str, _schema_default("realtime.session")] = always_written("realtime.session")
+    type: Annotated[str, _schema_default("realtime")] = always_written("realtime")
     model: str | None = None
     instructions: str | None = None
     output_modalities: list[str] = msgspec.field(default_factory=lambda: ["audio"])

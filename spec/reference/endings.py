@@ -328,9 +328,13 @@ class ResponseEndings(Delegation):
         for other in list(resp.open.values()):
             self._effect(Abort(request_id=other.request_id, stage=other.stage, response_id=resp.id))
         resp.open.clear()
-        code = ErrorCode(failure.code)
-        self._server_error(code, failure.message)
-        self._fail_waiting_segments(resp, code, failure.message)
+        self._fail_response(resp, ErrorCode(failure.code), failure.message)
+
+    def _fail_response(self, resp: _Response, code: ErrorCode, message: str) -> None:
+        """A response fails with `code` (a stage failure, section 3.4; a call its
+        `tool_choice` asked for and the model did not make, section 3.8)."""
+        self._server_error(code, message)
+        self._fail_waiting_segments(resp, code, message)
         # the reason is the failure's code; the epoch does not change
         self._emit_done(resp, "failed", code.value)
         self._end(resp)

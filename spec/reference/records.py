@@ -140,6 +140,8 @@ class _Response:
     #: streamed VLM text not yet sent to TTS, and whether any delta came
     vlm_text: str = ""
     saw_delta: bool = False
+    #: its `tool_choice` asks for a call (section 3.8): its text waits for the decision
+    must_call: bool = False
     decision: str | None = None
     tts_submitted: int = 0
     audio_started: bool = False

@@ -147,6 +147,8 @@ class ResponseStages(ConversationItems):
 
     def _submit_vlm(self, resp: _Response) -> None:
         resp.vlm_submitted = True
+        # section 3.8: under `required` or a named function the response must call
+        resp.must_call = self.config.tool_choice.forces_call(self.calls.offered())
         req = self._open(resp, VLM)
         parts = self._prompt_parts(resp)
         for s in resp.segments:
@@ -299,7 +301,7 @@ class ResponseStages(ConversationItems):
 
     def _on_vlm_delta(self, resp: _Response, result: VlmDelta) -> None:
         resp.saw_delta = True
-        if not resp.audio_out:
+        if not resp.audio_out or resp.must_call:  # shown at the decision; held (3.8)
             resp.vlm_text += result.text
             return
         done, rest = _sentences(resp.vlm_text + result.text, first=resp.tts_submitted == 0)
@@ -317,10 +319,14 @@ class ResponseStages(ConversationItems):
         self.calls.finish_all(resp)  # section 3.8: the decision makes its calls
         if result.action == "listen":
             rest = ""
-        question = result.question.strip()
-        if result.action == "delegate" and question and self.calls.delegate(resp, question):
-            pass  # section 3.8: the session offers the delegation's function: a call
-        elif result.action == "delegate" and question and self.delegation:
+        question = result.question.strip() if result.action == "delegate" else ""
+        # section 3.8: the session offers the delegation's function: a call
+        called = bool(question) and self.calls.delegate(resp, question)
+        if resp.must_call and not self.calls.made(resp):
+            # section 3.8: no call its `tool_choice` asks for: the response fails, unspoken
+            self._fail_response(resp, ErrorCode.TOOL_CHOICE_UNMET, "the model made no call")
+            return
+        if question and not called and self.delegation:
             # section 3.6: the question goes to the background model, the note is spoken
             parts = self._prompt_parts(resp, ticks=False)
             history, transcript = parts.history, parts.transcript

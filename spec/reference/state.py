@@ -346,3 +346,6 @@ class SessionState:
 
         def _maybe_complete(self, resp: _Response) -> None:
             raise NotImplementedError
+
+        def _fail_response(self, resp: _Response, code: ErrorCode, message: str) -> None:
+            raise NotImplementedError

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from spec import events as ev
-from spec.effects import Abort, SubmitVlm
+from spec.effects import Abort, SubmitTts, SubmitVlm
 from spec.errors import ErrorCode
 from spec.limits import MAX_FUNCTION_ARGUMENTS_BYTES
 from spec.stage_results import VlmCallDelta, VlmDecisionResult, VlmDelta
@@ -350,3 +350,79 @@ def test_b38_a_connection_dropped_during_the_arguments_replays_the_whole_call() 
     assert args_done.arguments == "".join(ARGUMENTS)
     assert any(isinstance(o, ev.ResponseDone) for o in replayed)
     d.send(answer(args_done.call_id))  # answered over the new connection
+
+
+# --- B38: a call the session's tool_choice asks for ------------------------------------
+
+
+def tts(out: list[Any]) -> list[SubmitTts]:
+    return [o for o in out if isinstance(o, SubmitTts)]
+
+
+def test_b38_under_required_a_turn_without_a_call_fails_unspoken_with_a_typed_error() -> None:
+    d = with_tools("required")
+    vlm = ask(d)
+    since = len(d.log)
+    out = d.result(VlmDelta(vlm.request_id, "It is sunny in Paris. Anything else?"))
+    assert tts(out) == []  # held: only the decision says whether a call comes
+    out = d.result(VlmDecisionResult(vlm.request_id, "speak", "It is sunny in Paris."))
+    assert d.tags(out) == ["error", "response.done", "rate_limits.updated", "ResponseEnded"]
+    [error] = d.events("error", out)
+    assert (error.error.type, error.error.code) == ("server_error", "tool_choice_unmet")
+    [done] = d.events("response.done", out)
+    assert done.response.status == "failed"
+    details = done.response.status_details
+    assert (details.type, details.reason) == ("failed", "tool_choice_unmet")
+    assert details.error["code"] == "tool_choice_unmet"
+    assert done.response.output == []
+    assert tts(d.log[since:]) == []
+    # the session goes on: the next turn is asked
+    assert ask(d, "and in Rome?").request_id != vlm.request_id
+
+
+def test_b38_under_required_a_listen_decision_fails_too() -> None:
+    d = with_tools("required")
+    vlm = ask(d)
+    out = d.result(VlmDecisionResult(vlm.request_id, "listen", ""))
+    assert d.events("response.listen", out) == []
+    assert d.events("response.done", out)[0].response.status == "failed"
+
+
+def test_b38_under_required_the_reply_waits_for_the_decision_then_speaks_with_the_call() -> None:
+    d = with_tools("required")
+    vlm = ask(d)
+    d.result(VlmDelta(vlm.request_id, "Let me look. One moment."))
+    stream_call(d, vlm)
+    assert d.effects(SubmitTts) == []
+    d.result(VlmDecisionResult(vlm.request_id, "speak", "Let me look. One moment."))
+    assert [t.text for t in d.effects(SubmitTts)] == ["Let me look. One moment."]
+    d.speak()
+    [done] = d.events("response.done")
+    assert done.response.status == "completed"
+    assert [i.type for i in done.response.output] == ["function_call", "message"]
+
+
+def test_b38_a_named_tool_choice_fails_a_turn_that_calls_only_another_function() -> None:
+    other = {**WEATHER, "name": "get_time"}
+    choice = {"type": "function", "name": "get_time"}
+    d = Driver(config={"tools": [WEATHER, other], "tool_choice": choice})
+    vlm = ask(d)
+    d.result(VlmCallDelta(vlm.request_id, 0, "get_weather", "{}"))  # dropped: not offered
+    out = d.result(VlmDecisionResult(vlm.request_id, "speak", ""))
+    assert d.events("error", out)[0].error.code == "tool_choice_unmet"
+    assert d.events("response.done", out)[0].response.status == "failed"
+    d2 = Driver(config={"tools": [WEATHER, other], "tool_choice": choice})
+    vlm = ask(d2)
+    d2.result(VlmCallDelta(vlm.request_id, 0, "get_time", "{}"))
+    out = d2.result(VlmDecisionResult(vlm.request_id, "speak", ""))
+    assert d2.events("error", out) == []
+    assert d2.events("response.done", out)[0].response.status == "completed"
+
+
+def test_b38_required_without_a_declared_tool_asks_for_no_call() -> None:
+    d = Driver(config={"tool_choice": "required"})
+    vlm = ask(d)
+    assert tts(d.result(VlmDelta(vlm.request_id, "It is sunny. "))) != []
+    d.result(VlmDecisionResult(vlm.request_id, "speak", "It is sunny."))
+    d.speak()
+    assert d.events("response.done")[0].response.status == "completed"

@@ -93,3 +93,21 @@ async def test_a_stage_that_times_its_engine_feeds_the_stage_latency_histograms(
         assert count == 1
     finally:
         await host.stop()
+
+
+async def test_the_hosts_event_listener_sees_every_event_a_session_sends(
+    harness: Harness,
+) -> None:
+    """A measurement in this process (tools/browser_latency.py) reads each session's
+    outgoing events off `SessionHost.event_listener`, in the order the client gets them."""
+    heard: list[str] = []
+    harness.host.event_listener = lambda event: heard.append(event.__struct_config__.tag)
+    harness.script.reply("It is red.")
+    client = await harness.connect(config={"turn_detection": None})
+    await client.send(ev.InputAudioBufferAppend(audio=tone(200)))
+    await client.send(ev.InputAudioBufferCommit())
+    await client.send(ev.ResponseCreate())
+    await client.until("response.done")
+    assert heard[: len(client.tags())] == client.tags()
+    assert {"session.created", "input_audio_buffer.committed", "response.created"} <= set(heard)
+    assert "response.output_audio.delta" in heard

@@ -10,6 +10,8 @@ from msgspec import inspect as mi
 
 
 def sample_value(t: mi.Type) -> Any:
+    if isinstance(t, mi.Metadata):  # a documented default (spec/events/objects.py)
+        return sample_value(t.type)
     if isinstance(t, mi.UnionType):
         for sub in t.types:
             if not isinstance(sub, mi.NoneType):

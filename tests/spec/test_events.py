@@ -153,3 +153,54 @@ def test_server_events_omit_defaults_but_keep_event_id() -> None:
         codec.encode_server_event(events.InputAudioBufferCleared(event_id="event_1"))
     )
     assert body == {"type": "input_audio_buffer.cleared", "event_id": "event_1"}
+
+
+def _message(role: str) -> events.ConversationItem:
+    part = events.ContentPart(type="input_text", text="hi")
+    return events.ConversationItem(id="item_1", role=role, content=[part])
+
+
+@pytest.mark.parametrize(
+    ("event", "role"),
+    [
+        (events.ConversationItemAdded(item=_message("user")), "user"),
+        (events.ConversationItemDone(item=_message("user")), "user"),
+        (events.ConversationItemRetrieved(item=_message("user")), "user"),
+        (events.ResponseOutputItemAdded(response_id="r", item=_message("assistant")), "assistant"),
+        (events.ResponseOutputItemDone(response_id="r", item=_message("assistant")), "assistant"),
+    ],
+    ids=lambda e: type(e).__name__ if isinstance(e, ServerEvent) else e,
+)
+def test_a_message_item_on_the_wire_says_its_object_type_and_role(
+    event: ServerEventT, role: str
+) -> None:
+    item = msgspec.json.decode(codec.encode_server_event(event))["item"]
+    assert (item["object"], item["type"], item["role"]) == ("realtime.item", "message", role)
+
+
+def test_a_response_on_the_wire_says_its_object_status_and_message_items() -> None:
+    response = events.Response(id="resp_1", output=[_message("assistant")])
+    body = msgspec.json.decode(codec.encode_server_event(events.ResponseDone(response=response)))
+    assert (body["response"]["object"], body["response"]["status"]) == (
+        "realtime.response",
+        "in_progress",
+    )
+    assert body["response"]["output"][0]["type"] == "message"
+    empty = events.ResponseCreated(response=events.Response(id="resp_2"))
+    assert msgspec.json.decode(codec.encode_server_event(empty))["response"]["output"] == []
+
+
+def test_a_function_item_on_the_wire_has_a_type_and_no_role_or_content() -> None:
+    call = events.ConversationItem(
+        id="item_2", type="function_call", role=msgspec.UNSET, call_id="c1", name="f"
+    )
+    body = msgspec.json.decode(codec.encode_server_event(events.ConversationItemAdded(item=call)))
+    assert body["item"]["type"] == "function_call"
+    assert "role" not in body["item"] and "content" not in body["item"]
+
+
+def test_an_item_a_client_creates_without_type_or_role_is_a_user_message() -> None:
+    raw = b'{"type":"conversation.item.create","item":{"content":[]}}'
+    event = codec.decode_client_event(raw)
+    assert isinstance(event, events.ConversationItemCreate)
+    assert (event.item.type, event.item.role) == ("message", "user")

@@ -146,7 +146,8 @@ SESSION_PATCHES = st.sampled_from(
         SessionPatch(tools=[WEATHER], tool_choice="none"),
         # a delegated question becomes a call of `delegate` (B40)
         SessionPatch(tools=[WEATHER, {"type": "function", "name": "delegate"}]),
-        SessionPatch(tool_choice="required"),
+        SessionPatch(tool_choice="required"),  # a turn without a call fails (3.8)
+        SessionPatch(tools=[WEATHER], tool_choice={"type": "function", "name": "get_weather"}),
         SessionPatch(tools=None),
         SessionPatch(tools=[{**WEATHER, "name": "no spaces"}]),  # refused
         SessionPatch(tool_choice={"type": "function", "name": "book_flight"}),  # refused

@@ -123,3 +123,62 @@ def test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_u
     [first_vlm, follow_vlm] = script.requests_of("vlm")[-2:]
     assert [t.name for t in first_vlm.tools] == ["get_weather"]  # type: ignore[attr-defined]
     assert follow_vlm.context.transcript == '[get_weather returned] {"sky": "sunny"}'  # type: ignore[attr-defined]
+
+
+def test_b38_under_required_the_openai_sdk_is_told_when_the_model_made_no_call(
+    live_server: LiveServer,
+) -> None:
+    """With `tool_choice: required`, a reply without a call fails unspoken with a typed
+    error; the next turn, which calls, completes with the call."""
+    live_server.script.reply("It is sunny in Paris.").call("get_weather", ARGUMENTS)
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        client = openai.AsyncOpenAI(
+            api_key="sk-local",
+            base_url=live_server.url + "/v1",
+            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
+        )
+        first: list[Any] = []
+        second: list[Any] = []
+        async with client.realtime.connect(model="joyai") as conn:
+            await conn.session.update(
+                session={
+                    "type": "realtime",
+                    "audio": {"input": {"turn_detection": None}},
+                    "tools": [WEATHER],
+                    "tool_choice": "required",
+                }
+            )
+            for seen in (first, second):
+                await conn.conversation.item.create(
+                    item={
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": "Weather in Paris?"}],
+                    }
+                )
+                await conn.response.create()
+                async for event in conn:
+                    seen.append(event)
+                    if event.type == "response.done":
+                        break
+        await client.close()
+        return first, second
+
+    first, second = asyncio.run(asyncio.wait_for(run(), 30))
+    [error] = [e for e in first if e.type == "error"]
+    assert (error.error.type, error.error.code) == ("server_error", "tool_choice_unmet")
+    done = first[-1].response
+    assert (done.status, done.status_details.reason, done.output) == (
+        "failed",
+        "tool_choice_unmet",
+        [],
+    )
+    assert not any(e.type.startswith("response.output_audio") for e in first)
+    assert not any(e.type == "error" for e in second)
+    [call] = second[-1].response.output
+    assert (second[-1].response.status, call.type, call.name) == (
+        "completed",
+        "function_call",
+        "get_weather",
+    )

@@ -117,3 +117,67 @@ def test_b36_the_openai_sdk_sends_the_session_with_the_offer(live_server: LiveSe
     )
     assert raw.status_code == 201
     assert created["session"]["instructions"] == "be brief"
+
+
+def test_openai_sdk_reads_user_and_assistant_items_as_messages(live_server: LiveServer) -> None:
+    """Every message item on the wire says `"type": "message"`, its role and object, so
+    the SDK's item union parses a user item and an assistant reply as messages; the
+    response and session objects name their object and state."""
+    live_server.script.reply("It is red.")
+
+    async def run() -> dict[str, list[Any]]:
+        client = openai.AsyncOpenAI(
+            api_key="sk-local",
+            base_url=live_server.url + "/v1",
+            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
+        )
+        seen: dict[str, list[Any]] = {}
+        async with client.realtime.connect(model="joyai") as conn:
+            await conn.session.update(
+                session={"type": "realtime", "audio": {"input": {"turn_detection": None}}}
+            )
+            await conn.conversation.item.create(
+                item={
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "What colour is it?"}],
+                }
+            )
+            await conn.response.create()
+            retrieved = False
+            async for event in conn:
+                seen.setdefault(event.type, []).append(event)
+                if event.type == "error":
+                    raise AssertionError(event.error)
+                if event.type == "response.done" and not retrieved:
+                    user_id = seen["conversation.item.added"][0].item.id
+                    await conn.conversation.item.retrieve(item_id=user_id)
+                    retrieved = True
+                if event.type == "conversation.item.retrieved":
+                    break
+        await client.close()
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(run(), 30))
+    [user_added, reply_added] = seen["conversation.item.added"]
+    for item in (user_added.item, seen["conversation.item.retrieved"][0].item):
+        assert (item.type, item.role, item.object) == ("message", "user", "realtime.item")
+    [done] = seen["response.done"]
+    [created] = seen["response.created"]
+    assert (created.response.object, created.response.status) == (
+        "realtime.response",
+        "in_progress",
+    )
+    assert (done.response.object, done.response.status) == ("realtime.response", "completed")
+    session = seen["session.updated"][0].session
+    assert (session.type, session.object) == ("realtime", "realtime.session")
+    replies = [
+        reply_added.item,
+        seen["response.output_item.added"][0].item,
+        seen["response.output_item.done"][0].item,
+        done.response.output[0],
+    ]
+    for item in replies:
+        assert (item.type, item.role, item.object) == ("message", "assistant", "realtime.item")
+    assert done.response.output[0].content[0].transcript == "It is red."
+    assert [e.item.type for e in seen["conversation.item.done"]] == ["message", "message"]

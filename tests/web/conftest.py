@@ -3,24 +3,23 @@
 and headless Debian Chromium driven by Playwright. Chromium (`make system-deps`) and
 Playwright (the `test` dependency group) are installed by `make test`: without them the
 browser tests fail with the command that installs them (tests/system_tools.py). Without
-the optional `cpu` extra they skip, with the reason."""
+the optional `cpu` extra they skip, with the reason. The media writers, Chromium's flags
+and the server thread are tools/fake_browser.py's and tools/local_server.py's, shared with
+tools/browser_latency.py."""
 
 from __future__ import annotations
 
 import os
-import threading
-import time
-import wave
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.load_shedding import without_shedding
 from tests.system_tools import chromium_binary
+from tools.fake_browser import FakeMedia, chromium_flags, write_wav, write_y4m
+from tools.local_server import ServerStartFailed, serve_in_thread, without_shedding
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,40 +32,6 @@ LEAD_S = 0.5
 GAP_S = 0.8
 FAKE_AUDIO_RATE_HZ = 48_000
 RED_RGB = (220, 30, 30)
-
-
-def write_y4m(path: Path, rgb: tuple[int, int, int], width: int = 320, height: int = 240) -> None:
-    """A few frames of one flat colour, as YUV4MPEG2 4:2:0 (BT.601 studio range)."""
-    r, g, b = rgb
-    y = 16 + (65.738 * r + 129.057 * g + 25.064 * b) / 256
-    cb = 128 + (-37.945 * r - 74.494 * g + 112.439 * b) / 256
-    cr = 128 + (112.439 * r - 94.154 * g - 18.285 * b) / 256
-    planes = (
-        np.full((height, width), round(y), np.uint8).tobytes()
-        + np.full((height // 2, width // 2), round(cb), np.uint8).tobytes()
-        + np.full((height // 2, width // 2), round(cr), np.uint8).tobytes()
-    )
-    with path.open("wb") as out:
-        out.write(f"YUV4MPEG2 W{width} H{height} F30:1 Ip A1:1 C420jpeg\n".encode())
-        for _ in range(10):
-            out.write(b"FRAME\n" + planes)
-
-
-def write_wav(path: Path, samples: np.ndarray, rate_hz: int) -> None:
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate_hz)
-        out.writeframes(pcm.tobytes())
-
-
-@dataclass
-class FakeMedia:
-    wav: Path
-    y4m: Path
-    speech_s: float
-    loop_s: float
 
 
 @pytest.fixture(scope="session")
@@ -97,52 +62,15 @@ def cpu_server() -> Iterator[str]:
     thread on 127.0.0.1; yields its http URL."""
     for module in ("onnxruntime", "faster_whisper", "hibari", "uvicorn"):
         pytest.importorskip(module, reason=f"the cpu extra ({module}) is not installed")
-    import uvicorn
-
     from transport.app import create_app
-    from transport.server import RealtimeServer
     from transport.settings import ServerSettings
 
     app = create_app(without_shedding(ServerSettings(backend="cpu", port=0)))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = RealtimeServer(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the CPU server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
-
-
-#: WebRTC calls to a server on 127.0.0.1: Chromium gathers no loopback candidates unless
-#: allowed, and hides host addresses behind mDNS names (which the server cannot resolve)
-WEBRTC_FLAGS = (
-    "--allow-loopback-in-peer-connection",
-    "--disable-features=WebRtcHideLocalIpsWithMdns",
-)
-
-
-def chromium_flags(media: FakeMedia) -> list[str]:
-    return [
-        *WEBRTC_FLAGS,
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--use-fake-device-for-media-stream",
-        "--use-fake-ui-for-media-stream",
-        f"--use-file-for-fake-audio-capture={media.wav}",
-        f"--use-file-for-fake-video-capture={media.y4m}",
-        "--autoplay-policy=no-user-gesture-required",
-    ]
+    try:
+        with serve_in_thread(app, start_timeout_s=120) as url:
+            yield url
+    except ServerStartFailed:
+        pytest.fail("the CPU server did not start")
 
 
 @pytest.fixture

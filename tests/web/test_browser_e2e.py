@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import ARTIFACTS, FakeMedia
+from tests.web.conftest import ARTIFACTS
+from tools.fake_browser import FakeMedia
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

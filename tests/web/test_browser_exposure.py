@@ -13,7 +13,7 @@ import pytest
 
 from tests.system_tools import chromium_binary
 from tests.transport.conftest import LiveServer, start_server
-from tests.web.conftest import WEBRTC_FLAGS
+from tools.fake_browser import WEBRTC_FLAGS
 from transport.settings import ServerSettings
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
