@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from clients.duplex_client import ConnectionLost, DuplexClient, ResumeState, ServerError
+from clients.errors import SessionLost
 from core.statemachines.client_outbox import ClientOutbox
 from core.statemachines.client_resume import ResumeLink
 from spec.tables.client_constants import RESUME_ATTEMPT_TIMEOUT_MS
 from spec.tables.client_resume import RESUME_REFUSALS, LinkState
-from transport.client import ConnectionLost, DuplexClient, ResumeState, ServerError
-from transport.client_errors import SessionLost
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping

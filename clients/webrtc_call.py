@@ -33,9 +33,9 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from clients.duplex_client import DuplexClient
+from clients.errors import ConnectionLost, HandshakeRefused
 from transport.call_jitter import release_audio_at_once
-from transport.client import DuplexClient
-from transport.client_errors import ConnectionLost, HandshakeRefused
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping

@@ -19,9 +19,9 @@ outputs and states.
 Theory of operation. Six kinds of machine, built from `spec/tables/client_*.py`:
 - connection: handshake, then ready; only fatal paths end the call; `error` events after
   the handshake become notices (or the rejection of the commit they name).
-- holds (`core.client_holds`): one per push-to-talk hold or server-VAD commit; an
+- holds (`core.client_protocol.holds`): one per push-to-talk hold or server-VAD commit; an
   acknowledgement, `no_response` or `error` finishes exactly the hold whose id it carries.
-- playbacks (`core.client_replies`): one per response with audio, fenced by response id.
+- playbacks (`core.client_protocol.replies`): one per response with audio, fenced by response id.
 - watchdog (`client_watchdog`): armed iff some hold awaits a reply (B23).
 - camera (`client_camera`): frames ride with audio appends while audio is uploaded, else
   go alone at the camera cadence (B22).
@@ -70,9 +70,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from core.client_calls import ClientCalls
-from core.client_holds import ClientHolds
-from core.client_replies import ClientReplies, base64_bytes
+from core.client_protocol.function_calls import ClientCalls
+from core.client_protocol.holds import ClientHolds
+from core.client_protocol.replies import ClientReplies, base64_bytes
 from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_outbox import ClientOutbox, EventIds, Output

@@ -17,7 +17,7 @@ event received. Its own waiting is anyio's (streams, events, cancel scopes); the
 is websockets' asyncio implementation, so it runs on asyncio (uvloop included).
 
 With `mode=` the client also runs the shared client state machines
-(`transport.client_machines.HeadlessHost`): each event the reader decoded goes to them
+(`clients.headless_host.HeadlessHost`): each event the reader decoded goes to them
 as it is, before it is queued for the caller, so both see the same events.
 
 Resume (docs/session-semantics.md D27): on a resumable session (`/v1/duplex`, or
@@ -30,13 +30,13 @@ returns once `session.resumed` arrived; the replayed events then arrive like any
 The cursor, the token and the rule that an event numbered at or below the cursor was
 received already (and is skipped, so a replay is applied once) are the shared client
 resume link's (`core.statemachines.client_resume.ResumeLink`, B42), the browser's too;
-`transport.client_reconnect.resume_after_drop` retries a resume on that link's backoff.
+`clients.reconnect.resume_after_drop` retries a resume on that link's backoff.
 `drop()` abandons the socket without a close frame (tests); `ack_events()` trims the
 journal.
 
-The typed senders (`commit`, `append_audio`, ...) are `transport.client_senders`'.
+The typed senders (`commit`, `append_audio`, ...) are `clients.event_senders`'.
 
-Errors (`transport.client_errors`): an `error` event answering a helper's request raises
+Errors (`clients.errors`): an `error` event answering a helper's request raises
 `ServerError` (carrying the `ErrorDetail`); a closed socket raises `ConnectionLost`; a
 timeout raises `TimeoutError`. A handshake the server answers with HTTP instead of the
 upgrade (401 `unauthorized`, 403 `origin_not_allowed`, ...) raises `HandshakeRefused`, a
@@ -61,7 +61,18 @@ import msgspec
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from core.client import ClientProtocol
+from clients.errors import (
+    ConnectionLost,
+    DuplexClientError,
+    HandshakeRefused,
+    ServerError,
+    connection_lost,
+)
+from clients.event_senders import ClientEventSender
+from clients.function_runner import FunctionRunner
+from clients.headless_host import HeadlessHost
+from clients.responses import ResponseAssembler, ResponseResult
+from core.client_protocol import ClientProtocol
 from core.statemachines.client_outbox import ClientOutbox, EventIds
 from core.statemachines.client_resume import ResumeLink
 from spec.events import (
@@ -76,17 +87,6 @@ from spec.events import (
     SessionUpdate,
     SessionUpdated,
 )
-from transport.client_errors import (
-    ConnectionLost,
-    DuplexClientError,
-    HandshakeRefused,
-    ServerError,
-    connection_lost,
-)
-from transport.client_functions import FunctionRunner
-from transport.client_machines import HeadlessHost
-from transport.client_responses import ResponseAssembler, ResponseResult
-from transport.client_senders import ClientEventSender
 from transport.codec import decode_server_event
 from transport.log_redaction import redact
 
@@ -230,7 +230,7 @@ class DuplexClient(ClientEventSender):
         """Open a session at `url` (`ws://host:port/v1/realtime`); closes it on exit.
 
         With `mode` ("ptt" or "vad") the client runs the shared client state machines
-        (`core.client.ClientProtocol`, the same tables as the web UI): it sends the mode's
+        (`core.client_protocol.ClientProtocol`, the same tables as the web UI): it sends the mode's
         `session.update`, tracks push-to-talk holds and pending commits by event id, plays
         reply audio instantly (a headless speaker) and acknowledges the played cursor.
 
