@@ -29,10 +29,10 @@ session, docs/deploy.md "Resume behind a load balancer"), sends `session.resume`
 returns once `session.resumed` arrived; the replayed events then arrive like any others.
 The cursor, the token and the rule that an event numbered at or below the cursor was
 received already (and is skipped, so a replay is applied once) are the shared client
-resume link's (`core.statemachines.client_resume.ResumeLink`, B42), the browser's too;
-`clients.reconnect.resume_after_drop` retries a resume on that link's backoff.
-`drop()` abandons the socket without a close frame (tests); `ack_events()` trims the
-journal.
+resume link's (`core.statemachines.client_resume.ResumeLink`, B42), the browser's too,
+kept by `clients.resume_state.ResumeTracker`; `clients.reconnect.resume_after_drop`
+retries a resume on that link's backoff. `drop()` abandons the socket without a close
+frame (tests); `ack_events()` trims the journal.
 
 The typed senders (`commit`, `append_audio`, ...) are `clients.event_senders`'.
 
@@ -52,7 +52,6 @@ import logging
 import math
 import time
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlencode
 
@@ -72,9 +71,9 @@ from clients.event_senders import ClientEventSender
 from clients.function_runner import FunctionRunner
 from clients.headless_host import HeadlessHost
 from clients.responses import ResponseAssembler, ResponseResult
+from clients.resume_state import ResumeState, ResumeTracker
 from core.client_protocol import ClientProtocol
-from core.statemachines.client_outbox import ClientOutbox, EventIds
-from core.statemachines.client_resume import ResumeLink
+from core.statemachines.client_outbox import EventIds
 from spec.events import (
     Error,
     ServerEventT,
@@ -117,16 +116,6 @@ MAX_FRAME_BYTES = 32 * 1024 * 1024
 _Received = tuple[ServerEventT, float]
 
 
-@dataclass(slots=True)
-class ResumeState:
-    """What resuming a session takes: its id, its current token, and the last event
-    received (`server_event_seq`, 0 before any)."""
-
-    session_id: str
-    resume_token: str
-    last_server_event_seq: int = 0
-
-
 class DuplexClient(ClientEventSender):
     """A connected session. Build it with `DuplexClient.connect(...)`; a client made
     from an open websocket reads nothing until it is entered (`async with client`)."""
@@ -163,10 +152,8 @@ class DuplexClient(ClientEventSender):
         self._task_group: TaskGroup | None = None
         self._reader_scope: anyio.CancelScope | None = None
         self._reader_done: anyio.Event | None = None
-        #: set once the server named a resume token (a resumable session); kept current
-        self.resume_state: ResumeState | None = None
-        #: the shared resume link: session id, token and cursor, and which events are new
-        self._link = ResumeLink(ClientOutbox())
+        #: the session's resume state, kept current from the events read
+        self._resume_tracker = ResumeTracker()
 
     async def __aenter__(self) -> Self:
         """Start the reader in a task group owned by this block."""
@@ -302,13 +289,14 @@ class DuplexClient(ClientEventSender):
         if self._reader_done is not None:
             await self._reader_done.wait()
 
+    @property
+    def resume_state(self) -> ResumeState | None:
+        """What resuming this session takes, once the server named a resume token (a
+        resumable session); kept current as events arrive."""
+        return self._resume_tracker.state
+
     async def _resume(self, state: ResumeState) -> None:
-        self.resume_state = ResumeState(
-            state.session_id, state.resume_token, state.last_server_event_seq
-        )
-        link = self._link
-        link.session_id, link.resume_token = state.session_id, state.resume_token
-        link.last_server_event_seq = state.last_server_event_seq
+        self._resume_tracker.resume_from(state)
         event_id = self.next_event_id()
         await self.send(
             SessionResume(
@@ -457,7 +445,7 @@ class DuplexClient(ClientEventSender):
                 event = self._decode(message)
                 if event is None:
                     continue
-                if not self._track_resume(event):
+                if not self._resume_tracker.take(event):
                     log.debug("skipping event %s: received before", event.server_event_seq)
                     continue
                 if self._host is not None:  # the machines first, as a browser would
@@ -483,28 +471,6 @@ class DuplexClient(ClientEventSender):
             if self._closed is None:
                 self._closed = ConnectionLost("the client closed the connection")
             writer.close()  # what was sent stays readable; then every wait sees the close
-
-    def _track_resume(self, event: ServerEventT) -> bool:
-        """Note what `event` says about resuming (the shared link's rule); False if it
-        was received before (numbered at or below the cursor: skip it)."""
-        link = self._link
-        facts: dict[str, Any] = {
-            "type": _type_of(event),
-            "server_event_seq": event.server_event_seq,
-        }
-        if isinstance(event, SessionCreated):
-            facts |= {"session": {"id": event.session.id}, "resume_token": event.resume_token}
-        elif isinstance(event, SessionResumed):
-            facts["resume_token"] = event.resume_token
-        fresh = link.take(facts)
-        if link.session_id is not None and link.resume_token is not None:
-            state = self.resume_state
-            if state is None or state.session_id != link.session_id:
-                self.resume_state = ResumeState(link.session_id, link.resume_token)
-                state = self.resume_state
-            state.resume_token = link.resume_token
-            state.last_server_event_seq = link.last_server_event_seq
-        return fresh
 
     # --- the client state machines (opt-in) ---------------------------------------------
 
