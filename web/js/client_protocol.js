@@ -1,5 +1,6 @@
-// ClientProtocol: the browser port of core/client_protocol/protocol.py, core/client_protocol/holds.py and
-// core/client_protocol/replies.py (read their docstrings for the theory of operation). Sans-IO: every
+// ClientProtocol: the browser port of core/client_protocol/ (protocol.py, server_events.py,
+// call_state.py, holds.py and replies.py: read their docstrings for the theory of
+// operation; the Python class is built in layers, this port is one class). Sans-IO: every
 // input carries nowMs and returns outputs (plain JSON objects)
 // that app.js executes. State changes happen only through the tables of spec/ (exported to
 // web/spec/*.json) run by rulebook.js; this file holds the same couplings as the Python
