@@ -1,6 +1,11 @@
 """The `joyduplex` command line: `serve` (the realtime server), `client` (one spoken
 turn from a WAV file, the reply written to a WAV and its transcript printed) and `bench`
-(the load generator, `clients.loadgen`)."""
+(the load generator, `clients.loadgen`).
+
+`client` and `bench` are the client side's (`clients/`): this module imports them only
+inside the functions that build and run those subcommands, the one place the server side
+reaches a client (the exception the import-linter contracts in pyproject.toml name).
+"""
 
 from __future__ import annotations
 
