@@ -1,14 +1,17 @@
-"""docs/architecture.md names every package and every module of core/ and runtime/.
+"""docs/architecture.md names every package and every module of core/, runtime/ and the
+client side.
 
 The rule, strict so that a new package or module cannot be left out by accident:
 
 - every package, a directory holding an `__init__.py` anywhere under `spec/`, `core/`,
-  `backends/`, `runtime/` or `transport/` (those five included), is named by its path from
-  the repository root with a trailing slash, in backticks: `` `backends/joyai/` ``;
-- every module directly in `core/` or `runtime/` (their `__init__.py` aside) is named by its
-  path from the repository root, in backticks: `` `core/turn_taking.py` ``;
-- and every `` `core/<name>.py` `` or `` `runtime/<name>.py` `` the document names exists,
-  so a module that was renamed or removed does not live on in it.
+  `backends/`, `runtime/`, `transport/` or `clients/` (those six included), is named by
+  its path from the repository root with a trailing slash, in backticks:
+  `` `backends/joyai/` ``;
+- every module directly in `core/`, `core/client_protocol/`, `runtime/` or `clients/`
+  (their `__init__.py` aside) is named by its path from the repository root, in
+  backticks: `` `core/turn_taking.py` ``;
+- and every module of those folders the document names exists, so a module that was
+  renamed or removed does not live on in it.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs/architecture.md"
-PACKAGE_ROOTS = ("spec", "core", "backends", "runtime", "transport")
-MODULE_FOLDERS = ("core", "runtime")
+PACKAGE_ROOTS = ("spec", "core", "backends", "runtime", "transport", "clients")
+MODULE_FOLDERS = ("core", "core/client_protocol", "runtime", "clients")
 
 
 def _packages() -> list[str]:
@@ -43,13 +46,25 @@ def _modules() -> list[str]:
 
 def test_the_walk_finds_what_it_must() -> None:
     packages, modules = _packages(), _modules()
-    assert {"spec/", "core/", "core/statemachines/", "backends/joyai/", "transport/"} <= set(
-        packages
-    )
-    assert {"core/session.py", "runtime/host.py"} <= set(modules)
+    assert {
+        "spec/",
+        "core/",
+        "core/statemachines/",
+        "core/client_protocol/",
+        "backends/joyai/",
+        "transport/",
+        "clients/",
+        "clients/loadgen/",
+    } <= set(packages)
+    assert {
+        "core/session.py",
+        "core/client_protocol/protocol.py",
+        "runtime/host.py",
+        "clients/duplex_client.py",
+    } <= set(modules)
 
 
-def test_architecture_doc_names_every_package_and_core_and_runtime_module() -> None:
+def test_architecture_doc_names_every_package_and_core_runtime_and_client_module() -> None:
     text = DOC.read_text()
     missing = [name for name in [*_packages(), *_modules()] if f"`{name}`" not in text]
     assert not missing, (
@@ -58,8 +73,9 @@ def test_architecture_doc_names_every_package_and_core_and_runtime_module() -> N
     )
 
 
-def test_architecture_doc_names_no_core_or_runtime_module_that_is_gone() -> None:
+def test_architecture_doc_names_no_core_runtime_or_client_module_that_is_gone() -> None:
     text = DOC.read_text()
-    named = set(re.findall(r"`((?:core|runtime)/[A-Za-z_][A-Za-z0-9_]*\.py)`", text))
+    folders = "|".join(sorted(MODULE_FOLDERS, key=len, reverse=True))
+    named = set(re.findall(rf"`((?:{folders})/[A-Za-z_][A-Za-z0-9_]*\.py)`", text))
     gone = sorted(name for name in named if not (ROOT / name).is_file())
     assert not gone, f"docs/architecture.md names modules that do not exist: {gone}"

@@ -35,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from clients.duplex_client import DuplexClient
 from spec.events import (
     ConversationItemDelete,
     InputAudioBufferSpeechStopped,
@@ -51,7 +52,6 @@ from tests.backends.cpu_audio import (
     start_cpu_server,
     to_pcm16,
 )
-from transport.client import DuplexClient
 
 RATE = 16_000
 SENTENCES = (

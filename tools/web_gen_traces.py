@@ -1,6 +1,6 @@
 """Write the generated web files: client tables (`web/spec/*.json`) and recorded client
 traces (`tests/web/traces/*.json`). Run after changing `spec/tables/client_*.py`,
-`core/client.py` or `tests/web/trace_scenarios.py`:
+`core/client_protocol/protocol.py` or `tests/web/trace_scenarios.py`:
 
     .venv/bin/python tools/web_gen_traces.py
 """

@@ -2,7 +2,7 @@
 
 aiortc holds each incoming audio packet until four more have arrived (80 ms), a prefetch
 that smooths playback. Neither end of our calls plays through that buffer: the server
-feeds the packets to the VAD and the ASR, and the Python clients (`transport.call_client`,
+feeds the packets to the VAD and the ASR, and the Python clients (`clients.webrtc_call`,
 `joyduplex bench --transport webrtc`) record and time them. There the hold is only
 latency: on the server, speech_started came about 90 ms later than on the websocket.
 Without it a packet still waits for the next one (that is how aiortc knows it is whole);

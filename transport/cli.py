@@ -1,6 +1,11 @@
 """The `joyduplex` command line: `serve` (the realtime server), `client` (one spoken
 turn from a WAV file, the reply written to a WAV and its transcript printed) and `bench`
-(the load generator, `transport.loadgen`)."""
+(the load generator, `clients.loadgen`).
+
+`client` and `bench` are the client side's (`clients/`): this module imports them only
+inside the functions that build and run those subcommands, the one place the server side
+reaches a client (the exception the import-linter contracts in pyproject.toml name).
+"""
 
 from __future__ import annotations
 
@@ -97,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     client = sub.add_parser("client", help="send one spoken turn from a WAV file")
     try:
-        from transport.client_cli import add_client_arguments
+        from clients.cli import add_client_arguments
     except ImportError:  # pragma: no cover - the client module ships with the package
         pass
     else:
@@ -107,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`joyduplex bench` (transport/loadgen): offer many sessions, report what was held."""
-    from transport.loadgen.arguments import add_bench_arguments
+    """`joyduplex bench` (clients/loadgen): offer many sessions, report what was held."""
+    from clients.loadgen.arguments import add_bench_arguments
 
     add_bench_arguments(sub.add_parser("bench", help="load-test a realtime server"))
 
@@ -200,11 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "client":
         import anyio
 
-        from transport.client_cli import run_client_from_args
+        from clients.cli import run_client_from_args
 
         return anyio.run(run_client_from_args, args)
     if args.command == "bench":
-        from transport.loadgen.command import main_from_args
+        from clients.loadgen.command import main_from_args
 
         return main_from_args(args, argv)
     parser.print_help()

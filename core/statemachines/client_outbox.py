@@ -9,7 +9,7 @@ playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indica
 `transcript`, `latency`, `notice`, `fenced` (late audio dropped), `close` (end the call),
 `microphone` (on a WebRTC call: send the microphone track, or stop sending it),
 `function_call` (run a function, or show a cut call) and `function_output` (its answer,
-for a transcript): `core.client_calls`,
+for a transcript): `core.client_protocol.function_calls`,
 `link` (the resume machine's state changed: dropped, resumed), `reconnect` (open a new
 socket to resume the session), `abandon_socket` (give up on the socket opening now),
 `duplicate` (a replayed event already applied was skipped).

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 
+from clients.duplex_client import DuplexClient, ResponseResult
 from spec.events import (
     InputAudioBufferCommitted,
     InputAudioBufferSpeechStarted,
@@ -33,7 +34,6 @@ from tests.backends.cpu_audio import (
     to_pcm16,
 )
 from tests.model_margins import expect_within
-from transport.client import DuplexClient, ResponseResult
 
 pytestmark = pytest.mark.slow
 

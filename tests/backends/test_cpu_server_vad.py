@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from clients.duplex_client import DuplexClient
 from spec.events import (
     InputAudioBufferCommitted,
     InputAudioBufferSpeechStarted,
@@ -38,7 +39,6 @@ from tests.backends.cpu_audio import (
     to_pcm16,
 )
 from tests.model_margins import expect_within
-from transport.client import DuplexClient
 
 pytestmark = pytest.mark.slow
 

@@ -46,6 +46,7 @@ from backends.cpu.assets import (
 from backends.cpu.log_mel import N_FRAMES, N_MELS, WINDOW_SAMPLES, last_window, log_mel
 from backends.cpu.smart_turn import SmartTurn
 from backends.cpu.vad import SileroVad
+from clients.duplex_client import DuplexClient
 from core.session import SessionProtocol
 from spec import events as ev
 from spec.effects import SubmitTurnEnd
@@ -66,7 +67,6 @@ from tests.backends.cpu_audio import (
 )
 from tests.model_margins import expect_above, expect_below
 from tests.system_tools import qemu_x86_64_binary
-from transport.client import DuplexClient
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ checkpoints built in-test by `tools/gpu_tiny_models.py`):
   speech API (`/v1/audio/speech`, `stream: true`, raw PCM16 at 24 kHz;
   `remote_fleet.FakeReplica`), as docs/deploy.md says;
 - `joyduplex serve --backend remote --config` as a subprocess, driven through its
-  websocket (`transport.client.DuplexClient`): a spoken turn with a camera frame
+  websocket (`clients.duplex_client.DuplexClient`): a spoken turn with a camera frame
   (transcription, response, audio, done), a camera-only turn, a barge-in
   (`response.cancel`) while the VLM streams, and one VLM replica killed (its process
   group, SIGKILL) mid-stream: that response fails once with a typed error (or, when the
@@ -75,12 +75,12 @@ from backends.joyai.prompt import (
     frame_block_ticks,
     render_message,
 )
+from clients.duplex_client import DuplexClient
 from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from tests.backends.remote_fleet import FakeReplica, free_port, measure_turns
 from tests.backends.test_remote_turns import Client, serve_one
 from tests.served_process import serve
-from transport.client import DuplexClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from gpu_tiny_models import build_tiny_asr, build_tiny_vlm, build_tokenizer

@@ -41,6 +41,7 @@ import numpy as np
 import pytest
 
 from backends.base import VlmDecisionResult
+from clients.duplex_client import DuplexClient
 from spec.events import (
     InputAudioBufferSpeechStopped,
     InputAudioTranscriptionCompleted,
@@ -58,7 +59,6 @@ from tests.backends.cpu_audio import (
     speech_bounds,
     to_pcm16,
 )
-from transport.client import DuplexClient
 
 QUESTION = "What colour is this?"
 CHUNK_MS = 20

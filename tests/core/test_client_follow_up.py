@@ -3,7 +3,7 @@ asked for it) is played and shown like any reply, and `delegation_failed` is a n
 
 from __future__ import annotations
 
-from core.client import ClientProtocol
+from core.client_protocol import ClientProtocol
 from tests.web.trace_scenarios import b31_follow_up_reply_plays_like_any_reply
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.client import ClientProtocol, base64_bytes, send_events, wire_event
+from core.client_protocol import ClientProtocol, base64_bytes, send_events, wire_event
 from spec.events import ResponseOutputAudioDelta
 from spec.tables.client_hold import AWAITING_REPLY_STATES
 from tests.web.trace_scenarios import RANDOM_STEPS, random_walk

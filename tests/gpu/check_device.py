@@ -614,7 +614,7 @@ def _placement_file(
 async def _turns(url: str, turns: int) -> list[dict[str, Any]]:
     import numpy as np
 
-    from transport.client import DuplexClient
+    from clients.duplex_client import DuplexClient
 
     speech = (np.sin(np.arange(16_000 * 3 // 2) / 5.0) * 8000).astype("<i2").tobytes()
     frame = _noise_jpeg(7)

@@ -1,4 +1,4 @@
-"""`joyduplex bench` (transport/loadgen): the load tool, in-process against a real
+"""`joyduplex bench` (clients/loadgen): the load tool, in-process against a real
 `joyduplex serve --backend scripted` subprocess on loopback.
 
 Only structural facts are asserted (what was counted, which fields are filled in), never
@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.served_process import serve
-from transport.cli import main
-from transport.loadgen import (
+from clients.loadgen import (
     RATE_HZ,
     BenchOptions,
     BenchReport,
@@ -27,7 +25,9 @@ from transport.loadgen import (
     parse_cpu_seconds,
     run_bench,
 )
-from transport.loadgen.payloads import speech_payloads
+from clients.loadgen.payloads import speech_payloads
+from tests.served_process import serve
+from transport.cli import main
 
 REPORT_KEYS = {
     "tool",

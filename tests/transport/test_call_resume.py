@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import websockets
 
+from clients.errors import ServerError
+from clients.webrtc_call import open_call
 from spec.events import SessionClose, SessionResume
 from tests.served_process import serve
 from tests.transport.conftest import LiveServer
-from transport.call_client import open_call
-from transport.client_errors import ServerError
 
 pytest.importorskip("aiortc", reason="the webrtc extra is not installed")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clients.cli import add_client_arguments, read_wav_16k_mono, run_client
 from tests.transport.test_client_fake_server import (
     REPLY_AUDIO,
     REPLY_WORDS,
@@ -18,7 +19,6 @@ from tests.transport.test_client_fake_server import (
     FakeRealtimeServer,
     error,
 )
-from transport.client_cli import add_client_arguments, read_wav_16k_mono, run_client
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from clients.duplex_client import ConnectionLost, DuplexClient, ServerError
 from spec.events import ErrorDetail, ResponseDone, SessionClosed, SessionCreated
 from tests.transport.test_client_fake_server import (
     REPLY_AUDIO,
@@ -21,7 +22,6 @@ from tests.transport.test_client_fake_server import (
     quiet_turn,
     session_object,
 )
-from transport.client import ConnectionLost, DuplexClient, ServerError
 
 
 @pytest.fixture

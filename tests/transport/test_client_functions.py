@@ -9,9 +9,9 @@ import asyncio
 import json
 from typing import Any
 
+from clients.duplex_client import DuplexClient
 from spec import events as ev
 from tests.transport.conftest import LiveServer
-from transport.client import DuplexClient
 
 WEATHER = {
     "type": "function",
@@ -107,8 +107,8 @@ def test_b39_an_answer_before_the_calls_response_is_done_still_gets_the_follow_u
         sent.append(json.loads(text)["type"])
 
     async def test() -> None:
+        from clients.function_runner import FunctionRunner
         from core.statemachines.client_outbox import EventIds
-        from transport.client_functions import FunctionRunner
 
         runner = FunctionRunner({"get_weather": lambda args: "sunny"}, EventIds(), send_text)
         call = ev.ConversationItem(

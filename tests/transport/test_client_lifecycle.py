@@ -12,9 +12,9 @@ import asyncio
 
 import numpy as np
 
+from clients.duplex_client import DuplexClient
 from spec.events import SessionHeartbeat
 from tests.transport.conftest import LiveServer
-from transport.client import DuplexClient
 
 
 def _tone(ms: int) -> bytes:

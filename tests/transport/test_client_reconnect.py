@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from clients.duplex_client import DuplexClient, ResumeState
+from clients.errors import SessionLost
+from clients.reconnect import resume_after_drop
 from spec import events as ev
 from spec.tables.client_constants import RESUME_GIVE_UP_MS, RESUME_MAX_ATTEMPTS
 from tests.transport.conftest import LiveServer
 from tests.transport.test_resume import HANG_GUARD_S, _ask, _audio_of, _server
-from transport.client import DuplexClient, ResumeState
-from transport.client_errors import SessionLost
-from transport.client_reconnect import resume_after_drop
 
 
 @pytest.fixture

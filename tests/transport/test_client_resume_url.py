@@ -15,9 +15,9 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request
 from websockets.http11 import Response as HttpResponse
 
+from clients.duplex_client import DuplexClient, ResumeState
 from spec.events import SessionResumed
 from tests.transport.test_client_fake_server import FakeRealtimeServer, Frame
-from transport.client import DuplexClient, ResumeState
 
 #: a hang guard only, never a speed bound
 HANG_GUARD_S = 30.0

@@ -12,9 +12,9 @@ import pytest
 import websockets
 
 from backends.base import StageFailed
+from clients.duplex_client import DuplexClient, ServerError
 from spec.limits import Limits
 from tests.transport.conftest import LiveServer, start_server
-from transport.client import DuplexClient, ServerError
 from transport.settings import ServerSettings
 
 JPEG = b"\xff\xd8\xff\xe0" + b"frame".ljust(60, b".")

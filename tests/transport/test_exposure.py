@@ -13,11 +13,11 @@ import httpx
 import pytest
 import websockets
 
+from clients.cli import run_client, write_wav_mono
+from clients.duplex_client import DuplexClient, HandshakeRefused
 from tests.transport.conftest import LiveServer, start_server
 from transport.app import create_app
 from transport.cli import main
-from transport.client import DuplexClient, HandshakeRefused
-from transport.client_cli import run_client, write_wav_mono
 from transport.settings import ServerSettings, load_settings
 
 KEY = "k-3f9a"

@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 import websockets
 
+from clients.duplex_client import DuplexClient
 from spec.errors import ERROR_TYPE, ErrorCode
 from spec.events import (
     ConversationItemAdded,
@@ -48,7 +49,6 @@ from spec.events import (
 )
 from tests.served_process import Served, serve
 from tests.wire_mutations import KINDS, NEVER_VALID, Frame, WireMutator
-from transport.client import DuplexClient
 from transport.codec import CLIENT_EVENT_TYPES, decode_server_event
 
 if TYPE_CHECKING:

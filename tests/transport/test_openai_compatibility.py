@@ -68,7 +68,7 @@ async def _sdk_call(url: str, **create: Any) -> tuple[Any, dict[str, Any]]:
     the `session.created` event off the `oai-events` channel)."""
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    from transport.call_client import MicrophoneTrack
+    from clients.webrtc_call import MicrophoneTrack
 
     peer = RTCPeerConnection()
     mic = MicrophoneTrack()

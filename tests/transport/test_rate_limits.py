@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 import websockets
 
+from clients.duplex_client import DuplexClient
 from core.connection_budget import ConnectionBudget
 from spec.events import Error
 from spec.limits import Limits
 from tests.transport.conftest import LiveServer, start_server
 from tests.wire_mutations import JPEG
-from transport.client import DuplexClient
 from transport.codec import refused_event_id
 from transport.settings import ServerSettings
 from transport.websocket import RATE_LIMIT_CLOSE, WebSocketChannel

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import websockets
 
+from clients.duplex_client import DuplexClient, ResumeState, ServerError
 from spec import events as ev
 from spec.limits import Limits
 from spec.tables import AttachmentState
 from tests.transport.conftest import LiveServer, start_server
-from transport.client import DuplexClient, ResumeState, ServerError
 from transport.settings import ServerSettings
 
 REPLY = "Here is a reply long enough to be cut in the middle by a dropped connection."

@@ -1,5 +1,5 @@
 """B36: a session over a WebRTC call (`POST /v1/realtime/calls`), against a real uvicorn on
-127.0.0.1 with the scripted backend and an aiortc peer (`transport.call_client`): Opus both
+127.0.0.1 with the scripted backend and an aiortc peer (`clients.webrtc_call`): Opus both
 ways, events on the `oai-events` data channel, the refusals before any media, and calls
 that end without their peer.
 
@@ -21,13 +21,13 @@ import pytest
 import websockets
 from aiortc import RTCPeerConnection
 
+from clients.duplex_client import DuplexClient
+from clients.errors import HandshakeRefused
+from clients.webrtc_call import MicrophoneTrack, open_call
 from spec.events import OutputAudioBufferClear
 from spec.limits import Limits
 from tests.served_process import serve
 from tests.transport.conftest import LiveServer, start_server
-from transport.call_client import MicrophoneTrack, open_call
-from transport.client import DuplexClient
-from transport.client_errors import HandshakeRefused
 from transport.settings import ServerSettings, WebRtcSettings
 
 KEY = "call-test-key"
@@ -397,8 +397,8 @@ def test_b36_joyduplex_client_speaks_its_turn_over_a_call(
 
     import av
 
+    from clients.cli import run_client
     from transport.call_media import jpeg_of
-    from transport.client_cli import run_client
 
     wav = tmp_path / "in.wav"
     with wave.open(str(wav), "wb") as out:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.client import ClientProtocol, Output
+from core.client_protocol import ClientProtocol, Output
 
 JPEG = "/9j/AAAA"
 

@@ -57,7 +57,7 @@ def test_fresh_random_traces_replay_identically_in_the_browser_runtime(tmp_path:
 def test_b32_the_ui_offers_semantic_vad_at_each_eagerness(turn_detection: str) -> None:
     """Hands-free with semantic VAD: both client runtimes send the same payload, and the
     public validator accepts it with that eagerness."""
-    from core.client import ClientProtocol
+    from core.client_protocol import ClientProtocol
 
     script = (
         "import {ClientProtocol} from './web/js/client_protocol.js';"

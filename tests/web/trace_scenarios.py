@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from core.client import ClientProtocol
+from core.client_protocol import ClientProtocol
 
 TRACE_DIR = Path(__file__).resolve().parent / "traces"
 RANDOM_TRACES = 8

@@ -1,5 +1,6 @@
-// ClientProtocol: the browser port of core/client.py, core/client_holds.py and
-// core/client_replies.py (read their docstrings for the theory of operation). Sans-IO: every
+// ClientProtocol: the browser port of core/client_protocol/ (protocol.py, server_events.py,
+// call_state.py, holds.py and replies.py: read their docstrings for the theory of
+// operation; the Python class is built in layers, this port is one class). Sans-IO: every
 // input carries nowMs and returns outputs (plain JSON objects)
 // that app.js executes. State changes happen only through the tables of spec/ (exported to
 // web/spec/*.json) run by rulebook.js; this file holds the same couplings as the Python
@@ -72,7 +73,7 @@ class ClientOutbox {
   }
 }
 
-// core/client_calls.py: the function calls the host runs and answers (B38, B39)
+// core/client_protocol/function_calls.py: the function calls the host runs and answers (B38, B39)
 class ClientCalls {
   constructor(out) {
     this.out = out;
@@ -1164,7 +1165,7 @@ export class ClientProtocol {
     }
     this.restartWatchdog = false;
     if (this.on_tracks && flowing !== this.microphone_sending) {
-      // the track is sent only while audio flows (see core/client.py)
+      // the track is sent only while audio flows (see core/client_protocol/protocol.py)
       this.microphone_sending = flowing;
       this.out.emit({ kind: "microphone", sending: flowing });
     }

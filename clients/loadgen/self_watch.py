@@ -13,11 +13,11 @@ import resource
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from transport.loadgen.report import SelfReport, Stats, rounded
-from transport.loadgen.schedule import now
+from clients.loadgen.report import SelfReport, Stats, rounded
+from clients.loadgen.schedule import now
 
 if TYPE_CHECKING:
-    from transport.loadgen.run_state import BenchRun
+    from clients.loadgen.run_state import BenchRun
 
 __all__ = [
     "cpu_seconds",

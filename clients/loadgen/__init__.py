@@ -32,10 +32,10 @@ Library use: `report = await run_bench(BenchOptions(url, sessions=20, duration_s
 
 from __future__ import annotations
 
-from transport.loadgen.arguments import add_bench_arguments, options_from_args
-from transport.loadgen.command import main_from_args
-from transport.loadgen.options import RATE_HZ, TURN_DETECTION, BenchOptions, BenchUsageError
-from transport.loadgen.report import (
+from clients.loadgen.arguments import add_bench_arguments, options_from_args
+from clients.loadgen.command import main_from_args
+from clients.loadgen.options import RATE_HZ, TURN_DETECTION, BenchOptions, BenchUsageError
+from clients.loadgen.report import (
     BenchReport,
     ProbeReport,
     SelfReport,
@@ -44,8 +44,8 @@ from transport.loadgen.report import (
     Stats,
     summary,
 )
-from transport.loadgen.run import run_bench
-from transport.loadgen.server_cpu import parse_cpu_seconds
+from clients.loadgen.run import run_bench
+from clients.loadgen.server_cpu import parse_cpu_seconds
 
 __all__ = [
     "RATE_HZ",

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transport.client_cli import DEFAULT_URL
-from transport.loadgen.options import WEBRTC_FRAME_MS, BenchOptions
+from clients.cli import DEFAULT_URL
+from clients.loadgen.options import WEBRTC_FRAME_MS, BenchOptions
 from transport.log_redaction import REDACTED, redact
 
 if TYPE_CHECKING:

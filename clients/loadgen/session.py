@@ -11,7 +11,7 @@ What every session does (one asyncio loop, uvloop when importable, for all of th
   carrying exactly that many milliseconds of 24 kHz pcm16 (base64). Send times are
   absolute (`start + k * append_ms`), so the stream never drifts; a session that falls
   behind catches up. The JSON text of every append is encoded once before the run
-  (`transport.loadgen.payloads`: a small pool of low-level noise chunks at about -60 dBFS,
+  (`clients.loadgen.payloads`: a small pool of low-level noise chunks at about -60 dBFS,
   so server VAD stays quiet, and the chunks of the speech clip), so sending costs one
   websocket frame;
 - sends `session.heartbeat` once a second and times the round trip to the server's
@@ -20,7 +20,7 @@ What every session does (one asyncio loop, uvloop when importable, for all of th
 - with `--frames N`, sends a small JPEG camera frame every N ms: it rides on the next
   audio append (`video_frames`, the joyduplex extension), as joyduplex clients send them.
 
-Probe sessions speak the speech clip instead of noise (`transport.loadgen.probe`: when
+Probe sessions speak the speech clip instead of noise (`clients.loadgen.probe`: when
 they speak, and the latencies measured on what they said).
 """
 
@@ -35,19 +35,19 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from clients.loadgen.options import RATE_HZ, TURN_DETECTION
+from clients.loadgen.probe import ProbeSpeaker
+from clients.loadgen.run_state import bump
+from clients.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
+from clients.loadgen.server_events import DECODER, ErrorBody, refusal_reason
 from spec.version import __version__
-from transport.loadgen.options import RATE_HZ, TURN_DETECTION
-from transport.loadgen.probe import ProbeSpeaker
-from transport.loadgen.run_state import bump
-from transport.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
-from transport.loadgen.server_events import DECODER, ErrorBody, refusal_reason
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from websockets.asyncio.client import ClientConnection
 
-    from transport.loadgen.run_state import BenchRun
+    from clients.loadgen.run_state import BenchRun
 
 __all__ = ["CLOSE_TIMEOUT_S", "SETUP_TIMEOUT_S", "SessionDriver"]
 

@@ -33,16 +33,16 @@ import numpy as np
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from clients.loadgen.options import RATE_HZ, WEBRTC_FRAME_MS
+from clients.loadgen.run_state import bump
+from clients.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
+from clients.loadgen.server_events import refusal_reason
+from clients.loadgen.session import CLOSE_TIMEOUT_S, SETUP_TIMEOUT_S, SessionDriver
 from spec.version import __version__
 from transport.call_jitter import release_audio_at_once
-from transport.loadgen.options import RATE_HZ, WEBRTC_FRAME_MS
-from transport.loadgen.run_state import bump
-from transport.loadgen.schedule import HEARTBEAT_INTERVAL_S, Schedule, now
-from transport.loadgen.server_events import refusal_reason
-from transport.loadgen.session import CLOSE_TIMEOUT_S, SETUP_TIMEOUT_S, SessionDriver
 
 if TYPE_CHECKING:
-    from transport.loadgen.run_state import BenchRun
+    from clients.loadgen.run_state import BenchRun
 
 __all__ = ["CallSessionDriver"]
 

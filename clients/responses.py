@@ -1,12 +1,13 @@
 """One response as `DuplexClient.collect_response` hands it back (`ResponseResult`), and
 the fold that assembles it from the server events of a turn (`ResponseAssembler`).
-`transport.client` re-exports `ResponseResult`."""
+`clients.duplex_client` re-exports `ResponseResult`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from clients.errors import ServerError
 from spec.events import (
     Error,
     InputAudioTranscriptionCompleted,
@@ -18,7 +19,6 @@ from spec.events import (
     ResponseOutputAudioTranscriptDone,
     ResponseOutputTextDelta,
 )
-from transport.client_errors import ServerError
 
 if TYPE_CHECKING:
     from spec.events import ErrorDetail, ServerEventT

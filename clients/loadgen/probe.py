@@ -27,12 +27,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from transport.loadgen.options import TURN_DETECTION
-from transport.loadgen.schedule import now
+from clients.loadgen.options import TURN_DETECTION
+from clients.loadgen.schedule import now
 
 if TYPE_CHECKING:
-    from transport.loadgen.payloads import Speech
-    from transport.loadgen.run_state import BenchRun
+    from clients.loadgen.payloads import Speech
+    from clients.loadgen.run_state import BenchRun
 
 __all__ = ["PROBE_GAP_S", "REPLY_TIMEOUT_S", "ProbeSpeaker", "Utterance"]
 

@@ -1,4 +1,4 @@
-"""`HeadlessHost`: the host of the shared client state machines (`core.client`) inside
+"""`HeadlessHost`: the host of the shared client state machines (`core.client_protocol`) inside
 `DuplexClient` (its `mode=`): it carries out what they ask for as a client with no
 speaker, microphone or screen would.
 
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from core.client import base64_bytes, wire_event
+from core.client_protocol import base64_bytes, wire_event
 from spec.tables.client_constants import PLAYBACK_RATE_HZ
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
-    from core.client import ClientProtocol
+    from core.client_protocol import ClientProtocol
     from spec.events import ServerEventT
 
 __all__ = ["HeadlessHost"]

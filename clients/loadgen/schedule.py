@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transport.loadgen.options import BenchOptions
+    from clients.loadgen.options import BenchOptions
 
 __all__ = ["HEARTBEAT_INTERVAL_S", "PROBE_FIRST_S", "Schedule", "now"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.client_holds import trim_oldest
+from core.client_protocol.holds import trim_oldest
 from core.statemachines.client_playback import ClientPlayback
 from spec.tables.client_constants import FENCE_MEMORY, PLAYBACK_RATE_HZ
 from spec.tables.client_playback import LIVE_PLAYBACK_STATES

@@ -8,13 +8,13 @@ import asyncio
 import math
 from typing import TYPE_CHECKING
 
-from transport.loadgen.payloads import FRAME_JPEG_BASE64, noise_chunks, noise_payloads
-from transport.loadgen.report import ProbeReport, SessionCounts
-from transport.loadgen.schedule import Schedule, now
+from clients.loadgen.payloads import FRAME_JPEG_BASE64, noise_chunks, noise_payloads
+from clients.loadgen.report import ProbeReport, SessionCounts
+from clients.loadgen.schedule import Schedule, now
 
 if TYPE_CHECKING:
-    from transport.loadgen.options import BenchOptions
-    from transport.loadgen.payloads import Speech
+    from clients.loadgen.options import BenchOptions
+    from clients.loadgen.payloads import Speech
 
 __all__ = ["BenchRun", "bump"]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from transport.client_cli import InputFileError, read_wav_mono
-from transport.loadgen.options import RATE_HZ, BenchUsageError
+from clients.cli import InputFileError, read_wav_mono
+from clients.loadgen.options import RATE_HZ, BenchUsageError
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -17,18 +17,18 @@ import signal
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from transport.loadgen.arguments import options_from_args
-from transport.loadgen.options import BenchUsageError
-from transport.loadgen.report import summary
-from transport.loadgen.run import run_bench
+from clients.loadgen.arguments import options_from_args
+from clients.loadgen.options import BenchUsageError
+from clients.loadgen.report import summary
+from clients.loadgen.run import run_bench
 from transport.log_redaction import redact
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
 
-    from transport.loadgen.options import BenchOptions
-    from transport.loadgen.report import BenchReport
+    from clients.loadgen.options import BenchOptions
+    from clients.loadgen.report import BenchReport
 
 __all__ = ["main_from_args"]
 

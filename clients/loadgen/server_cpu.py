@@ -11,10 +11,10 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transport.loadgen.report import ServerCpu, rounded
+from clients.loadgen.report import ServerCpu, rounded
 
 if TYPE_CHECKING:
-    from transport.loadgen.options import BenchOptions
+    from clients.loadgen.options import BenchOptions
 
 __all__ = [
     "CpuSample",

@@ -12,13 +12,12 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, TextIO
 
-from spec.version import __version__
-from transport.loadgen.options import RATE_HZ, TURN_DETECTION, BenchUsageError
-from transport.loadgen.payloads import load_speech
-from transport.loadgen.report import BenchReport, Stats, comparison, rounded
-from transport.loadgen.run_state import BenchRun
-from transport.loadgen.schedule import now
-from transport.loadgen.self_watch import (
+from clients.loadgen.options import RATE_HZ, TURN_DETECTION, BenchUsageError
+from clients.loadgen.payloads import load_speech
+from clients.loadgen.report import BenchReport, Stats, comparison, rounded
+from clients.loadgen.run_state import BenchRun
+from clients.loadgen.schedule import now
+from clients.loadgen.self_watch import (
     cpu_seconds,
     event_loop_name,
     lag_monitor,
@@ -26,15 +25,16 @@ from transport.loadgen.self_watch import (
     raise_fd_limit,
     self_report,
 )
-from transport.loadgen.self_watch import progress as watch_progress
-from transport.loadgen.server_cpu import default_metrics_url, server_cpu_report, server_cpu_sample
-from transport.loadgen.session import CLOSE_TIMEOUT_S, SETUP_TIMEOUT_S, SessionDriver
+from clients.loadgen.self_watch import progress as watch_progress
+from clients.loadgen.server_cpu import default_metrics_url, server_cpu_report, server_cpu_sample
+from clients.loadgen.session import CLOSE_TIMEOUT_S, SETUP_TIMEOUT_S, SessionDriver
+from spec.version import __version__
 
 if TYPE_CHECKING:
     import httpx
 
-    from transport.loadgen.options import BenchOptions
-    from transport.loadgen.payloads import Speech
+    from clients.loadgen.options import BenchOptions
+    from clients.loadgen.payloads import Speech
 
 __all__ = ["run_bench"]
 
@@ -181,7 +181,7 @@ async def _calls(
     try:
         import httpx
 
-        from transport.loadgen.call_session import CallSessionDriver
+        from clients.loadgen.call_session import CallSessionDriver
     except ImportError as exc:
         raise BenchUsageError(f"--transport webrtc needs the webrtc extra (aiortc): {exc}") from exc
     count = bench.options.sessions

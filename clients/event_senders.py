@@ -2,7 +2,7 @@
 one returning the event id it used (from the connection's one allocator).
 
 A base class: the socket, the reader and the requests that wait for an answer
-(`update_session`, the resume) are `transport.client`'s; a sender only needs `send_raw`.
+(`update_session`, the resume) are `clients.duplex_client`'s; a sender only needs `send_raw`.
 """
 
 from __future__ import annotations

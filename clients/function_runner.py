@@ -1,12 +1,12 @@
 """`FunctionRunner`: the functions a `DuplexClient` answers calls with (B38, B39).
 
-The decisions are `core.client_calls.ClientCalls`' (the same as the web UI's): which call
-is to be run, what answers it, when the follow-up `response.create` goes. This host runs
-each called function (a plain callable or a coroutine function, given the parsed JSON
-arguments) in the client's task group, so a slow function never stalls the reader, and
-sends what its answer causes. A function the client does not have, arguments that are not
-JSON, or a function that raises are answered with `{"error": ...}`: the model hears why,
-and the session never waits on a call nobody will answer.
+The decisions are `core.client_protocol.function_calls.ClientCalls`' (the same as the web
+UI's): which call is to be run, what answers it, when the follow-up `response.create`
+goes. This host runs each called function (a plain callable or a coroutine function, given
+the parsed JSON arguments) in the client's task group, so a slow function never stalls the
+reader, and sends what its answer causes. A function the client does not have, arguments
+that are not JSON, or a function that raises are answered with `{"error": ...}`: the model
+hears why, and the session never waits on a call nobody will answer.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import msgspec
 
-from core.client import wire_event
-from core.client_calls import ClientCalls
+from core.client_protocol import wire_event
+from core.client_protocol.function_calls import ClientCalls
 from core.statemachines.client_outbox import ClientOutbox
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What `DuplexClient` raises on purpose: `ServerError` (an `error` event answered a
 request), `ConnectionLost` (the socket closed or failed), `HandshakeRefused` (an HTTP
 status instead of the websocket upgrade) and `SessionLost` (a resume gave up).
-`transport.client` re-exports the first three."""
+`clients.duplex_client` re-exports the first three."""
 
 from __future__ import annotations
 

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from transport.client import ConnectionLost, DuplexClient, HandshakeRefused, ServerError
+from clients.duplex_client import ConnectionLost, DuplexClient, HandshakeRefused, ServerError
 
 if TYPE_CHECKING:
     import argparse
 
-    from transport.client_responses import ResponseResult
+    from clients.responses import ResponseResult
 
 __all__ = [
     "INPUT_RATE_HZ",
@@ -172,7 +172,7 @@ async def _call_turn(
 ) -> tuple[ResponseResult, bytes, int]:
     """One turn over a WebRTC call to `url`'s host: (the response, the reply audio as the
     track played it from its first audible packet, its rate)."""
-    from transport.call_client import CALL_RATE_HZ, open_call
+    from clients.webrtc_call import CALL_RATE_HZ, open_call
 
     async with open_call(_http_base(url), token=token, camera=picture) as call:
         await call.update_session(turn_detection=None, audio=_SESSION_AUDIO)

@@ -8,7 +8,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from transport.client_cli import DEFAULT_URL
+from clients.cli import DEFAULT_URL
 
 __all__ = ["RATE_HZ", "TURN_DETECTION", "WEBRTC_FRAME_MS", "BenchOptions", "BenchUsageError"]
 
