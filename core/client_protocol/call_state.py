@@ -126,6 +126,7 @@ class CallState:
             "pending_commits": list(self.pending_commits),
             "holds": [hold.snapshot() for hold in self.holds],
             "playbacks": [playback.snapshot() for playback in self.playbacks.values()],
+            "reply_gate": self.replies.gate.snapshot(),
             "link": self.link.snapshot(),
             "held_sends": len(self._out.held),
         }

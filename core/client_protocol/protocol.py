@@ -16,12 +16,14 @@ runs a line-by-line port (`web/js/client_protocol.js`) over the same tables expo
 `web/spec/*.json`; recorded traces (`tests/web/traces`) prove both produce the same
 outputs and states.
 
-Theory of operation. Six kinds of machine, built from `spec/tables/client_*.py`:
+Theory of operation. Seven kinds of machine, built from `spec/tables/client_*.py`:
 - connection: handshake, then ready; only fatal paths end the call; `error` events after
   the handshake become notices (or the rejection of the commit they name).
 - holds (`core.client_protocol.holds`): one per push-to-talk hold or server-VAD commit; an
   acknowledgement, `no_response` or `error` finishes exactly the hold whose id it carries.
 - playbacks (`core.client_protocol.replies`): one per response with audio, fenced by response id.
+- reply gate (`client_reply_gate`, on a WebRTC call): a cut reply mutes the call's reply
+  track (`mute_reply`) until a reply that was not cut starts (`unmute_reply`).
 - watchdog (`client_watchdog`): armed iff some hold awaits a reply (B23).
 - camera (`client_camera`): frames ride with audio appends while audio is uploaded, else
   go alone at the camera cadence (B22).

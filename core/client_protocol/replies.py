@@ -10,6 +10,9 @@ the playback worklet's reports here; the playbacks' own transitions are the
 On a WebRTC call (`on_track`) no delta arrives: the server's `output_audio_buffer.started`
 opens a response's playback and is its `started` (its first-audio latency is taken then),
 `output_audio_buffer.stopped` finishes and drains it (`track_started`, `track_stopped`).
+The call's reply gate (`client_reply_gate`) is muted by each reply cleared here and opened
+by the start of a reply that was not cut: the host mutes the track on `mute_reply` and
+unmutes it on `unmute_reply`, so what the server sent before a barge-in is not heard.
 
 Invariants kept: nothing of a cleared or drained response is queued again; an interrupt
 clears queued audio at once, also after generation completed; every cursor report a
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from core.client_protocol.holds import trim_oldest
 from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_reply_gate import ReplyGate
 from spec.tables.client_constants import FENCE_MEMORY, PLAYBACK_RATE_HZ
 from spec.tables.client_playback import LIVE_PLAYBACK_STATES
 
@@ -46,6 +50,8 @@ class ClientReplies:
         self._out = outbox
         self.on_track = on_track
         self.playbacks: dict[str, ClientPlayback] = {}
+        #: on a call: whether the reply track is heard (muted by a cut, see the docstring)
+        self.gate = ReplyGate(outbox)
         self._turn_end: dict[str, float] = {}  # taken when its latency is reported
 
     def get(self, response_id: str | None) -> ClientPlayback | None:
@@ -73,6 +79,7 @@ class ClientReplies:
         """`output_audio_buffer.started` on a call: the server began playing the reply."""
         if response_id not in self.playbacks:
             self._open(response_id, item_id)
+        self.gate.fire("started", response_id=response_id)
         self.started(response_id, now_ms)
 
     def track_stopped(self, response_id: str) -> None:
@@ -93,8 +100,12 @@ class ClientReplies:
     def done(self, response_id: str, *, cancelled: bool) -> None:
         """`response.done`: a cancelled reply is cleared, any other drains."""
         playback = self.playbacks.get(response_id)
-        if playback is not None:
-            playback.fire("clear" if cancelled else "finish")
+        if playback is None:
+            return
+        if cancelled:
+            self._clear(playback)
+        else:
+            playback.fire("finish")
 
     def interrupt(self, response_id: str | None) -> None:
         """Clear the local audio of `response_id` (None: every reply) at once."""
@@ -102,7 +113,14 @@ class ClientReplies:
             if response_id in (None, playback.response_id) and playback.state in (
                 LIVE_PLAYBACK_STATES
             ):
-                playback.fire("clear")
+                self._clear(playback)
+
+    def _clear(self, playback: ClientPlayback) -> None:
+        """Clear `playback`; on a call a live reply is cut at the gate too."""
+        live = playback.state in LIVE_PLAYBACK_STATES
+        playback.fire("clear")
+        if self.on_track and live:
+            self.gate.fire("cut", response_id=playback.response_id)
 
     def started(self, response_id: str, now_ms: float) -> None:
         """The worklet made `response_id` audible: report its first-audio latency once."""

@@ -8,6 +8,8 @@ Kinds: `send` (a client event to put on the socket), `play` / `drain` / `clear` 
 playback worklet), `capture_frame` (grab a camera frame now), `watchdog` (indicator),
 `transcript`, `latency`, `notice`, `fenced` (late audio dropped), `close` (end the call),
 `microphone` (on a WebRTC call: send the microphone track, or stop sending it),
+`mute_reply` / `unmute_reply` (on a WebRTC call: silence the reply track at once, or
+let it play again: `client_reply_gate`),
 `function_call` (run a function, or show a cut call) and `function_output` (its answer,
 for a transcript): `core.client_protocol.function_calls`,
 `link` (the resume machine's state changed: dropped, resumed), `reconnect` (open a new

@@ -178,9 +178,11 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             RowRef("client_playback", "drained", "draining"),
             RowRef("client_playback", "clear", "queued"),
             RowRef("client_playback", "stopped", "cleared"),
+            RowRef("client_reply_gate", "cut"),
+            RowRef("client_reply_gate", "started", "muted"),
             RowRef("client_hold", "interrupt"),
         ),
-        invariants=("C1", "C2", "C3"),
+        invariants=("C1", "C2", "C3", "R1", "R2"),
         tests=(
             "tests/conformance/test_b21_client_playback.py::test_b21_vad_speech_start_during_generation_clears_at_once",
             "tests/conformance/test_b21_client_playback.py::test_b21_vad_speech_start_after_generation_completed_with_audio_queued_clears_it",
@@ -189,6 +191,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b21_client_playback.py::test_b21_cancelled_done_and_cleared_event_clear_playback",
             "tests/conformance/test_b21_client_playback.py::test_b21_failed_done_plays_out_what_arrived",
             "tests/conformance/test_b21_client_playback.py::test_b21_played_cursor_is_monotonic_and_reports_after_the_end_are_ignored",
+            "tests/core/test_client_reply_gate.py::test_b21_a_barge_in_mutes_the_cut_reply_at_once",
+            "tests/core/test_client_reply_gate.py::test_b21_the_next_reply_start_unmutes",
+            "tests/core/test_client_reply_gate.py::test_b21_the_cut_reply_late_started_keeps_it_muted",
+            "tests/core/test_client_reply_gate.py::test_b21_a_clear_of_every_reply_mutes_each_live_one_until_another_starts",
         ),
     ),
     Behaviour(

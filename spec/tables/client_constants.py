@@ -15,6 +15,7 @@ from spec.tables.client_camera import CLIENT_CAMERA
 from spec.tables.client_connection import CLIENT_CONNECTION
 from spec.tables.client_hold import CLIENT_HOLD
 from spec.tables.client_playback import CLIENT_PLAYBACK
+from spec.tables.client_reply_gate import CLIENT_REPLY_GATE
 from spec.tables.client_resume import CLIENT_RESUME, RESUME_REFUSALS
 from spec.tables.client_watchdog import CLIENT_WATCHDOG
 
@@ -103,6 +104,7 @@ CLIENT_TABLES: tuple[Table, ...] = (
     CLIENT_CONNECTION,
     CLIENT_HOLD,
     CLIENT_PLAYBACK,
+    CLIENT_REPLY_GATE,
     CLIENT_WATCHDOG,
     CLIENT_CAMERA,
     CLIENT_RESUME,

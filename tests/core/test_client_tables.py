@@ -16,6 +16,7 @@ from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
 from core.statemachines.client_outbox import ClientOutbox
 from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_reply_gate import ReplyGate
 from core.statemachines.client_resume import ResumeLink
 from core.statemachines.client_watchdog import Watchdog
 from spec.tables.base import Table
@@ -25,6 +26,7 @@ FACTORIES: dict[str, Callable[[ClientOutbox], Any]] = {
     "client_connection": lambda out: Connection(out, session_payload("ptt")),
     "client_hold": lambda out: Hold(out, "hold_1"),
     "client_playback": lambda out: ClientPlayback(out, "resp_1", "item_1"),
+    "client_reply_gate": ReplyGate,
     "client_watchdog": lambda out: Watchdog(out, 120_000),
     "client_camera": Camera,
     "client_resume": ResumeLink,
@@ -42,6 +44,7 @@ KWARGS: dict[str, Any] = {
     "jpeg": "j",
     "jitter": 0.5,
     "why": "out_of_time",
+    "response_id": "resp_1",
 }
 
 

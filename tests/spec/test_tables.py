@@ -11,6 +11,7 @@ from core.statemachines.client_camera import Camera
 from core.statemachines.client_connection import Connection
 from core.statemachines.client_hold import Hold
 from core.statemachines.client_playback import ClientPlayback
+from core.statemachines.client_reply_gate import ReplyGate
 from core.statemachines.client_resume import ResumeLink
 from core.statemachines.client_watchdog import Watchdog
 from core.statemachines.commit import Commit
@@ -39,6 +40,7 @@ MODELS = {
     "client_connection": Connection,
     "client_hold": Hold,
     "client_playback": ClientPlayback,
+    "client_reply_gate": ReplyGate,
     "client_watchdog": Watchdog,
     "client_camera": Camera,
     "client_resume": ResumeLink,

@@ -594,6 +594,53 @@ def b36_tracks_ptt_hold_clears_the_streamed_audio_first() -> list[Input]:
     ]
 
 
+def started(now: int, response_id: str) -> Input:
+    return srv(now, "output_audio_buffer.started", response_id=response_id)
+
+
+def b21_tracks_barge_in_mutes_the_cut_reply_until_the_next_starts() -> list[Input]:
+    """The reply gate of a call: a barge-in mutes the cut reply's track at once; its late
+    `output_audio_buffer.started` keeps it muted; the next reply's start unmutes it."""
+    return [
+        *ready(),
+        *vad_turn(100, "item_1"),
+        created(310, "resp_1"),
+        started(315, "resp_1"),
+        srv(400, "input_audio_buffer.speech_started", audio_start_ms=390, item_id="item_3"),
+        srv(401, "output_audio_buffer.cleared", response_id="resp_1"),
+        started(402, "resp_1"),  # the cut reply's late start
+        srv(600, "input_audio_buffer.speech_stopped", audio_end_ms=590, item_id="item_3"),
+        committed(601, "item_3", None),
+        created(700, "resp_2"),
+        started(705, "resp_2"),
+        srv(900, "output_audio_buffer.stopped", response_id="resp_2"),
+    ]
+
+
+def b21_tracks_clear_of_every_reply_mutes_each_live_one() -> list[Input]:
+    """The stop button (a clear of every reply) with two replies live on the track: both
+    are cut and their late starts keep it muted; a cancelled response.done of one still
+    live cuts it too; a third reply's start unmutes."""
+    return [
+        *ready(),
+        created(100, "resp_1"),
+        started(105, "resp_1"),
+        created(110, "resp_2"),
+        started(115, "resp_2"),
+        at(200, "stop_reply"),
+        started(201, "resp_2"),
+        started(202, "resp_1"),
+        created(300, "resp_3"),
+        started(305, "resp_3"),
+        created(400, "resp_4"),
+        started(405, "resp_4"),
+        done(410, "resp_4", "cancelled"),
+        started(411, "resp_4"),
+        created(500, "resp_5"),
+        started(505, "resp_5"),
+    ]
+
+
 # --- resume through a network drop (B42) ------------------------------------------------
 
 
@@ -888,6 +935,16 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], Callable[[], list[Input]]]] = {
     "call_lifecycle_errors_are_notices": ("vad", {}, call_lifecycle_errors_are_notices),
     "handshake_refused": ("ptt", {}, handshake_refused),
     "handshake_timeout": ("vad", {}, handshake_timeout),
+    "b21_tracks_barge_in_mutes_the_cut_reply_until_the_next_starts": (
+        "vad",
+        {"media": "tracks"},
+        b21_tracks_barge_in_mutes_the_cut_reply_until_the_next_starts,
+    ),
+    "b21_tracks_clear_of_every_reply_mutes_each_live_one": (
+        "vad",
+        {"media": "tracks"},
+        b21_tracks_clear_of_every_reply_mutes_each_live_one,
+    ),
     "b36_tracks_vad_turn_camera_and_barge_in": (
         "vad",
         {"media": "tracks"},

@@ -8,7 +8,8 @@
 // events (its open is the socket's open, its messages the server's text, its close the
 // disconnect) and whose tracks carry the media: the microphone and the camera go out on
 // the peer connection's audio and video tracks, the reply comes back on its audio track,
-// played through WebAudio behind a gate (ClientProtocol in `media: "tracks"`: no appends, no
+// played through WebAudio behind a gate that ClientProtocol's `mute_reply` / `unmute_reply`
+// close and open (ClientProtocol in `media: "tracks"`: no appends, no
 // camera captures, no local playback). Or the websocket (`/v1/realtime`): appends from
 // the capture worklet, camera JPEGs, reply deltas into the playback worklet.
 //
@@ -47,7 +48,6 @@ import {
   stateLabels,
   transportLabel,
 } from "./labels.js";
-import { ReplyGate } from "./reply_gate.js";
 import { loadSpec } from "./spec_loader.js";
 import { TurnTimeline, inboundAudioOf, jitterBetween, timelineText } from "./turn_timeline.js";
 import { WebsocketLink } from "./websocket_link.js";
@@ -568,9 +568,10 @@ class Call {
     }
   }
 
-  /** WebRTC: play the remote audio track through the reply gate (js/reply_gate.js: a
-   * barge-in silences it here at once) and measure its level after the gate, where the
-   * person hears it. The muted <audio> element only keeps Chromium feeding the remote
+  /** WebRTC: play the remote audio track through a GainNode, the reply gate that
+   * ClientProtocol's `mute_reply` / `unmute_reply` close and open (a barge-in silences
+   * the track here at once), and measure its level after the gate, where the person
+   * hears it. The muted <audio> element only keeps Chromium feeding the remote
    * track to WebAudio (it renders nothing there without a media element). */
   listen(remote) {
     if (this.remote === remote) return;
@@ -582,7 +583,7 @@ class Call {
     const gain = new GainNode(this.captureContext);
     source.connect(gain);
     gain.connect(this.captureContext.destination);
-    this.gate = new ReplyGate(gain.gain);
+    this.replyGain = gain.gain;
     this.meter = this.levelMeter(this.captureContext, gain, (message) => this.onLevel(message));
   }
 
@@ -695,7 +696,6 @@ class Call {
     if (event) this.timelineReceived(event, at);
     if (type === "session.created") showLanguages(event.capabilities);
     if (this.onTracks && type === "output_audio_buffer.started") {
-      this.gate?.started(event.response_id);
       this.trackStarted = { responseId: event.response_id, at };
       // already audible (its first packets beat the event): audible from the event on
       if (!this.meterQuiet) {
@@ -846,7 +846,7 @@ class Call {
           break;
         case "clear": {
           // WebRTC: the server clears its output buffer (barge-in, output_audio_buffer.clear)
-          // and the page's gate silences the track; the level meter says when it went silent
+          // and `mute_reply` silences the track; the level meter says when it went silent
           this.playback?.port.postMessage({ type: "clear", responseId: output.response_id });
           const entry = {
             transport: this.transport,
@@ -856,15 +856,22 @@ class Call {
           };
           this.pendingInterrupts.set(output.response_id, entry);
           if (this.onTracks) {
-            // what the server sent is still in flight and in the jitter buffer: the gate
-            // silences it here, as the websocket's worklet drops what it holds
-            this.gate?.close(output.response_id);
             entry.playedMs = null; // the server knows what it sent
             entry.droppedMs = null;
             if (this.meterQuiet) this.silenced(entry, eventAt, eventAt); // already silent
           }
           break;
         }
+        // WebRTC: ClientProtocol's reply gate (client_reply_gate): what the server sent of a
+        // cut reply is still in flight and in the jitter buffer, so the track is silenced
+        // here at once, as the websocket's worklet drops what it holds; the start of a
+        // reply that was not cut opens it again
+        case "mute_reply":
+          if (this.replyGain) this.replyGain.value = 0;
+          break;
+        case "unmute_reply":
+          if (this.replyGain) this.replyGain.value = 1;
+          break;
         case "capture_frame":
           this.captureFrame().catch((error) => notice("warning", "camera_frame", String(error)));
           break;

@@ -241,6 +241,37 @@ class ClientPlayback {
   }
 }
 
+// core/statemachines/client_reply_gate.py: on a call, whether the reply track is heard
+class ReplyGate {
+  constructor(rules, outbox) {
+    this.rules = rules;
+    this.outbox = outbox;
+    this.state = rules.table.initial;
+    this.cut_replies = []; // the replies cut since the gate last muted
+  }
+  fire(trigger, kwargs = {}) {
+    this.rules.fire(this, trigger, kwargs);
+  }
+  snapshot() {
+    return { state: this.state, cut_replies: [...this.cut_replies] };
+  }
+  starts_another_reply(kwargs) {
+    return !this.cut_replies.includes(kwargs.response_id);
+  }
+  mute_reply(kwargs) {
+    this.cut_replies = [String(kwargs.response_id)];
+    this.outbox.emit({ kind: "mute_reply", response_id: kwargs.response_id });
+  }
+  remember_cut(kwargs) {
+    const responseId = String(kwargs.response_id);
+    if (!this.cut_replies.includes(responseId)) this.cut_replies.push(responseId);
+  }
+  unmute_reply(kwargs) {
+    this.cut_replies = [];
+    this.outbox.emit({ kind: "unmute_reply", response_id: kwargs.response_id });
+  }
+}
+
 // The backoff before the attempt after `attempts` earlier ones (core/statemachines/client_resume.py)
 export function backoffMs(constants, attempts, jitter) {
   const base = Math.min(constants.resume_backoff_max_ms, constants.resume_backoff_first_ms * 2 ** attempts);
@@ -503,6 +534,7 @@ export class ClientProtocol {
     this.probeMs = null;
     this.holds = [];
     this.playbacks = new Map();
+    this.gate = new ReplyGate(this.rules.client_reply_gate, this.out); // on a call: the reply track
     this.pending_commits = new Map();
     this.user_speaking = false;
     this.holdCounter = 0;
@@ -791,6 +823,7 @@ export class ClientProtocol {
       pending_commits: [...this.pending_commits.keys()],
       holds: this.holds.map((hold) => hold.snapshot()),
       playbacks: [...this.playbacks.values()].map((playback) => playback.snapshot()),
+      reply_gate: this.gate.snapshot(),
       link: this.link.snapshot(),
       held_sends: this.out.held.length,
     };
@@ -989,6 +1022,7 @@ export class ClientProtocol {
   // output_audio_buffer.started on a call: the server began playing the reply
   onTrackStarted(responseId, itemId, now) {
     if (!this.playbacks.has(responseId)) this.openPlayback(responseId, itemId);
+    this.gate.fire("started", { response_id: responseId });
     this.playback_started_at(responseId, now);
   }
 
@@ -1005,7 +1039,10 @@ export class ClientProtocol {
     const status = response.status;
     if (responseId === null) return;
     const playback = this.playbacks.get(responseId);
-    if (playback !== undefined) playback.fire(status === "cancelled" ? "clear" : "finish");
+    if (playback !== undefined) {
+      if (status === "cancelled") this.clearPlayback(playback);
+      else playback.fire("finish");
+    }
     for (const hold of this.holds) {
       if (hold.state === "answering" && hold.response_id === responseId) hold.fire("settle");
     }
@@ -1038,7 +1075,7 @@ export class ClientProtocol {
         (responseId === null || responseId === playback.response_id) &&
         this.states.livePlayback.has(playback.state)
       ) {
-        playback.fire("clear");
+        this.clearPlayback(playback);
       }
     }
     for (const hold of this.holds) {
@@ -1046,6 +1083,13 @@ export class ClientProtocol {
         hold.fire("interrupt");
       }
     }
+  }
+
+  // clear `playback`; on a call a live reply is cut at the gate too
+  clearPlayback(playback) {
+    const live = this.states.livePlayback.has(playback.state);
+    playback.fire("clear");
+    if (this.on_tracks && live) this.gate.fire("cut", { response_id: playback.response_id });
   }
 
   report(responseId, trigger, playedMs, now) {
@@ -1059,7 +1103,7 @@ export class ClientProtocol {
   tearDown(trigger, reason) {
     this.connection.fire(trigger, { reason });
     for (const playback of this.playbacks.values()) {
-      if (this.states.livePlayback.has(playback.state)) playback.fire("clear");
+      if (this.states.livePlayback.has(playback.state)) this.clearPlayback(playback);
     }
     this.handshakeDeadline = null;
     this.out.discard_held();

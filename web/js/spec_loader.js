@@ -5,6 +5,7 @@ export const TABLE_NAMES = [
   "client_connection",
   "client_hold",
   "client_playback",
+  "client_reply_gate",
   "client_watchdog",
   "client_camera",
   "client_resume",
