@@ -4,9 +4,11 @@ speaker, microphone or screen would.
 
 Sends go on the socket; reply audio is "played" the instant it arrives (a headless
 speaker), so a response's playback starts with its first chunk and the played cursor of
-a drain or a clear is everything received; a `close` closes the socket. The outputs meant
-for a person or a camera (transcripts, notices, latencies, watchdog and fence reports,
-frame captures) have nobody to reach and are dropped.
+a drain or a clear is everything received; a `close` closes the socket. On a WebRTC
+call (`media="tracks"`) `mute_reply` and `unmute_reply` set `reply_muted`, which the call
+client's reply track obeys. The outputs meant for a person or a camera (transcripts,
+notices, latencies, watchdog and fence reports, frame captures) have nobody to reach and
+are dropped.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class HeadlessHost:
         self._send_text = send_text
         self._close = close
         self._played_ms: dict[str, float] = {}
+        #: on a call: the reply gate is closed (`mute_reply`): the track is not heard
+        self.reply_muted = False
 
     async def connected(self) -> None:
         """The socket opened: the machines send the mode's `session.update`."""
@@ -95,5 +99,7 @@ class HeadlessHost:
                 ):
                     played = self._played_ms.pop(rid, 0.0)
                     pending += machines.playback_stopped(rid, played, now_ms())
+            elif kind in ("mute_reply", "unmute_reply"):
+                self.reply_muted = kind == "mute_reply"
             elif kind == "close":
                 await self._close()

@@ -14,6 +14,12 @@ websocket. The differences are WebRTC's: the microphone is an outgoing Opus trac
 (`show` sets the picture it sends), and reply audio arrives on the incoming track, never
 as `response.output_audio.delta` (`heard` keeps it, 48 kHz mono pcm16; `heard_at` the
 arrival time of its first non-silent packet).
+
+With `mode` ("ptt" or "vad") the call runs the shared client machines on tracks
+(`ClientProtocol(mode, media="tracks")`, as the web page does): they send the mode's
+`session.update` and decide the reply gate, so after a barge-in (or `stop_reply`) the
+cut reply's packets still in flight are heard as silence in `heard` (counted in
+`muted_samples`) until a reply that was not cut starts, as the page's gain node does.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from clients.duplex_client import DuplexClient
 from clients.errors import ConnectionLost, HandshakeRefused
+from core.client_protocol import ClientProtocol
 from transport.call_jitter import release_audio_at_once
 
 if TYPE_CHECKING:
@@ -173,8 +180,14 @@ class _DataChannelSocket:
 class CallClient(DuplexClient):
     """A session over a WebRTC call; see the module docstring."""
 
-    def __init__(self, socket: _DataChannelSocket, peer: Any, mic: MicrophoneTrack) -> None:
-        super().__init__(socket)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        socket: _DataChannelSocket,
+        peer: Any,
+        mic: MicrophoneTrack,
+        lifecycle: ClientProtocol | None = None,
+    ) -> None:
+        super().__init__(socket, lifecycle)  # type: ignore[arg-type]
         self.peer = peer
         self.microphone = mic
         self.camera: CameraTrack | None = None
@@ -183,6 +196,8 @@ class CallClient(DuplexClient):
         self.heard_at: float | None = None
         #: (arrival, peak) of each received reply packet, for timing
         self.packets: list[tuple[float, int]] = []
+        #: samples of reply audio the reply gate muted (heard as silence)
+        self.muted_samples = 0
 
     async def speak(self, pcm16_16k: bytes, *, wait: bool = True) -> None:
         """Send `pcm16_16k` through the microphone track in real time; with `wait`,
@@ -203,6 +218,9 @@ class CallClient(DuplexClient):
                 frame = await track.recv()
                 pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))[:, 0]
                 pcm = pcm.astype(np.int16)
+                if self._host is not None and self._host.reply_muted:
+                    self.muted_samples += pcm.size
+                    pcm = np.zeros_like(pcm)  # a cut reply's audio in flight
                 now = time.monotonic()
                 peak = int(np.abs(pcm).max()) if pcm.size else 0
                 self.packets.append((now, peak))
@@ -230,10 +248,12 @@ async def open_call(
     camera: np.ndarray | None = None,
     timeout: float = 20.0,
     query: str = "",
+    mode: str | None = None,
 ) -> AsyncIterator[CallClient]:
     """A call to the server at `base_url` (`http://host:port`); hung up on exit. `query`
     goes on the offer's URL: `resumable=1` makes the session resumable, `resume=1&
     session_id=<id>` places a call that resumes one (send `session.resume` first, B42).
+    `mode` ("ptt" or "vad") runs the shared client machines on the call (module docstring).
 
     Raises:
         HandshakeRefused: the server answered the offer with an HTTP refusal.
@@ -249,7 +269,8 @@ async def open_call(
     opened = asyncio.Event()
     channel.on("open", opened.set)
     socket = _DataChannelSocket(channel)
-    client = CallClient(socket, peer, mic)
+    lifecycle = ClientProtocol(mode, media="tracks") if mode is not None else None
+    client = CallClient(socket, peer, mic, lifecycle)
     client.camera = camera_track
     listeners: list[asyncio.Task[None]] = []
 
@@ -291,6 +312,8 @@ async def open_call(
             raise ConnectionLost(f"the call's data channel did not open within {timeout:g} s")
         async with client:
             try:
+                if client._host is not None:
+                    await client._host.connected()
                 yield client
             finally:
                 mic.stop()
