@@ -329,6 +329,10 @@ def test_b36_webrtc_barge_in_silences_the_reply_track_in_the_page(
     audible = next(x for x in metrics(page)["latencies"] if x["responseId"] == reply)
     assert audible["audibleAt"] <= interrupt["eventAt"], (audible, interrupt)
     assert interrupt["silentAt"] >= interrupt["eventAt"], interrupt
+    # the protocol's reply gate muted the track for the cut reply with the interrupt
+    # (ClientProtocol's `mute_reply`, carried out on the page's gain node)
+    gate = metrics(page)["replyGate"]
+    assert any(g["kind"] == "mute_reply" and g["at"] == interrupt["eventAt"] for g in gate), gate
     # the server cleared its output buffer for it: no stop, so it never played out
     wait_until(
         page,

@@ -101,6 +101,8 @@ const metrics = {
   sent: [], // {type, at}: client events, in order
   received: [], // {type, at}: server events, in order, with their arrival (performance.now)
   started: [], // response ids whose audio became audible
+  // WebRTC: each reply-gate output the page carried out on its gain node, in order
+  replyGate: [], // {kind: "mute_reply" | "unmute_reply", responseId, at}
   drained: [], // response ids played out
   fenced: 0,
   outputLatencyMs: null,
@@ -867,10 +869,9 @@ class Call {
         // here at once, as the websocket's worklet drops what it holds; the start of a
         // reply that was not cut opens it again
         case "mute_reply":
-          if (this.replyGain) this.replyGain.value = 0;
-          break;
         case "unmute_reply":
-          if (this.replyGain) this.replyGain.value = 1;
+          if (this.replyGain) this.replyGain.value = output.kind === "mute_reply" ? 0 : 1;
+          metrics.replyGate.push({ kind: output.kind, responseId: output.response_id, at: eventAt });
           break;
         case "capture_frame":
           this.captureFrame().catch((error) => notice("warning", "camera_frame", String(error)));
