@@ -2,7 +2,9 @@
 
 Each `ScoreVad` effect's audio is cut into whole 512-sample frames (the rest waits for the
 next append) and queued on the `VadBatcher`, which scores every session's frames together
-on its tick and hands this session its probabilities in order (`deliver`). The feed counts
+on its tick and hands this session its probabilities in order (`deliver`), each with the
+frame's level (its RMS in dB below full scale, measured here as the frame is cut: the
+turn detector compares it with the utterance's own speech, B43). The feed counts
 frames submitted and applied, so the reader can wait until the verdicts on the audio
 applied so far are in (`settled`: a commit never races its own audio's verdict) and hold
 back a session that outruns the VAD (`backlog`).
@@ -10,6 +12,7 @@ back a session that outruns the VAD (`backlog`).
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +35,7 @@ class VadFeed:
     __slots__ = (
         "_applied",
         "_deliver",
+        "_levels",
         "_progress",
         "_rest",
         "_slot",
@@ -41,9 +45,13 @@ class VadFeed:
         "batcher",
     )
 
-    def __init__(self, batcher: VadBatcher, deliver: Callable[[list[float]], None]) -> None:
+    def __init__(
+        self, batcher: VadBatcher, deliver: Callable[[list[float], list[float]], None]
+    ) -> None:
         self.batcher = batcher
-        self._deliver = deliver  # the probabilities of the next frames, in order
+        #: the probabilities of the next frames, in order, and their levels (dBFS)
+        self._deliver = deliver
+        self._levels: deque[float] = deque()  # of the frames queued, in order
         self._state = batcher.vad.new_state()
         self._rest = np.zeros(0, dtype=np.float32)
         self._slot: Any = None  # this session's place in the VAD queue
@@ -67,12 +75,14 @@ class VadFeed:
         if n:
             self._submitted += n
             frames = audio[: n * VAD_FRAME_SAMPLES].reshape(n, VAD_FRAME_SAMPLES)
+            self._levels.extend(frame_levels_db(frames))
             self._slot = self.batcher.submit(self._slot, self._state, frames, self._scored, tg)
 
     def _scored(self, probabilities: list[float]) -> None:
         self._applied += len(probabilities)
+        levels = [self._levels.popleft() for _ in probabilities if self._levels]
         if not self._stopped:
-            self._deliver(probabilities)
+            self._deliver(probabilities, levels)
         if self._progress is not None:
             self._progress.set()
 
@@ -95,3 +105,15 @@ class VadFeed:
         """Leave the VAD queue: frames still queued are not scored."""
         self.stop()
         self.batcher.discard(self._slot)
+
+
+#: the level of a frame of digital silence (dBFS): below any floor
+SILENT_DB = -120.0
+
+
+def frame_levels_db(frames: Any) -> list[float]:
+    """Each frame's RMS (rows of float samples, full scale 1.0) in dB below full scale."""
+    power = np.mean(np.square(frames, dtype=np.float64), axis=1)
+    with np.errstate(divide="ignore"):
+        levels = 10.0 * np.log10(power)
+    return [max(SILENT_DB, float(v)) for v in levels]
