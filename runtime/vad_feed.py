@@ -109,11 +109,12 @@ class VadFeed:
 
 #: the level of a frame of digital silence (dBFS): below any floor
 SILENT_DB = -120.0
+_SILENT_POWER = 10.0 ** (SILENT_DB / 10.0)
 
 
 def frame_levels_db(frames: Any) -> list[float]:
-    """Each frame's RMS (rows of float samples, full scale 1.0) in dB below full scale."""
-    power = np.mean(np.square(frames, dtype=np.float64), axis=1)
-    with np.errstate(divide="ignore"):
-        levels = 10.0 * np.log10(power)
-    return [max(SILENT_DB, float(v)) for v in levels]
+    """Each frame's RMS (rows of float samples, full scale 1.0) in dB below full scale,
+    never below `SILENT_DB`."""
+    power = np.einsum("ij,ij->i", frames, frames, dtype=np.float64) / frames.shape[1]
+    levels: list[float] = (10.0 * np.log10(np.maximum(power, _SILENT_POWER))).tolist()
+    return levels
