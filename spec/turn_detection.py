@@ -20,6 +20,7 @@ __all__ = [
     "EAGER_FIRST_REVIEW_MS",
     "FADE_DB",
     "FADE_FRAMES",
+    "PAUSE_CLOCK_MARGIN_MS",
     "SEMANTIC_PAUSE_MS",
     "SEMANTIC_VAD_KEYS",
     "TURN_DETECTION_KEYS",
@@ -76,6 +77,13 @@ EAGER_FIRST_REVIEW_MS = 64
 FADE_DB = 30.0
 #: the quiet frames in a row that fade speech: one, the first frame whose energy drops
 FADE_FRAMES = 1
+
+#: a pause's wait ends on the session clock this much later than on the audio clock: the
+#: session clock stands in for audio that stopped arriving, not for frames the VAD has yet
+#: to score. Without it a 160 ms comma pause ("for me, please", "ask not") under a 200 ms
+#: wait was cut whenever the frames of the speech after it were scored 40 ms late (the
+#: VAD's tick and a busy event loop while Whisper and Smart Turn run at the pause)
+PAUSE_CLOCK_MARGIN_MS = 100
 
 #: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
 #: thresholds move around Smart Turn's own 0.5: an eager detector takes a weaker "finished"

@@ -24,8 +24,9 @@ held is reviewed once more when its silence reaches it (`review_again`: the mode
 length of pause, a second look for the eager detector). A held or reviewed pause ends at
 its wait (`time_out`): the eagerness's maximum wait, or `silence_duration_ms` when no
 verdict came. The wait is measured on the audio clock (the run of frames below the threshold) and
-on the session clock (`deadline_ms`), whichever comes first: audio may arrive faster than
-real time, or stop arriving.
+on the session clock (`deadline_ms`, `PAUSE_CLOCK_MARGIN_MS` later), whichever comes first:
+audio may arrive faster than real time, or stop arriving; frames scored late must not end
+a pause the speaker has already ended.
 
 The onset by energy (B43): each frame may come with its level (dBFS). The utterance's
 loudest level of a speech frame sets its floor, `FADE_DB` below; in `speech`, the first
@@ -46,7 +47,7 @@ from spec.events import InputAudioBufferSpeechStarted, InputAudioBufferSpeechSto
 from spec.session_config import SEMANTIC_PAUSE_MS
 from spec.tables import TURN_DETECTOR, DetectorState
 from spec.tables.turn_detector import FRAME_MS
-from spec.turn_detection import FADE_DB, FADE_FRAMES
+from spec.turn_detection import FADE_DB, FADE_FRAMES, PAUSE_CLOCK_MARGIN_MS
 
 if TYPE_CHECKING:
     from transitions import EventData
@@ -305,7 +306,9 @@ class TurnDetector:
 
     def _wait(self, wait_ms: int, now_ms: int) -> None:
         self.wait_ms = wait_ms
-        self.deadline_ms = now_ms + max(0, wait_ms - self.silence_frames * FRAME_MS)
+        # the session clock only stands in for audio that stops arriving (its margin)
+        rest = max(0, wait_ms - self.silence_frames * FRAME_MS)
+        self.deadline_ms = now_ms + rest + PAUSE_CLOCK_MARGIN_MS
 
     def _end_pause(self) -> None:
         self.turn_end_id = None

@@ -35,7 +35,7 @@ from spec.stage_results import (
     VadScores,
 )
 from spec.trailing_transcript import trails_off
-from spec.turn_detection import FADE_DB, FADE_FRAMES
+from spec.turn_detection import FADE_DB, FADE_FRAMES, PAUSE_CLOCK_MARGIN_MS
 
 __all__ = [
     "TurnTaking",
@@ -171,7 +171,9 @@ class TurnTaking(ResponseEndings):
     def _set_wait(self, wait_ms: int) -> None:
         vad = self.vad
         vad.wait_ms = wait_ms
-        vad.deadline = self.now_ms + max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+        # section 5.1: on the session clock a margin later (audio that stopped arriving)
+        rest = max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+        vad.deadline = self.now_ms + rest + PAUSE_CLOCK_MARGIN_MS
 
     def _pause_overdue(self) -> bool:
         vad = self.vad
