@@ -80,9 +80,10 @@ FADE_FRAMES = 1
 
 #: a pause's wait ends on the session clock this much later than on the audio clock: the
 #: session clock stands in for audio that stopped arriving, not for frames the VAD has yet
-#: to score. Without it a 160 ms comma pause ("for me, please", "ask not") under a 200 ms
-#: wait was cut whenever the frames of the speech after it were scored 40 ms late (the
-#: VAD's tick and a busy event loop while Whisper and Smart Turn run at the pause)
+#: to score. Without it the speech after a 160 ms comma ("for me, please", "ask not"),
+#: whose frame ends at 192 ms, raced a 200 ms wait on the session clock and lost whenever
+#: it was scored 8 ms later than the frames before the verdict (the append, the VAD's
+#: tick, a loop busy with the ASR and the end-of-turn model at that very pause)
 PAUSE_CLOCK_MARGIN_MS = 100
 
 #: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
