@@ -12,6 +12,7 @@ back a session that outruns the VAD (`backlog`).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,10 @@ _SILENT_POWER = 10.0 ** (SILENT_DB / 10.0)
 
 def frame_levels_db(frames: Any) -> list[float]:
     """Each frame's RMS (rows of float samples, full scale 1.0) in dB below full scale,
-    never below `SILENT_DB`."""
-    power = np.einsum("ij,ij->i", frames, frames, dtype=np.float64) / frames.shape[1]
-    levels: list[float] = (10.0 * np.log10(np.maximum(power, _SILENT_POWER))).tolist()
-    return levels
+    never below `SILENT_DB` (a few frames an append: plain floats beat numpy's calls)."""
+    width = frames.shape[1]
+    floor = _SILENT_POWER * width
+    return [
+        10.0 * math.log10(energy / width) if energy > floor else SILENT_DB
+        for energy in (frames * frames).sum(axis=1).tolist()
+    ]
