@@ -2,12 +2,14 @@
 
 Each `ScoreVad` effect's audio is cut into whole 512-sample frames (the rest waits for the
 next append) and queued on the `VadBatcher`, which scores every session's frames together
-on its tick and hands this session its probabilities in order (`deliver`), each with the
-frame's level (its RMS in dB below full scale, measured here as the frame is cut: the
-turn detector compares it with the utterance's own speech, B43). The feed counts
-frames submitted and applied, so the reader can wait until the verdicts on the audio
-applied so far are in (`settled`: a commit never races its own audio's verdict) and hold
-back a session that outruns the VAD (`backlog`).
+on its tick and hands this session its probabilities in order (`deliver`), with the
+frames' levels (RMS in dB below full scale: the turn detector compares them with the
+utterance's own speech, B43). A listening session's frames are mostly noise, so the levels
+are measured only for a delivery that may hold speech (a probability above
+`LEVELS_ABOVE`, under any threshold a session may set); one that cannot carries none.
+The feed counts frames submitted and applied, so the reader can wait until the verdicts
+on the audio applied so far are in (`settled`: a commit never races its own audio's
+verdict) and hold back a session that outruns the VAD (`backlog`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class VadFeed:
     __slots__ = (
         "_applied",
         "_deliver",
-        "_levels",
+        "_frames",
         "_progress",
         "_rest",
         "_slot",
@@ -52,7 +54,7 @@ class VadFeed:
         self.batcher = batcher
         #: the probabilities of the next frames, in order, and their levels (dBFS)
         self._deliver = deliver
-        self._levels: deque[float] = deque()  # of the frames queued, in order
+        self._frames: deque[Any] = deque()  # the frames queued (rows of samples), in order
         self._state = batcher.vad.new_state()
         self._rest = np.zeros(0, dtype=np.float32)
         self._slot: Any = None  # this session's place in the VAD queue
@@ -76,12 +78,14 @@ class VadFeed:
         if n:
             self._submitted += n
             frames = audio[: n * VAD_FRAME_SAMPLES].reshape(n, VAD_FRAME_SAMPLES)
-            self._levels.extend(frame_levels_db(frames))
+            self._frames.extend(frames)
             self._slot = self.batcher.submit(self._slot, self._state, frames, self._scored, tg)
 
     def _scored(self, probabilities: list[float]) -> None:
         self._applied += len(probabilities)
-        levels = [self._levels.popleft() for _ in probabilities if self._levels]
+        frames = [self._frames.popleft() for _ in probabilities if self._frames]
+        speech = bool(probabilities) and max(probabilities) > LEVELS_ABOVE
+        levels = [frame_level_db(frame) for frame in frames] if speech else []
         if not self._stopped:
             self._deliver(probabilities, levels)
         if self._progress is not None:
@@ -108,17 +112,17 @@ class VadFeed:
         self.batcher.discard(self._slot)
 
 
+#: levels go with a delivery holding a probability above this: under any threshold a
+#: session may set (spec.turn_detection: above 0.15), so every frame that may be speech,
+#: and those around it, has one
+LEVELS_ABOVE = 0.15
 #: the level of a frame of digital silence (dBFS): below any floor
 SILENT_DB = -120.0
 _SILENT_POWER = 10.0 ** (SILENT_DB / 10.0)
 
 
-def frame_levels_db(frames: Any) -> list[float]:
-    """Each frame's RMS (rows of float samples, full scale 1.0) in dB below full scale,
-    never below `SILENT_DB` (a few frames an append: plain floats beat numpy's calls)."""
-    width = frames.shape[1]
-    floor = _SILENT_POWER * width
-    return [
-        10.0 * math.log10(energy / width) if energy > floor else SILENT_DB
-        for energy in (frames * frames).sum(axis=1).tolist()
-    ]
+def frame_level_db(frame: Any) -> float:
+    """A frame's RMS (float samples, full scale 1.0) in dB below full scale, never below
+    `SILENT_DB`."""
+    power = float(np.dot(frame, frame)) / len(frame)
+    return 10.0 * math.log10(power) if power > _SILENT_POWER else SILENT_DB
