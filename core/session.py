@@ -501,7 +501,7 @@ class SessionProtocol:
     # --- turn-taking (core.turn_taking) ------------------------------------------------
 
     def _on_vad_scores(self, result: VadScores, now_ms: int) -> None:
-        self._turn_taking.on_vad_scores(result.probabilities, now_ms)
+        self._turn_taking.on_vad_scores(result.probabilities, now_ms, result.levels)
 
     def _barge_in(self) -> None:
         self._turns.interrupt("turn_detected", None)

@@ -176,20 +176,24 @@ class TurnTaking:
 
     # --- VAD scores -----------------------------------------------------------------------
 
-    def on_vad_scores(self, probabilities: tuple[float, ...], now_ms: int) -> None:
+    def on_vad_scores(
+        self, probabilities: tuple[float, ...], now_ms: int, levels: tuple[float, ...] = ()
+    ) -> None:
         config = self._config().turn_detection
         if config is None:
             return
         detector = self.detector
-        for probability in probabilities:
+        for n, probability in enumerate(probabilities):
             if self._out.closed:
                 return
-            boundary = detector.feed(probability, config)
-            if probability >= config.threshold:
+            level = levels[n] if n < len(levels) else None
+            boundary = detector.feed(probability, config, level)
+            if detector.spoken:
                 # speech: the latest partial's audio is no longer all that was said, and a
-                # later pause asks its own (D41)
+                # later pause asks its own (D41); a frame below the utterance's floor is
+                # not speech, whatever Silero's lag calls it (B43)
                 self.live.speech_scored()
-            if self._preempting and detector.silence_frames == 0 and detector.speaking:
+            if self._preempting and detector.spoken and detector.speaking:
                 # speech after the pause whose words the prepared reply answers (B35)
                 self._preempting = False
                 self._speech_went_on()
@@ -208,6 +212,11 @@ class TurnTaking:
                 # words that trail off can hold the pause
                 self._ask_partial()
                 self._review_pause(config, now_ms, again=boundary == "review_again")
+            elif boundary == "fade":
+                # the speech's energy fell: its pause's words now, not after Silero's lag;
+                # their answer may start the reply (B43)
+                detector.fade()
+                self._ask_partial()
             elif boundary == "resume":
                 detector.resume()
             elif boundary in ("stop", "time_out"):
@@ -317,7 +326,7 @@ class TurnTaking:
         """A live transcript of the utterance so far, all that was scored: the pause's
         partial on a silent frame of a pause that has none yet (D41), else the cadence's."""
         detector = self.detector
-        pause = detector.silence_frames > 0
+        pause = detector.silence_frames > 0 or detector.fading
         if pause and self._pause_partial is not None:
             return  # this pause has its partial
         at = detector.end_sample()

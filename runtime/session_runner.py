@@ -399,7 +399,8 @@ class SessionRunner:
         elif tg is not None:  # once the connection ended, no backend work starts
             self.stages.execute(effect, tg)
 
-    def _vad_scored(self, probabilities: list[float]) -> None:
-        """The tick's verdicts on the next of this session's frames, in order."""
+    def _vad_scored(self, probabilities: list[float], levels: list[float]) -> None:
+        """The tick's verdicts on the next of this session's frames, in order, with the
+        frames' levels."""
         if not self._ended:
-            self._feed(VadScores(tuple(probabilities)))
+            self._feed(VadScores(tuple(probabilities), tuple(levels)))

@@ -2,14 +2,20 @@
 
 Each `ScoreVad` effect's audio is cut into whole 512-sample frames (the rest waits for the
 next append) and queued on the `VadBatcher`, which scores every session's frames together
-on its tick and hands this session its probabilities in order (`deliver`). The feed counts
-frames submitted and applied, so the reader can wait until the verdicts on the audio
-applied so far are in (`settled`: a commit never races its own audio's verdict) and hold
-back a session that outruns the VAD (`backlog`).
+on its tick and hands this session its probabilities in order (`deliver`), with the
+frames' levels (RMS in dB below full scale: the turn detector compares them with the
+utterance's own speech, B43). A listening session's frames are mostly noise, so the levels
+are measured only for a delivery that may hold speech (a probability above
+`LEVELS_ABOVE`, under any threshold a session may set); one that cannot carries none.
+The feed counts frames submitted and applied, so the reader can wait until the verdicts
+on the audio applied so far are in (`settled`: a commit never races its own audio's
+verdict) and hold back a session that outruns the VAD (`backlog`).
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +38,7 @@ class VadFeed:
     __slots__ = (
         "_applied",
         "_deliver",
+        "_frames",
         "_progress",
         "_rest",
         "_slot",
@@ -41,9 +48,13 @@ class VadFeed:
         "batcher",
     )
 
-    def __init__(self, batcher: VadBatcher, deliver: Callable[[list[float]], None]) -> None:
+    def __init__(
+        self, batcher: VadBatcher, deliver: Callable[[list[float], list[float]], None]
+    ) -> None:
         self.batcher = batcher
-        self._deliver = deliver  # the probabilities of the next frames, in order
+        #: the probabilities of the next frames, in order, and their levels (dBFS)
+        self._deliver = deliver
+        self._frames: deque[Any] = deque()  # the frames queued (rows of samples), in order
         self._state = batcher.vad.new_state()
         self._rest = np.zeros(0, dtype=np.float32)
         self._slot: Any = None  # this session's place in the VAD queue
@@ -67,12 +78,16 @@ class VadFeed:
         if n:
             self._submitted += n
             frames = audio[: n * VAD_FRAME_SAMPLES].reshape(n, VAD_FRAME_SAMPLES)
+            self._frames.extend(frames)
             self._slot = self.batcher.submit(self._slot, self._state, frames, self._scored, tg)
 
     def _scored(self, probabilities: list[float]) -> None:
         self._applied += len(probabilities)
+        frames = [self._frames.popleft() for _ in probabilities if self._frames]
+        speech = bool(probabilities) and max(probabilities) > LEVELS_ABOVE
+        levels = [frame_level_db(frame) for frame in frames] if speech else []
         if not self._stopped:
-            self._deliver(probabilities)
+            self._deliver(probabilities, levels)
         if self._progress is not None:
             self._progress.set()
 
@@ -95,3 +110,19 @@ class VadFeed:
         """Leave the VAD queue: frames still queued are not scored."""
         self.stop()
         self.batcher.discard(self._slot)
+
+
+#: levels go with a delivery holding a probability above this: under any threshold a
+#: session may set (spec.turn_detection: above 0.15), so every frame that may be speech,
+#: and those around it, has one
+LEVELS_ABOVE = 0.15
+#: the level of a frame of digital silence (dBFS): below any floor
+SILENT_DB = -120.0
+_SILENT_POWER = 10.0 ** (SILENT_DB / 10.0)
+
+
+def frame_level_db(frame: Any) -> float:
+    """A frame's RMS (float samples, full scale 1.0) in dB below full scale, never below
+    `SILENT_DB`."""
+    power = float(np.dot(frame, frame)) / len(frame)
+    return 10.0 * math.log10(power) if power > _SILENT_POWER else SILENT_DB

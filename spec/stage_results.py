@@ -32,9 +32,13 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class VadScores:
-    """Speech probabilities of consecutive 32 ms frames of the session's audio."""
+    """Speech probabilities of consecutive 32 ms frames of the session's audio, and each
+    frame's level (RMS, dB below full scale): the turn detector starts a pause's work at
+    the first frame whose level falls well below the utterance's speech (B43). No levels
+    (or fewer than probabilities): the frames without one never fade."""
 
     probabilities: tuple[float, ...]
+    levels: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 __all__ = [
     "EAGERNESS",
     "EAGER_FIRST_REVIEW_MS",
+    "FADE_DB",
+    "FADE_FRAMES",
+    "PAUSE_CLOCK_MARGIN_MS",
     "SEMANTIC_PAUSE_MS",
     "SEMANTIC_VAD_KEYS",
     "TURN_DETECTION_KEYS",
@@ -63,6 +66,25 @@ SEMANTIC_PAUSE_MS = 200
 #: their second review at 200 ms; the price is a comma pause of 150 ms or more that both
 #: models call finished (docs/performance.md, "The pause's words sooner")
 EAGER_FIRST_REVIEW_MS = 64
+
+#: a frame of speech this many dB below the loudest frame of its utterance fades the speech
+#: (B43): the pause's words are asked and a reply prepared there, not only once Silero,
+#: which lags the end of speech by a few frames, scores the pause. Relative to the
+#: utterance, so it follows the speaker and the microphone; wide, so that the quieter
+#: sounds of speech (a trailing fricative, 15-25 dB down) stay above it. A dip inside a
+#: word that reaches it only starts work that the speech after it discards; a fade never
+#: ends a turn
+FADE_DB = 30.0
+#: the quiet frames in a row that fade speech: one, the first frame whose energy drops
+FADE_FRAMES = 1
+
+#: a pause's wait ends on the session clock this much later than on the audio clock: the
+#: session clock stands in for audio that stopped arriving, not for frames the VAD has yet
+#: to score. Without it the speech after a 160 ms comma ("for me, please", "ask not"),
+#: whose frame ends at 192 ms, raced a 200 ms wait on the session clock and lost whenever
+#: it was scored 8 ms later than the frames before the verdict (the append, the VAD's
+#: tick, a loop busy with the ASR and the end-of-turn model at that very pause)
+PAUSE_CLOCK_MARGIN_MS = 100
 
 #: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
 #: thresholds move around Smart Turn's own 0.5: an eager detector takes a weaker "finished"

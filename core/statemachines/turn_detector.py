@@ -1,5 +1,6 @@
-"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10), and
-the pauses `semantic_vad` puts under review by the end-of-turn model (B32).
+"""Turn detector: server VAD segmentation from per-frame speech probabilities (B10), the
+pauses `semantic_vad` puts under review by the end-of-turn model (B32), and the pause's
+onset by the frames' energy (B43).
 
 Spec: `spec.tables.turn_detector.TURN_DETECTOR`. Diagram: `docs/statemachines/turn_detector.md`.
 
@@ -23,8 +24,17 @@ held is reviewed once more when its silence reaches it (`review_again`: the mode
 length of pause, a second look for the eager detector). A held or reviewed pause ends at
 its wait (`time_out`): the eagerness's maximum wait, or `silence_duration_ms` when no
 verdict came. The wait is measured on the audio clock (the run of frames below the threshold) and
-on the session clock (`deadline_ms`), whichever comes first: audio may arrive faster than
-real time, or stop arriving.
+on the session clock (`deadline_ms`, `PAUSE_CLOCK_MARGIN_MS` later), whichever comes first:
+audio may arrive faster than real time, or stop arriving; frames scored late must not end
+a pause the speaker has already ended.
+
+The onset by energy (B43): each frame may come with its level (dBFS). The utterance's
+loudest level of a speech frame sets its floor, `FADE_DB` below; in `speech`, the first
+frame below the floor fades it (`fade`), whatever its probability: Silero goes on calling
+the end of a word speech for a few frames. Only a frame that is speech by both (at or
+above the threshold, at or above the floor) resumes it (`resume`); `spoken` says whether
+the last frame was one. The silence run, and with it every turn end and review, still
+counts the probabilities alone: a fade only lets the pause's work begin.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from spec.events import InputAudioBufferSpeechStarted, InputAudioBufferSpeechSto
 from spec.session_config import SEMANTIC_PAUSE_MS
 from spec.tables import TURN_DETECTOR, DetectorState
 from spec.tables.turn_detector import FRAME_MS
+from spec.turn_detection import FADE_DB, FADE_FRAMES, PAUSE_CLOCK_MARGIN_MS
 
 if TYPE_CHECKING:
     from transitions import EventData
@@ -48,7 +59,7 @@ __all__ = ["TurnDetector", "TurnEnd"]
 
 _RULES = build(TURN_DETECTOR)
 
-Boundary = Literal["start", "stop", "pause", "review_again", "resume", "time_out"]
+Boundary = Literal["start", "stop", "fade", "pause", "review_again", "resume", "time_out"]
 
 #: the triggers that end a turn: server VAD's silence, a reviewed pause's verdict or wait
 TurnEnd = Literal["stop", "finish", "time_out"]
@@ -70,11 +81,14 @@ class TurnDetector:
         "last_reset",
         "origin",
         "outbox",
+        "peak_db",
+        "quiet_frames",
         "reviews",
         "run_frames",
         "run_start",
         "silence_frames",
         "silence_start",
+        "spoken",
         "state",
         "turn_end_id",
         "wait_ms",
@@ -99,6 +113,12 @@ class TurnDetector:
         self.deadline_ms: int | None = None
         #: semantic_vad: the verdicts asked for the current pause
         self.reviews = 0
+        #: the loudest level (dBFS) of a speech frame of the utterance (None: no levels)
+        self.peak_db: float | None = None
+        #: the frames below the floor in a row
+        self.quiet_frames = 0
+        #: the last frame was speech: at or above the threshold, and not below the floor
+        self.spoken = False
 
     @property
     def speaking(self) -> bool:
@@ -116,12 +136,32 @@ class TurnDetector:
         by_clock = self.deadline_ms is not None and now_ms >= self.deadline_ms
         return by_clock or self.silence_frames * FRAME_MS >= self.wait_ms
 
-    def feed(self, probability: float, config: TurnDetection) -> Boundary | None:
-        """Account one frame; returns the boundary it crosses, if any (not yet fired)."""
+    @property
+    def fading(self) -> bool:
+        return self.state is DetectorState.FADING
+
+    def _quiet(self, probability: float, level: float | None, threshold: float) -> bool:
+        """Whether the frame is below its utterance's floor (its level raises the
+        utterance's peak first when it is speech)."""
+        if level is None:
+            return False
+        if probability >= threshold:
+            self.peak_db = level if self.peak_db is None else max(self.peak_db, level)
+        return self.peak_db is not None and level < self.peak_db - FADE_DB
+
+    def feed(
+        self, probability: float, config: TurnDetection, level: float | None = None
+    ) -> Boundary | None:
+        """Account one frame (with its level in dBFS, if known); returns the boundary it
+        crosses, if any (not yet fired)."""
         at = self.origin + FRAME_SAMPLES * self.frames_seen
         self.frames_seen += 1
+        speech = probability >= config.threshold
         if self.state is DetectorState.SILENCE:
-            if probability >= config.threshold:
+            if not speech or self.run_frames == 0:
+                self.peak_db = None  # a new run of speech measures its own
+            self.spoken = speech and not self._quiet(probability, level, config.threshold)
+            if speech:
                 if self.run_frames == 0:
                     self.run_start = at
                 self.run_frames += 1
@@ -131,9 +171,17 @@ class TurnDetector:
                 self.run_frames = 0
             return None
         low = max(config.threshold - 0.15, 0.01)
-        if probability >= config.threshold:
+        quiet = self._quiet(probability, level, config.threshold)
+        self.quiet_frames = self.quiet_frames + 1 if quiet else 0
+        self.spoken = speech and not quiet
+        # quiet frames of speech fade it; a fade never ends the turn (VAD-3)
+        faded = self.quiet_frames >= FADE_FRAMES and self.state is DetectorState.SPEECH
+        fade: Boundary | None = "fade" if faded else None
+        if speech:
             self.silence_frames = 0
-            return "resume" if self.paused else None
+            if self.paused:
+                return "resume"
+            return "resume" if self.fading and self.spoken else fade
         if self.silence_frames == 0:
             self.silence_start = at
         self.silence_frames += 1
@@ -151,10 +199,10 @@ class TurnDetector:
             )
             return "review_again" if again else None
         if probability >= low:
-            return None
+            return fade
         if policy is not None:
-            return "pause" if silence_ms >= policy.first_review_ms else None
-        return "stop" if silence_ms >= config.silence_duration_ms else None
+            return "pause" if silence_ms >= policy.first_review_ms else fade
+        return "stop" if silence_ms >= config.silence_duration_ms else fade
 
     def start_ms(self, config: TurnDetection) -> int:
         """Where the speech began, with its prefix padding, never before the last reset."""
@@ -165,6 +213,10 @@ class TurnDetector:
         return self.origin + FRAME_SAMPLES * self.frames_seen
 
     # --- verbs ----------------------------------------------------------------------
+
+    def fade(self) -> None:
+        """The speech's energy fell below its floor: the pause's work may begin."""
+        fire(_RULES, self, "fade")
 
     def start(self, *, item_id: str, audio_start_ms: int) -> None:
         fire(_RULES, self, "start", item_id=item_id, audio_start_ms=audio_start_ms)
@@ -181,6 +233,8 @@ class TurnDetector:
         self.item_id = None
         self.run_frames = 0
         self.silence_frames = 0
+        self.peak_db = None
+        self.quiet_frames = 0
         return item_id
 
     def pause(
@@ -229,7 +283,8 @@ class TurnDetector:
         self._wait(wait_ms, now_ms)
 
     def resume(self) -> None:
-        """Speech again inside a reviewed or held pause; its verdict is no longer wanted."""
+        """Speech again after a fade, or inside a reviewed or held pause; the verdict
+        awaited, if any, is no longer wanted."""
         fire(_RULES, self, "resume")
         self._end_pause()
 
@@ -241,6 +296,9 @@ class TurnDetector:
         self.item_id = None
         self.run_frames = 0
         self.silence_frames = 0
+        self.peak_db = None
+        self.quiet_frames = 0
+        self.spoken = False
         self.last_reset = now_sample
         if restart:
             self.origin = now_sample
@@ -248,7 +306,9 @@ class TurnDetector:
 
     def _wait(self, wait_ms: int, now_ms: int) -> None:
         self.wait_ms = wait_ms
-        self.deadline_ms = now_ms + max(0, wait_ms - self.silence_frames * FRAME_MS)
+        # the session clock only stands in for audio that stops arriving (its margin)
+        rest = max(0, wait_ms - self.silence_frames * FRAME_MS)
+        self.deadline_ms = now_ms + rest + PAUSE_CLOCK_MARGIN_MS
 
     def _end_pause(self) -> None:
         self.turn_end_id = None

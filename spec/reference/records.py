@@ -246,6 +246,10 @@ class _Vad:
     reviews: int = 0
     #: the partial asked in the current silence run of the utterance (section 5.2, D41)
     pause_partial: str | None = None
+    #: the fade (section 5.4): the utterance's loudest speech frame (dBFS) and the frames
+    #: below its floor in a row
+    peak_db: float | None = None
+    quiet_run: int = 0
 
 
 def _reject(

@@ -1,5 +1,5 @@
-"""The oracle's turn-taking: server VAD, semantic VAD's turn-end verdicts and live
-transcripts (docs/session-semantics.md sections 5 - 5.2).
+"""The oracle's turn-taking: server VAD, semantic VAD's turn-end verdicts, live
+transcripts and the fade (docs/session-semantics.md sections 5 - 5.4).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from spec.stage_results import (
     VadScores,
 )
 from spec.trailing_transcript import trails_off
+from spec.turn_detection import FADE_DB, FADE_FRAMES, PAUSE_CLOCK_MARGIN_MS
 
 __all__ = [
     "TurnTaking",
@@ -56,11 +57,23 @@ class TurnTaking(ResponseEndings):
         frame = VAD_FRAME_MS * 16  # samples
         low = max(td.threshold - 0.15, 0.01)
         min_speech = max(td.min_speech_duration_ms, VAD_FRAME_MS)
-        for p in scores.probabilities:
+        for n, p in enumerate(scores.probabilities):
             vad = self.vad  # a commit or barge-in below may replace the detector
             start = vad.origin + frame * vad.frames_seen
             vad.frames_seen += 1
-            if p >= td.threshold:
+            level = scores.levels[n] if n < len(scores.levels) else None
+            if vad.state == "silence" and (p < td.threshold or vad.high_run == 0):
+                vad.peak_db = None  # section 5.4: each run of speech measures its own
+            if p >= td.threshold and level is not None:
+                vad.peak_db = level if vad.peak_db is None else max(vad.peak_db, level)
+            # section 5.4: a frame FADE_DB below the utterance's loudest is no speech,
+            # whatever its probability
+            quiet = level is not None and vad.peak_db is not None and level < vad.peak_db - FADE_DB
+            spoken = p >= td.threshold and not quiet
+            if vad.state != "silence":
+                vad.quiet_run = vad.quiet_run + 1 if quiet else 0
+            fades = vad.state == "speech" and vad.quiet_run >= FADE_FRAMES
+            if spoken:
                 self.live.last_quiet = False  # D41: speech after the latest partial's audio
             if vad.state == "silence":
                 if p >= td.threshold:
@@ -77,11 +90,20 @@ class TurnTaking(ResponseEndings):
                     vad.high_run = 0
             elif p >= td.threshold:
                 vad.silence_run = 0
-                vad.pause_partial = None  # D41: a later pause asks its own partial
+                if spoken:
+                    vad.pause_partial = None  # D41: a later pause asks its own partial
                 if vad.state in ("review", "held"):
                     # section 5.1: speech again; the verdict awaited is no longer wanted
                     vad.state, vad.awaiting, vad.wait_ms, vad.deadline = "speech", None, 0, None
                     vad.held, vad.reviews = None, 0
+                elif vad.state == "fading" and spoken:
+                    vad.state = "speech"  # section 5.4: speech again after the fade
+                elif vad.state == "fading":
+                    self._live_ask(start + frame, pause=True)
+                elif fades:
+                    # section 5.4: the speech fades: the pause's words, before Silero's lag
+                    vad.state = "fading"
+                    self._live_ask(start + frame, pause=True)
                 else:
                     self._live_ask(start + frame, pause=False)
             else:
@@ -113,6 +135,8 @@ class TurnTaking(ResponseEndings):
                 elif p < low and policy is None and silence_ms >= td.silence_duration_ms:
                     self._turn_ended()
                 else:
+                    if fades:
+                        vad.state = "fading"  # section 5.4
                     self._live_ask(start + frame, pause=True)
 
     # --- semantic VAD (section 5.1) ----------------------------------------------------
@@ -147,7 +171,9 @@ class TurnTaking(ResponseEndings):
     def _set_wait(self, wait_ms: int) -> None:
         vad = self.vad
         vad.wait_ms = wait_ms
-        vad.deadline = self.now_ms + max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+        # section 5.1: on the session clock a margin later (audio that stopped arriving)
+        rest = max(0, wait_ms - vad.silence_run * VAD_FRAME_MS)
+        vad.deadline = self.now_ms + rest + PAUSE_CLOCK_MARGIN_MS
 
     def _pause_overdue(self) -> bool:
         vad = self.vad
@@ -366,6 +392,7 @@ class TurnTaking(ResponseEndings):
         self.vad.state = "silence"
         self.vad.high_run = 0
         self.vad.silence_run = 0
+        self.vad.peak_db, self.vad.quiet_run = None, 0
         self.vad.pause_partial, self.vad.reviews = None, 0
         self.vad.awaiting, self.vad.wait_ms, self.vad.deadline = None, 0, None
         # speech_started allocated the id; only a detector reset (commit, clear, update)

@@ -144,8 +144,9 @@ class Driver:
         self.reply(reply)
         self.speak()
 
-    def vad(self, *probabilities: float) -> list[Any]:
-        return self.result(VadScores(tuple(probabilities)))
+    def vad(self, *probabilities: float, levels: tuple[float, ...] = ()) -> list[Any]:
+        """The VAD's verdicts on the next frames, with their levels (dBFS) if given."""
+        return self.result(VadScores(tuple(probabilities), levels))
 
     def fail(self, request_id: str, code: Any, **kw: Any) -> list[Any]:
         return self.result(StageFailure(request_id, code, "stage exploded", **kw))

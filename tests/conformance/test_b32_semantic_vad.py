@@ -8,7 +8,8 @@ import pytest
 from spec import events as ev
 from spec.effects import SubmitAsr, SubmitPartialAsr, SubmitTurnEnd, SubmitVlm
 from spec.session_config import EAGERNESS, SEMANTIC_PAUSE_MS
-from spec.stage_results import AsrPartial, TurnEndVerdict
+from spec.stage_results import AsrPartial, TurnEndVerdict, VadScores
+from spec.turn_detection import PAUSE_CLOCK_MARGIN_MS
 from tests.conformance.harness import Driver, speech_pcm
 
 HI, LO = 0.9, 0.1
@@ -141,10 +142,11 @@ def test_b32_a_held_pause_ends_at_the_max_wait_on_the_session_clock() -> None:
     request = _pause(d)
     paused_at = d.now
     pause_ms = _review_frames("high") * 32
-    assert d.p.next_deadline() == paused_at + EAGERNESS["high"].max_wait_ms - pause_ms
+    wait = EAGERNESS["high"].max_wait_ms - pause_ms + PAUSE_CLOCK_MARGIN_MS
+    assert d.p.next_deadline() == paused_at + wait
     d.result(TurnEndVerdict(request.request_id, 0.1), advance=50)
     deadline = d.p.next_deadline()
-    assert deadline == d.now + EAGERNESS["high"].max_wait_ms - pause_ms
+    assert deadline == d.now + wait
     d.p.handle_timeout(deadline - 1)
     assert d.take() == []
     d.p.handle_timeout(deadline)
@@ -163,7 +165,8 @@ def test_b32_eagerness_sets_the_verdict_threshold_and_the_max_wait(eagerness: st
     d = _semantic(eagerness)
     d.append(speech_pcm(5000))
     request = _pause(d)
-    assert d.p.next_deadline() == d.now + policy.max_wait_ms - _review_frames(eagerness) * 32
+    wait = policy.max_wait_ms - _review_frames(eagerness) * 32 + PAUSE_CLOCK_MARGIN_MS
+    assert d.p.next_deadline() == d.now + wait
     d.result(TurnEndVerdict(request.request_id, policy.threshold - 0.01))
     assert d.p.statistics().detector_state == "held"
     d.vad(HI)
@@ -394,7 +397,8 @@ def test_b32_an_eager_finish_ends_the_turn_once_the_pause_is_as_long_as_the_mode
     assert d.p.statistics().detector_state == "held"
     # the wait is what the pause still lacks of 200 ms, not the eagerness's maximum
     deadline = d.p.next_deadline()
-    assert deadline == d.now + SEMANTIC_PAUSE_MS - _review_frames("high") * 32
+    rest = SEMANTIC_PAUSE_MS - _review_frames("high") * 32
+    assert deadline == d.now + rest + PAUSE_CLOCK_MARGIN_MS
     assert d.effects(SubmitAsr) == []
     out = d.vad(*([LO] * (PAUSE_FRAMES - _review_frames("high") - 1)))  # 192 ms
     assert "input_audio_buffer.speech_stopped" not in d.tags(out)
@@ -406,6 +410,7 @@ def test_b32_an_eager_finish_ends_the_turn_once_the_pause_is_as_long_as_the_mode
     ]
     assert len(d.effects(SubmitTurnEnd)) == 1
     # no more audio after an eager finish: the session clock ends the pause at 200 ms
+    # and its margin
     c = _semantic("high")
     c.append(speech_pcm(3000))
     request = _pause(c)
@@ -435,6 +440,24 @@ def test_b32_speech_inside_an_eager_finishs_wait_was_a_comma_and_the_turn_goes_o
     d.result(TurnEndVerdict(request.request_id, 0.95))
     out = d.vad(*([LO] * (PAUSE_FRAMES - _review_frames("high"))))
     assert "input_audio_buffer.committed" in d.tags(out)
+
+
+def test_b32_a_comma_whose_next_words_are_scored_late_is_not_cut_by_the_session_clock() -> None:
+    """The same 160 ms comma, the frames after it scored 60 ms late (the VAD's tick, a
+    busy loop while the pause's ASR and review run): the session clock stands in only for
+    audio that stopped arriving, so it waits its margin and the audio clock decides."""
+    d = _semantic("high")
+    d.append(speech_pcm(5000))  # the speaker's audio is all there, ahead of the VAD
+    request = _pause(d)  # 64 ms scored
+    d.result(TurnEndVerdict(request.request_id, 0.95), advance=0)
+    d.result(VadScores((LO,)), advance=0)  # 96 ms
+    d.now += SEMANTIC_PAUSE_MS - 96 + 60  # the next frames come 60 ms past the wait
+    d.p.handle_timeout(d.now)
+    assert "input_audio_buffer.speech_stopped" not in d.tags(d.take())
+    d.vad(LO, LO)  # 160 ms of pause in all
+    d.vad(HI)  # "please"
+    assert d.p.statistics().detector_state == "speech"
+    assert "input_audio_buffer.committed" not in d.tags()
 
 
 def test_b32_a_held_pause_is_asked_again_only_once_and_only_when_first_asked_early() -> None:

@@ -195,6 +195,10 @@ def _verdict(data: st.DataObject, request_id: str, probability: float | None) ->
 
 
 SCORES = st.sampled_from([0.97, 0.9, 0.6, 0.45, 0.3, 0.1, 0.0])
+#: frame levels (dBFS, B43): speech, speech 10 dB down (above the floor, FADE_DB below the
+#: loudest), and far below the floor; none sits on it
+LOUD_DB, SOFT_DB, FADED_DB = -20.0, -30.0, -90.0
+LEVELS = st.sampled_from([LOUD_DB, SOFT_DB, FADED_DB])
 
 
 def _diff(got: list[Any], want: list[Any]) -> str:
@@ -709,12 +713,19 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.obs.vad_on and self.obs.vad_frames_available() > 0)
     @rule(
         data=st.data(),
-        shape=st.sampled_from(["speech", "silence", "burst", "random"]),
+        shape=st.sampled_from(["speech", "silence", "burst", "fade", "random"]),
     )
     def vad_scores(self, data: st.DataObject, shape: str) -> None:
         available = min(self.obs.vad_frames_available(), 24)
         n = data.draw(st.integers(1, available))
-        if shape == "speech":
+        levels: list[float] = []
+        if shape == "fade":
+            # speech whose energy falls (B43): loud frames, then frames far below the
+            # floor that Silero's lag still scores speech, perhaps speech again after
+            loud = data.draw(st.integers(0, n))
+            scores = [0.95] * n
+            levels = [LOUD_DB] * loud + [FADED_DB] * (n - loud)
+        elif shape == "speech":
             scores = [0.95] * n
         elif shape == "silence":
             scores = [0.02] * n
@@ -723,9 +734,11 @@ class SessionMachine(RuleBasedStateMachine):
             scores = [0.95] * high + [0.02] * (n - high)
         else:
             scores = data.draw(st.lists(SCORES, min_size=n, max_size=n))
+            if data.draw(st.booleans()):
+                levels = data.draw(st.lists(LEVELS, min_size=n, max_size=n))
         self.obs.scored(n)
         asked = len(self.obs.turn_ends)
-        self.backend(VadScores(tuple(scores)))
+        self.backend(VadScores(tuple(scores), tuple(levels)))
         if len(self.obs.turn_ends) > asked and data.draw(st.booleans()):
             # a semantic VAD pause went under review: its verdict often comes at once
             probability = data.draw(VERDICTS)

@@ -129,6 +129,36 @@ def test_a_pause_superseding_a_cadence_partial_agrees_step_by_step(
     assert sut.live.in_flight is not None and sut.live.in_flight[2]
 
 
+@pytest.mark.parametrize("detector", ["server", "semantic"])
+def test_b43_a_fade_a_dip_and_the_pause_after_agree_step_by_step(detector: str) -> None:
+    """The pause's onset by energy (B43): loud speech, a dip far below the floor that
+    Silero still scores speech (its partial asked there), speech again, then the fade
+    that ends the utterance, its words, Silero's pause and the turn's end, in lockstep."""
+    from spec.effects import SubmitPartialAsr, SubmitTurnEnd
+    from spec.events import InputAudioBufferAppend
+    from spec.stage_results import AsrPartial, TurnEndVerdict, VadScores
+    from tests.stateful.machine import FADED_DB, LIMITS, LOUD_DB, SEMANTIC, VAD_LIVE
+
+    config = SessionConfig(
+        turn_detection=VAD_LIVE if detector == "server" else SEMANTIC, preemptive_response=False
+    )
+    _, step = _live_lockstep(config, LIMITS)
+    hi, lo = 0.95, 0.02
+    step(InputAudioBufferAppend(audio=b"\x10\x00" * 30_000))  # 1.9 s
+    step(VadScores((hi,) * 8, (LOUD_DB,) * 8))
+    dipped = step(VadScores((hi,) * 2, (FADED_DB,) * 2))  # Silero's lag: still speech
+    [dip] = [o for o in dipped if isinstance(o, SubmitPartialAsr)]
+    step(VadScores((hi,) * 6, (LOUD_DB,) * 6))  # speech again: the dip's words are stale
+    step(AsrPartial(dip.request_id, "what"))
+    [fade] = [o for o in step(VadScores((hi,), (FADED_DB,))) if isinstance(o, SubmitPartialAsr)]
+    step(AsrPartial(fade.request_id, "what colour is this"))
+    out = step(VadScores((hi,) * 2 + (lo,) * 8, (FADED_DB,) * 10))
+    for review in [o for o in out if isinstance(o, SubmitTurnEnd)]:
+        assert review.partial_request_id == fade.request_id
+        step(TurnEndVerdict(review.request_id, 0.95))
+    step(VadScores((lo,) * 10, (FADED_DB,) * 10))
+
+
 @pytest.mark.parametrize("answered", ["before", "after"])
 def test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step(answered: str) -> None:
     """Manual turns with live transcripts (B41): a hold's first speech names its item, a

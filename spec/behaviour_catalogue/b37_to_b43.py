@@ -1,4 +1,4 @@
-"""The behaviour catalogue, B37-B42: each entry as data (see `spec.behaviours`)."""
+"""The behaviour catalogue, B37-B43: each entry as data (see `spec.behaviours`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from spec.behaviour_catalogue.sections import (
     _CLIENT_RESUME,
     _D44,
     _DELEGATION,
+    _FADE,
     _FENCING,
     _FUNCTIONS,
     _ITEMS,
@@ -16,6 +17,8 @@ from spec.behaviour_catalogue.sections import (
     _LIVE,
     _MANUAL_LIVE,
     _RESUME,
+    _SEMANTIC_VAD,
+    _VAD,
 )
 
 __all__ = ["BEHAVIOURS"]
@@ -213,6 +216,37 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/web/test_browser_resume.py::test_b42_a_drop_longer_than_the_resume_grace_is_lost_and_connect_starts_a_new_session",
             "tests/web/test_browser_resume.py::test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call",
             "tests/web/test_browser_resume.py::test_b42_a_silent_drop_is_found_by_the_probe_and_resumed",
+        ),
+    ),
+    Behaviour(
+        id="B43",
+        title="The pause's work starts when the speech's energy falls",
+        summary=(
+            "Each VAD frame comes with its level (dBFS). The first frame of speech whose "
+            "level falls `FADE_DB` (30 dB) below the utterance's loudest speech frame fades "
+            "it: the pause's live partial is asked there, and its words may start the "
+            "preemptive reply (B35), before Silero's lag lets the pause begin. Only a frame "
+            "that is speech by both measures (probability at or above the threshold, level "
+            "at or above the floor) resumes the speech, and discards that work as speech "
+            "after a pause does. A fade never ends a turn or asks a review: those still "
+            "follow the probabilities alone. Without levels nothing fades."
+        ),
+        sections=(_FADE, _VAD, _SEMANTIC_VAD, _LIVE),
+        rows=(
+            RowRef("turn_detector", "fade"),
+            RowRef("turn_detector", "resume"),
+        ),
+        invariants=("VAD-3",),
+        tests=(
+            "tests/conformance/test_b43_fade_onset.py::test_b43_the_first_faded_frame_asks_the_pause_words_before_silero_scores_a_pause",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_the_fades_words_start_the_reply_and_the_turn_end_adopts_it_and_them",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_speech_after_a_dip_discards_the_prepared_reply_and_the_turn_goes_on",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_a_fade_never_ends_a_turn_while_silero_scores_speech",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_the_floor_follows_the_utterance_not_a_fixed_level",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_without_levels_the_pause_begins_with_silero_as_before",
+            "tests/conformance/test_b43_fade_onset.py::test_b43_under_semantic_vad_the_review_reads_the_words_asked_at_the_fade",
+            "tests/stateful/test_session_vs_reference.py::test_b43_a_fade_a_dip_and_the_pause_after_agree_step_by_step",
+            "tests/runtime/test_vad_feed_levels.py::test_b43_each_frames_level_comes_with_its_probability_in_order",
         ),
     ),
 )
