@@ -77,8 +77,16 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/mypy
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent
+# waiting (real-time audio pacing, served processes, headless Chromium), so more workers
+# than cores pays. tests/scheduling.py starts the longest tests first and keeps together
+# the tests that share a worker (the browser tests, a module's loaded model); `-n 0` runs
+# the suite in this process.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 pytest: install-test
-	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: system-deps lint typecheck pytest
 
