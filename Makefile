@@ -80,8 +80,8 @@ typecheck: install-test
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent
 # waiting (real-time audio pacing, served processes, headless Chromium), so more workers
 # than cores pays. tests/scheduling.py starts the longest tests first and keeps together
-# the tests that share a worker (the browser tests, a module's loaded model); `-n 0` runs
-# the suite in this process.
+# the tests that share a worker (the browser tests, a module's loaded model);
+# `make pytest PYTEST_WORKERS=0` runs the suite in one process.
 PYTEST_WORKERS ?= 4
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
