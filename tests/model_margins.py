@@ -72,13 +72,36 @@ class Margin:
         )
 
 
+#: the run's margins, in the process that reports the run (the only one under `pytest`,
+#: the controller under pytest-xdist's `-n`): tests/conftest.py moves each test's margins
+#: from where it ran into its report (`user_properties`) and from the report into here, so
+#: a distributed run's summary and report hold every worker's margins
 RECORDED: list[Margin] = []
+#: the margins recorded in this process since its last test report took them
+_PENDING: list[Margin] = []
+#: the `user_properties` name a margin travels under
+PROPERTY = "model_margin"
 
 
 def _record(margin: Margin) -> Margin:
-    RECORDED.append(margin)
+    _PENDING.append(margin)
     print(f"margin {margin.line()}")
     return margin
+
+
+def take_pending() -> list[tuple[str, dict[str, object]]]:
+    """This process's margins since the last call, as `user_properties` entries (plain
+    data, which pytest-xdist carries from a worker to the controller)."""
+    taken = [(PROPERTY, asdict(m)) for m in _PENDING]
+    _PENDING.clear()
+    return taken
+
+
+def collect(user_properties: list[tuple[str, object]]) -> None:
+    """Add the margins a test report carries to the run's."""
+    for name, value in user_properties:
+        if name == PROPERTY and isinstance(value, dict):
+            RECORDED.append(Margin(**value))
 
 
 def _test_id() -> str:

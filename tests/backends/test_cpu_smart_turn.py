@@ -197,6 +197,7 @@ print(json.dumps({"product": anyio.run(product), "fused_int8": float(score.resha
 
 
 @pytest.mark.slow
+@pytest.mark.emulated
 async def test_b32_a_cpu_without_avx512_gives_the_same_verdict(
     models: tuple[SileroVad, SmartTurn], tmp_path: Path
 ) -> None:

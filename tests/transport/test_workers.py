@@ -10,7 +10,9 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +235,16 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmp() -> Iterator[str]:
+    """A scratch directory of a short path: the workers' relay sockets live in their run
+    directory under TMPDIR, and a Unix socket's path may not pass 107 bytes (the tmp_path
+    of a pytest-xdist worker is longer)."""
+    with tempfile.TemporaryDirectory(prefix="jd-") as path:
+        yield path
+
+
+def test_workers_stop_when_the_parent_is_killed(tmp_path: Path, short_tmp: str) -> None:
     """No orphans even when the supervisor cannot stop its workers: each worker watches
     its parent and shuts down when it is gone."""
     log = tmp_path / "server.log"
@@ -247,7 +258,8 @@ def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "TMPDIR": str(tmp_path)},  # the metrics directory goes here
+            # the metrics and run directories, which the killed parent leaves, go here
+            env={**os.environ, "TMPDIR": short_tmp},
         )
         try:
             for _ in range(600):
