@@ -3,14 +3,26 @@
 Everything here executes; what to say about playback is decided by the call's
 `OutputAudioBuffer` (`core/statemachines/output_audio_buffer.py`).
 
-- `ReplyTrack` paces reply audio onto the outgoing track in real time, 20 ms a frame, and
-  silence between replies (a track never stops while the call lasts). So what it has sent
-  is what the person heard, give or take the jitter buffer: the played cursor the call
-  reports to the session, and that a barge-in truncates to, is the audio actually sent.
-  A reply's first audio does not wait for the next 20 ms tick of the silence before it:
-  it goes out at once, and the pacing clock restarts from there (that tick cost
-  10 ms on average, up to 20, on every reply). 20 ms is also the Opus frame aiortc's
-  encoder makes (fixed there); the browser's jitter buffer sizes itself from it.
+- `ReplyTrack` paces reply audio onto the outgoing track in real time, 20 ms a frame,
+  in talkspurts: a reply's frames, two silent ones after its last (`HANGOVER_FRAMES`:
+  they carry the encoder's 6.5 ms lookahead out), then no packets at all until the next
+  reply. So what it has sent is what the person heard, give or take the jitter buffer:
+  the played cursor the call reports to the session, and that a barge-in truncates to,
+  is the audio actually sent. Why no silence between replies: Chromium's jitter buffer
+  (NetEq) sizes itself from the packets' arrival jitter, and a Python server's timer
+  paces silence with jitter of its own, which kept the buffer, and so every reply's
+  start, above its floor. A reply's first audio goes out at once (it never waits for a
+  tick), and the pacing restarts from it.
+  The RTP timestamps are one schedule from the call's first packet: within a talkspurt
+  20 ms a packet, and a talkspurt's first packet is stamped with the time since then,
+  so the receiver counts the gap as time passing, not as a late packet. The track
+  encodes its own Opus packets for this (`OpusPackets`, aiortc's settings, mono): aiortc's
+  sender stamps the frames it encodes contiguously, and its encoder's lookahead stamps
+  the first packet after a gap with the old timeline; a packet it is handed keeps its
+  own. aiortc sets the RTP marker bit on every audio packet (the last payload of each
+  frame), so a reply's first packet carries it, though not as a distinct talkspurt start.
+  20 ms is the Opus frame aiortc's encoder makes too; the browser's jitter buffer sizes
+  itself from it.
 - `microphone_appends` turns the incoming Opus track (decoded by aiortc, 48 kHz) into
   16 kHz pcm16 appends, one per 20 ms packet, as a websocket client sends them.
 - `camera_appends` samples the incoming video track at the web client's camera cadence

@@ -9,9 +9,12 @@ checked exactly, with no wall-clock assert."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import numpy as np
+import pytest
+from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtcrtpsender import RTCRtpSender
 from aiortc.rtp import RtpPacket
@@ -102,7 +105,7 @@ def test_a_reply_is_a_talkspurt_no_packets_between_replies_and_the_gap_is_time()
     numbers = [p.sequence_number for p in before + after]
     assert numbers == [(numbers[0] + i) % 65_536 for i in range(len(numbers))]
     # within a talkspurt each packet is 20 ms on; across the gap, the time that passed
-    steps = [(b.timestamp - a.timestamp) % 2**32 for a, b in zip(before, before[1:])]
+    steps = [(b.timestamp - a.timestamp) % 2**32 for a, b in itertools.pairwise(before)]
     assert steps == [_FRAME] * (len(before) - 1)
     gap = (after[0].timestamp - before[-1].timestamp) % 2**32
     assert gap == _FRAME + 1.5 * 48_000
@@ -136,8 +139,6 @@ def test_a_replys_first_audio_goes_out_at_once_not_after_the_silent_frames_tick(
 def test_a_stopped_track_ends_its_quiet_wait() -> None:
     """Between replies the track's recv waits with no end; stopping the call's track
     ends it (the sender's loop stops), it does not hang."""
-    import pytest
-    from aiortc.mediastreams import MediaStreamError
 
     async def stop_while_quiet() -> None:
         track = ReplyTrack(_PacedBuffer(), lambda: None)  # type: ignore[arg-type]
