@@ -202,6 +202,14 @@ class ReplyTrack(MediaStreamTrack):
             if response_id is not None and rid != response_id
         )
 
+    def settle(self) -> None:
+        """A response is done: with nothing queued its audio has all gone out, so the
+        buffer hears that the queue is dry now (a quiet track has no next frame to say it
+        on). Call it after sending the `response.done`: the stop follows it."""
+        if not self._queue:
+            self._buffer.ran_dry()
+            self._on_paced()
+
     def stop(self) -> None:
         super().stop()
         self._wake()

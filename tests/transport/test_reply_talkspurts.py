@@ -151,3 +151,40 @@ def test_a_stopped_track_ends_its_quiet_wait() -> None:
             await pending
 
     asyncio.run(stop_while_quiet())
+
+
+def test_a_response_done_after_its_audio_went_quiet_still_stops_the_buffer() -> None:
+    """With no packets between replies there is no next silent frame to find the queue
+    dry once `response.done` comes: the call settles the track after sending it, so
+    `output_audio_buffer.stopped` follows the done at once."""
+    from core.outbox import Outbox
+    from core.statemachines.output_audio_buffer import OutputAudioBuffer
+    from spec.events import OutputAudioBufferStarted, OutputAudioBufferStopped
+
+    async def reply_then_done() -> tuple[list[Any], list[Any]]:
+        outbox = Outbox()
+        buffer = OutputAudioBuffer(outbox)
+        clock = _Clock()
+        track = ReplyTrack(buffer, lambda: None, clock=clock)
+        for _ in range(HANGOVER_FRAMES):  # the call's opening silence
+            await track.recv()
+            clock.now += _FRAME / 48_000
+        buffer.queued("resp_1", 20.0)
+        track.enqueue("resp_1", _reply(1))
+        for _ in range(1 + HANGOVER_FRAMES):
+            await track.recv()
+            clock.now += _FRAME / 48_000
+        pending = asyncio.ensure_future(track.recv())
+        await _quiet(track)
+        before_done = outbox.drain()
+        buffer.finished("resp_1")
+        track.settle()
+        after_done = outbox.drain()
+        track.stop()
+        with pytest.raises(MediaStreamError):
+            await pending
+        return before_done, after_done
+
+    before_done, after_done = asyncio.run(reply_then_done())
+    assert [type(e) for e in before_done] == [OutputAudioBufferStarted]
+    assert [type(e) for e in after_done] == [OutputAudioBufferStopped]
