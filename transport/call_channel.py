@@ -241,6 +241,8 @@ class CallChannel:
                 self.track.drop(event.response_id)
             self._flush_call_events()
         self._forward(encode_server_event(event).decode())  # type: ignore[arg-type]
+        if isinstance(event, ResponseDone):
+            self.track.settle()  # a quiet track has played the response out: it stops
 
     async def close(self, code: int, reason: str = "") -> None:
         self.end(reason or f"closed {code}")

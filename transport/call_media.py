@@ -3,14 +3,26 @@
 Everything here executes; what to say about playback is decided by the call's
 `OutputAudioBuffer` (`core/statemachines/output_audio_buffer.py`).
 
-- `ReplyTrack` paces reply audio onto the outgoing track in real time, 20 ms a frame, and
-  silence between replies (a track never stops while the call lasts). So what it has sent
-  is what the person heard, give or take the jitter buffer: the played cursor the call
-  reports to the session, and that a barge-in truncates to, is the audio actually sent.
-  A reply's first audio does not wait for the next 20 ms tick of the silence before it:
-  it goes out at once, and the pacing clock restarts from there (that tick cost
-  10 ms on average, up to 20, on every reply). 20 ms is also the Opus frame aiortc's
-  encoder makes (fixed there); the browser's jitter buffer sizes itself from it.
+- `ReplyTrack` paces reply audio onto the outgoing track in real time, 20 ms a frame,
+  in talkspurts: a reply's frames, two silent ones after its last (`HANGOVER_FRAMES`:
+  they carry the encoder's 6.5 ms lookahead out), then no packets at all until the next
+  reply. So what it has sent is what the person heard, give or take the jitter buffer:
+  the played cursor the call reports to the session, and that a barge-in truncates to,
+  is the audio actually sent. Why no silence between replies: Chromium's jitter buffer
+  (NetEq) sizes itself from the packets' arrival jitter, and a Python server's timer
+  paces silence with jitter of its own, which kept the buffer, and so every reply's
+  start, above its floor. A reply's first audio goes out at once (it never waits for a
+  tick), and the pacing restarts from it.
+  The RTP timestamps are one schedule from the call's first packet: within a talkspurt
+  20 ms a packet, and a talkspurt's first packet is stamped with the time since then,
+  so the receiver counts the gap as time passing, not as a late packet. The track
+  encodes its own Opus packets for this (`OpusPackets`, aiortc's settings, mono): aiortc's
+  sender stamps the frames it encodes contiguously, and its encoder's lookahead stamps
+  the first packet after a gap with the old timeline; a packet it is handed keeps its
+  own. aiortc sets the RTP marker bit on every audio packet (the last payload of each
+  frame), so a reply's first packet carries it, though not as a distinct talkspurt start.
+  20 ms is the Opus frame aiortc's encoder makes too; the browser's jitter buffer sizes
+  itself from it.
 - `microphone_appends` turns the incoming Opus track (decoded by aiortc, 48 kHz) into
   16 kHz pcm16 appends, one per 20 ms packet, as a websocket client sends them.
 - `camera_appends` samples the incoming video track at the web client's camera cadence
@@ -28,7 +40,7 @@ import fractions
 import logging
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import av
 import numpy as np
@@ -42,8 +54,10 @@ if TYPE_CHECKING:
     from core.statemachines.output_audio_buffer import OutputAudioBuffer
 
 __all__ = [
+    "HANGOVER_FRAMES",
     "TRACK_RATE_HZ",
     "MicrophoneDecimator",
+    "OpusPackets",
     "ReplyTrack",
     "audio_level_dbov",
     "camera_appends",
@@ -58,6 +72,7 @@ log = logging.getLogger("joyduplex.transport")
 TRACK_RATE_HZ = 48_000
 #: samples of one 20 ms frame at the track rate
 _FRAME_SAMPLES = TRACK_RATE_HZ // 50
+_TIME_BASE = fractions.Fraction(1, TRACK_RATE_HZ)
 #: the rate of the appends the microphone track makes (the session's own)
 MICROPHONE_RATE_HZ = 16_000
 
@@ -102,20 +117,72 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+#: silent frames a talkspurt ends with before the track goes quiet: the first carries the
+#: encoder's lookahead out (the last 6.5 ms of the reply), the rest let the browser's
+#: concealment fade from silence, not from speech
+HANGOVER_FRAMES = 2
+#: aiortc's own Opus settings (`aiortc.codecs.opus.OpusEncoder`), in mono
+_OPUS_BIT_RATE = 96_000
+
+
+class OpusPackets:
+    """20 ms frames of the track to Opus packets stamped with the track's RTP timeline.
+
+    The track encodes, not aiortc's sender: the sender's encoder stamps each packet from
+    the frames it was fed, contiguous, and its lookahead puts the first packet after a gap
+    at the old timeline (a 1 s silence would reach the browser as 1 s of late arrival).
+    A packet the track hands the sender keeps the timestamp it carries."""
+
+    def __init__(self) -> None:
+        codec = av.CodecContext.create("libopus", "w")
+        codec.bit_rate = _OPUS_BIT_RATE
+        codec.format = "s16"
+        codec.layout = "mono"
+        codec.sample_rate = TRACK_RATE_HZ
+        codec.time_base = _TIME_BASE
+        codec.options = {"application": "voip"}
+        self._codec = codec
+        self._fed = 0  # the encoder's own clock: contiguous, whatever the gaps
+
+    def encode(self, samples: np.ndarray, timestamp: int) -> av.Packet[Any]:
+        """One packet of 20 ms `samples`, stamped `timestamp` (samples at 48 kHz)."""
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = TRACK_RATE_HZ
+        frame.pts = self._fed
+        frame.time_base = _TIME_BASE
+        self._fed += samples.size
+        # libopus makes one packet of each whole 20 ms frame, at once
+        (packet,) = self._codec.encode(frame)
+        packet.pts = packet.dts = timestamp
+        packet.time_base = _TIME_BASE
+        return packet
+
+
 class ReplyTrack(MediaStreamTrack):
-    """The outgoing audio track: queued reply audio paced out in real time."""
+    """The outgoing audio track: queued reply audio paced out in real time, in
+    talkspurts (nothing between replies)."""
 
     kind = "audio"
 
-    def __init__(self, buffer: OutputAudioBuffer, on_paced: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        buffer: OutputAudioBuffer,
+        on_paced: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         self._buffer = buffer
         #: called after each frame: the call sends what the buffer emitted
         self._on_paced = on_paced
+        self._clock = clock
         self._queue: collections.deque[tuple[str, np.ndarray]] = collections.deque()
+        #: the time of RTP timestamp 0: every frame's time is start + timestamp / rate
         self._start: float | None = None
         self._timestamp = 0
-        #: the wait of a recv about to send silence: queued audio ends it early
+        #: silent frames to send before the track goes quiet (the call opens with some)
+        self._hangover = HANGOVER_FRAMES
+        self._opus = OpusPackets()
+        #: the wait of a recv with no audio queued: queued audio (or stop) ends it early
         self._silence_wait: asyncio.Future[None] | None = None
 
     @property
@@ -125,8 +192,7 @@ class ReplyTrack(MediaStreamTrack):
     def enqueue(self, response_id: str, samples: np.ndarray) -> None:
         if samples.size:
             self._queue.append((response_id, samples))
-            if self._silence_wait is not None:
-                _resolve(self._silence_wait)
+            self._wake()
 
     def drop(self, response_id: str | None) -> None:
         """Drop the queued audio of `response_id` (None: all of it)."""
@@ -135,6 +201,22 @@ class ReplyTrack(MediaStreamTrack):
             for rid, chunk in self._queue
             if response_id is not None and rid != response_id
         )
+
+    def settle(self) -> None:
+        """A response is done: with nothing queued its audio has all gone out, so the
+        buffer hears that the queue is dry now (a quiet track has no next frame to say it
+        on). Call it after sending the `response.done`: the stop follows it."""
+        if not self._queue:
+            self._buffer.ran_dry()
+            self._on_paced()
+
+    def stop(self) -> None:
+        super().stop()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._silence_wait is not None:
+            _resolve(self._silence_wait)
 
     def _take(self) -> np.ndarray:
         """The next frame's samples, each response's share reported to the buffer."""
@@ -152,44 +234,63 @@ class ReplyTrack(MediaStreamTrack):
             self._buffer.paced(response_id, n * 1000 / TRACK_RATE_HZ)
         if not self._queue:
             self._buffer.ran_dry()
+        self._hangover = HANGOVER_FRAMES if filled else self._hangover - 1
         return out
 
-    async def _pace(self, wait: float) -> None:
-        """Wait `wait` s for the next frame's time; while only silence is queued, audio
-        that arrives meanwhile ends the wait, and the pacing restarts from now."""
-        if self._queue:
-            await asyncio.sleep(wait)
-            return
+    async def _silence(self, wait: float | None) -> None:
+        """Wait `wait` s (None: until audio comes) while no audio is queued; audio that
+        arrives meanwhile ends the wait."""
         # a future and a timer, not wait_for: no task per silent frame of every call
         loop = asyncio.get_running_loop()
         waiting: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(wait, _resolve, waiting)
+        timer = None if wait is None else loop.call_later(wait, _resolve, waiting)
         self._silence_wait = waiting
         try:
             await waiting
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             self._silence_wait = None
-        if self._queue:  # the frame goes out early: later frames are paced from it
-            self._start = time.monotonic() - self._timestamp / TRACK_RATE_HZ
 
-    async def recv(self) -> av.AudioFrame:
+    async def _pace(self) -> None:
+        """Wait for the next frame's time on the schedule. A frame of audio after silence
+        goes out at once; after a gap its timestamp is the time since the schedule began,
+        so the receiver sees the gap as time passing, not as a late packet."""
+        assert self._start is not None
+        if not self._queue and self._hangover <= 0:  # the talkspurt is over: go quiet
+            await self._silence(None)
+            if self.readyState != "live":
+                return
+            elapsed = round((self._clock() - self._start) * TRACK_RATE_HZ)
+            self._timestamp = max(self._timestamp + _FRAME_SAMPLES, elapsed)
+            self._start = self._clock() - self._timestamp / TRACK_RATE_HZ
+            return
+        self._timestamp += _FRAME_SAMPLES
+        wait = self._start + self._timestamp / TRACK_RATE_HZ - self._clock()
+        if wait <= 0:
+            return
+        if self._queue:
+            await asyncio.sleep(wait)
+            return
+        await self._silence(wait)
+        if self._queue:  # the frame goes out early: later frames are paced from it
+            self._start = self._clock() - self._timestamp / TRACK_RATE_HZ
+
+    async def recv(self) -> av.Packet[Any]:
         if self.readyState != "live":
             raise MediaStreamError
         if self._start is None:
-            self._start = time.monotonic()
+            self._start = self._clock()
         else:
-            self._timestamp += _FRAME_SAMPLES
-            wait = self._start + self._timestamp / TRACK_RATE_HZ - time.monotonic()
-            if wait > 0:
-                await self._pace(wait)
+            await self._pace()
+            if self.readyState != "live":
+                raise MediaStreamError
         samples = self._take()
         self._on_paced()
-        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = TRACK_RATE_HZ
-        frame.pts = self._timestamp
-        frame.time_base = fractions.Fraction(1, TRACK_RATE_HZ)
-        return frame
+        timestamp = self._timestamp
+        # encoded off the event loop, as aiortc's sender encodes the frames it is given
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self._opus.encode, samples, timestamp)
 
 
 class MicrophoneDecimator:
