@@ -9,7 +9,8 @@ the two decisions that join them:
   back before the partial is held until the partial answers, at most until the verdict's
   own budget (`turn_end_budget_ms`, counted from the review) runs out on the session
   clock; then it is applied with the partial's words (a finishing verdict whose words
-  trail off holds the pause), or without words. A verdict that carries its own words is
+  trail off holds the pause; under eagerness high a holding one whose words close a
+  question finishes it, B44), or without words. A verdict that carries its own words is
   applied with them at once.
 - **A commit's ASR reuses the partial that heard its audio** (B33, D41). When the audio
   and language of a commit's `SubmitAsr` are those of the latest partial, or the commit
@@ -40,7 +41,7 @@ from spec.effects import TURN_END_WINDOW_MS
 from spec.session_config import SEMANTIC_PAUSE_MS
 from spec.stage_results import AsrTranscript
 from spec.tables.turn_detector import FRAME_MS
-from spec.trailing_transcript import trails_off
+from spec.trailing_transcript import closes_question, trails_off
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -307,6 +308,10 @@ class TurnTaking:
             # the model hears only the sound of the pause; words that cannot close a
             # sentence ("... bigger than") say the speaker is not done
             finished = not trails_off(transcript, punctuated=punctuated)
+        elif probability is not None and transcript is not None and policy.questions_finish:
+            # an eager detector takes a question the words close for a finish the model
+            # missed (B44); without a verdict the pause waits as server VAD's would (D33)
+            finished = closes_question(transcript, punctuated=punctuated)
         if finished and detector.silence_frames * FRAME_MS >= SEMANTIC_PAUSE_MS:
             self._stop(config, "finish")
             return

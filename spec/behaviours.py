@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from spec.behaviour_catalogue import b1_to_b14, b15_to_b27, b28_to_b36, b37_to_b43
+from spec.behaviour_catalogue import b1_to_b14, b15_to_b27, b28_to_b36, b37_to_b44
 from spec.behaviour_catalogue.entry import Behaviour, RowRef
 from spec.tables import TABLES
 from spec.tables.client_constants import CLIENT_TABLES
@@ -75,7 +75,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     *b1_to_b14.BEHAVIOURS,
     *b15_to_b27.BEHAVIOURS,
     *b28_to_b36.BEHAVIOURS,
-    *b37_to_b43.BEHAVIOURS,
+    *b37_to_b44.BEHAVIOURS,
 )
 
 #: every behaviour id, in catalogue order

@@ -51,11 +51,14 @@ class EndOfTurnPolicy(msgspec.Struct, frozen=True):
     """What one `eagerness` means: the end-of-turn model's probability at or above which a
     pause ends the turn, the longest a pause may last before the turn ends anyway, and the
     silence after which the model is first asked (`first_review_ms`). A pause first
-    reviewed before `SEMANTIC_PAUSE_MS` and held is reviewed once more at it (B32)."""
+    reviewed before `SEMANTIC_PAUSE_MS` and held is reviewed once more at it (B32).
+    `questions_finish`: a pause whose words close a question counts as finished whatever
+    the model's probability (B44)."""
 
     threshold: float
     max_wait_ms: int
     first_review_ms: int = 200
+    questions_finish: bool = False
 
 
 #: the silence (Silero frames below threshold - 0.15) after which `semantic_vad` asks the
@@ -89,11 +92,21 @@ PAUSE_CLOCK_MARGIN_MS = 100
 #: `eagerness` -> policy. The waits are the ones OpenAI documents (8 / 4 / 2 s); the
 #: thresholds move around Smart Turn's own 0.5: an eager detector takes a weaker "finished"
 #: as enough, a patient one wants a stronger one. `auto` is `medium`.
+#: Only `high` lets the words finish a pause (B44): OpenAI's semantic_vad judges "based on
+#: the words the user has uttered", and Smart Turn scores some complete questions far below
+#: even high's threshold (a pitch-shifted "Is this more orange or more red?" 0.03 at 64 ms
+#: and 0.02 at 200 ms), which then wait the full 2 s while Whisper's words of the pause
+#: already close the question. The patient eagernesses keep the model's say: a question
+#: mark is the words' one cue, and a speaker who asks and goes on ("Is it red? Or is it
+#: more orange?") is theirs to wait for.
 EAGERNESS: dict[str, EndOfTurnPolicy] = {
     "low": EndOfTurnPolicy(threshold=0.7, max_wait_ms=8_000, first_review_ms=SEMANTIC_PAUSE_MS),
     "medium": EndOfTurnPolicy(threshold=0.5, max_wait_ms=4_000, first_review_ms=SEMANTIC_PAUSE_MS),
     "high": EndOfTurnPolicy(
-        threshold=0.3, max_wait_ms=2_000, first_review_ms=EAGER_FIRST_REVIEW_MS
+        threshold=0.3,
+        max_wait_ms=2_000,
+        first_review_ms=EAGER_FIRST_REVIEW_MS,
+        questions_finish=True,
     ),
     "auto": EndOfTurnPolicy(threshold=0.5, max_wait_ms=4_000, first_review_ms=SEMANTIC_PAUSE_MS),
 }

@@ -1,5 +1,6 @@
-"""The oracle's turn-taking: server VAD, semantic VAD's turn-end verdicts, live
-transcripts and the fade (docs/session-semantics.md sections 5 - 5.4).
+"""The oracle's turn-taking: server VAD, semantic VAD's turn-end verdicts and the words
+that finish one, live transcripts and the fade (docs/session-semantics.md sections 5 -
+5.5).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from spec.stage_results import (
     TurnEndVerdict,
     VadScores,
 )
-from spec.trailing_transcript import trails_off
+from spec.trailing_transcript import closes_question, trails_off
 from spec.turn_detection import FADE_DB, FADE_FRAMES, PAUSE_CLOCK_MARGIN_MS
 
 __all__ = [
@@ -210,13 +211,19 @@ class TurnTaking(ResponseEndings):
         td = self.config.turn_detection
         if td is None or td.end_of_turn is None or verdict.request_id != self.vad.awaiting:
             return
-        finished = (
-            verdict.probability is not None
-            and verdict.probability >= td.end_of_turn.threshold
-            # words that cannot close a sentence hold the pause whatever the model heard
-            and not (
-                verdict.transcript is not None
-                and trails_off(verdict.transcript, punctuated=verdict.punctuated)
+        words = verdict.transcript
+        finished = verdict.probability is not None and (
+            (
+                verdict.probability >= td.end_of_turn.threshold
+                # words that cannot close a sentence hold the pause whatever the model heard
+                and not (words is not None and trails_off(words, punctuated=verdict.punctuated))
+            )
+            # section 5.5: under eagerness high, words that close a question finish a pause
+            # the model holds; a pause without a verdict waits as section 5.1 says
+            or (
+                td.end_of_turn.questions_finish
+                and words is not None
+                and closes_question(words, punctuated=verdict.punctuated)
             )
         )
         if finished and self.vad.silence_run * VAD_FRAME_MS >= SEMANTIC_PAUSE_MS:

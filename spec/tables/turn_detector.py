@@ -1,6 +1,6 @@
 """Turn detector: server VAD segmentation from per-frame speech probabilities (B10),
-`semantic_vad`'s pauses under review by the end-of-turn model (B32), and the pause's onset
-by the frames' energy (B43)."""
+`semantic_vad`'s pauses under review by the end-of-turn model (B32) and the pause's words
+(B44), and the pause's onset by the frames' energy (B43)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ TURN_DETECTOR = Table(
         "again at 200 ms when held: review_again): the end-of-turn model's verdict "
         "ends the turn (finish) or holds it (hold) until speech resumes or the pause reaches "
         "the eagerness's maximum wait (time_out; silence_duration_ms when there was no "
-        "verdict), on the audio clock or the session clock, whichever comes first. Frames "
+        "verdict), on the audio clock or the session clock, whichever comes first. Words "
+        "of the pause that trail off hold a finishing verdict; under eagerness high, words "
+        "that close a question finish a holding one. Frames "
         "are counter updates; only boundaries are transitions. A speech frame whose level "
         "falls FADE_DB below the utterance's loudest fades the speech (fade): the pause's "
         "words are asked and a reply may be prepared at once, before the speech model's "
@@ -66,8 +68,14 @@ TURN_DETECTOR = Table(
             effect="request_turn_end",
             behaviours=("B32",),
         ),
-        T("finish", S.REVIEW, S.SILENCE, effect="emit_speech_stopped", behaviours=("B32",)),
-        T("hold", S.REVIEW, S.HELD, behaviours=("B32",)),
+        T(
+            "finish",
+            S.REVIEW,
+            S.SILENCE,
+            effect="emit_speech_stopped",
+            behaviours=("B32", "B44"),
+        ),
+        T("hold", S.REVIEW, S.HELD, behaviours=("B32", "B44")),
         T("review_again", S.HELD, S.REVIEW, effect="request_turn_end", behaviours=("B32",)),
         T("resume", (S.FADING, S.REVIEW, S.HELD), S.SPEECH, behaviours=("B32", "B43")),
         T(
@@ -75,7 +83,7 @@ TURN_DETECTOR = Table(
             (S.REVIEW, S.HELD),
             S.SILENCE,
             effect="emit_speech_stopped",
-            behaviours=("B32",),
+            behaviours=("B32", "B44"),
         ),
         T(
             "reset",

@@ -63,11 +63,18 @@ class Driver:
     profile: str = "speech"
     now: int = 0
     log: list[Any] = field(default_factory=list)
+    #: the backend's ASR ends what it hears as a sentence with a mark, as Whisper does (B32)
+    punctuated_transcripts: bool = False
 
     def __post_init__(self) -> None:
         cfg: SessionConfig = validate_session(self.config)
         self.p = SessionProtocol(
-            session_id="sess_1", config=cfg, limits=self.limits, profile=self.profile, now_ms=0
+            session_id="sess_1",
+            config=cfg,
+            limits=self.limits,
+            profile=self.profile,
+            now_ms=0,
+            punctuated_transcripts=self.punctuated_transcripts,
         )
         self.take()
 

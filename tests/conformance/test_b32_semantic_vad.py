@@ -264,6 +264,7 @@ def test_b32_an_unpunctuated_pause_holds_only_when_the_asr_punctuates() -> None:
 
 
 def test_b32_finished_words_never_end_a_pause_the_model_holds() -> None:
+    """Under medium; under high a question the words close does (B44)."""
     d = _semantic(live=True)
     d.append(speech_pcm(5000))
     request = _pause(d)

@@ -28,7 +28,7 @@ from spec.behaviours import (
 from spec.behaviours_doc import github_anchor
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EXPECTED_IDS = tuple(f"B{n}" for n in range(1, 44))
+EXPECTED_IDS = tuple(f"B{n}" for n in range(1, 45))
 #: `test_b05_...`, `test_b5_...`: the id a test function's name carries
 FUNCTION_ID = re.compile(r"^test_b0*(\d+)_")
 #: `test_b05_b08_commits.py`: the first and last id a conformance module covers

@@ -178,11 +178,24 @@ SESSION_PATCHES = st.sampled_from(
 FOREIGN_ITEMS = st.sampled_from(["item_999", "nope", "resp_1", ""])
 FOREIGN_RESPONSES = st.sampled_from(["resp_999", "item_1", "x"])
 VERDICTS = st.sampled_from([None, 0.05, 0.3, 0.5, 0.95])
-#: the words of the pause's partial a verdict carries (B32): none, finished, trailing off,
-#: unpunctuated; with whether the ASR punctuates
+#: the words of the pause's partial a verdict carries (B32): none, finished (a question,
+#: which finishes a held pause under eagerness high, B44: drawn more often, as the
+#: exploration reaches few verdicts), trailing off, a question mark after an open word,
+#: unpunctuated; with whether the ASR punctuates (mostly: Whisper does)
 PAUSE_WORDS = st.sampled_from(
-    [None, "Is it red?", "bigger than", "I was wondering whether...", "my favourite colour"]
+    [
+        None,
+        "Is it red?",
+        "Is it red?",
+        "bigger than",
+        "I was wondering whether...",
+        "bigger than the?",
+        "my favourite colour",
+    ]
 )
+
+
+PUNCTUATED = st.sampled_from([True, True, False])
 
 
 def _verdict(data: st.DataObject, request_id: str, probability: float | None) -> TurnEndVerdict:
@@ -190,7 +203,7 @@ def _verdict(data: st.DataObject, request_id: str, probability: float | None) ->
         request_id=request_id,
         probability=probability,
         transcript=data.draw(PAUSE_WORDS),
-        punctuated=data.draw(st.booleans()),
+        punctuated=data.draw(PUNCTUATED),
     )
 
 
@@ -213,10 +226,16 @@ def _diff(got: list[Any], want: list[Any]) -> str:
 class SessionMachine(RuleBasedStateMachine):
     """Drives `make_sut(...)` and a `ReferenceSession` in lockstep."""
 
-    #: builds the session under test: (config, limits, profile) -> session
-    make_sut: Callable[[SessionConfig, Limits, str], Any] = staticmethod(
-        lambda config, limits, profile: ReferenceSession(
-            session_id="s1", config=config, limits=limits, profile=profile, now_ms=0
+    #: builds the session under test: (config, limits, profile, whether the ASR
+    #: punctuates) -> session
+    make_sut: Callable[[SessionConfig, Limits, str, bool], Any] = staticmethod(
+        lambda config, limits, profile, punctuated: ReferenceSession(
+            session_id="s1",
+            config=config,
+            limits=limits,
+            profile=profile,
+            now_ms=0,
+            punctuated_transcripts=punctuated,
         )
     )
 
@@ -246,9 +265,17 @@ class SessionMachine(RuleBasedStateMachine):
         delegation=st.sampled_from([True, True, True, False]),
         live=st.booleans(),
         tools=st.booleans(),
+        punctuated=PUNCTUATED,
     )
     def start(
-        self, profile: str, vad: str, auto: bool, delegation: bool, live: bool, tools: bool
+        self,
+        profile: str,
+        vad: str,
+        auto: bool,
+        delegation: bool,
+        live: bool,
+        tools: bool,
+        punctuated: bool,
     ) -> None:
         server = VAD_LIVE if live else VAD
         detection = {"off": None, "server": server, "semantic": SEMANTIC}[vad]
@@ -267,8 +294,11 @@ class SessionMachine(RuleBasedStateMachine):
             profile=profile,
             now_ms=0,
             delegation=delegation,
+            # the ASR ends sentences with a mark (B32): the pause's words may then trail
+            # off for want of one, or close a question (B44)
+            punctuated_transcripts=punctuated,
         )
-        self.sut = type(self).make_sut(config, LIMITS, profile)
+        self.sut = type(self).make_sut(config, LIMITS, profile, punctuated)
         self.sut.delegation = delegation  # a background model answers (3.6)
         # live transcripts (B33), as a runtime whose ASR offers them turns them on
         self.ref.live.enabled = self.sut.live.enabled = live

@@ -41,8 +41,14 @@ class _AppliesVerdictsAtOnce(TurnTaking):
         )
 
 
-def _make_sut(config: SessionConfig, limits: Limits, profile: str) -> Any:
-    return SessionProtocol(session_id="s1", config=config, limits=limits, profile=profile)
+def _make_sut(config: SessionConfig, limits: Limits, profile: str, punctuated: bool) -> Any:
+    return SessionProtocol(
+        session_id="s1",
+        config=config,
+        limits=limits,
+        profile=profile,
+        punctuated_transcripts=punctuated,
+    )
 
 
 class _Mutated(SessionMachine):

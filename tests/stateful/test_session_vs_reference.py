@@ -19,9 +19,14 @@ from tests.stateful.machine import SessionMachine
 session = pytest.importorskip("core.session")
 
 
-def _make_sut(config: SessionConfig, limits: Limits, profile: str) -> Any:
+def _make_sut(config: SessionConfig, limits: Limits, profile: str, punctuated: bool = False) -> Any:
     return session.SessionProtocol(
-        session_id="s1", config=config, limits=limits, profile=profile, now_ms=0
+        session_id="s1",
+        config=config,
+        limits=limits,
+        profile=profile,
+        now_ms=0,
+        punctuated_transcripts=punctuated,
     )
 
 
@@ -37,16 +42,25 @@ TestSessionVsReference.settings = settings(
 )
 
 
-def _live_lockstep(config: SessionConfig, limits: Limits) -> tuple[Any, Callable[[Any], list]]:
-    """The session and the reference model with live transcripts on, and a step that
-    feeds both one event (a client's, else a backend result) and checks they agree; it
-    returns what the model emitted."""
+def _live_lockstep(
+    config: SessionConfig, limits: Limits, *, punctuated: bool = False
+) -> tuple[Any, Callable[[Any], list]]:
+    """The session and the reference model with live transcripts on (`punctuated`: from an
+    ASR that ends sentences with a mark), and a step that feeds both one event (a
+    client's, else a backend result) and checks they agree; it returns what the model
+    emitted."""
     from spec.events.base import ClientEvent
     from spec.reference.session import ReferenceSession
     from tests.stateful.observer import project
 
-    ref = ReferenceSession(session_id="s1", config=config, limits=limits, profile="speech")
-    sut = _make_sut(config, limits, "speech")
+    ref = ReferenceSession(
+        session_id="s1",
+        config=config,
+        limits=limits,
+        profile="speech",
+        punctuated_transcripts=punctuated,
+    )
+    sut = _make_sut(config, limits, "speech", punctuated)
     ref.live.enabled = sut.live.enabled = True
 
     def step(event: Any) -> list[Any]:
@@ -159,6 +173,44 @@ def test_b43_a_fade_a_dip_and_the_pause_after_agree_step_by_step(detector: str) 
     step(VadScores((lo,) * 10, (FADED_DB,) * 10))
 
 
+@pytest.mark.parametrize("punctuated", [True, False], ids=["punctuated", "unpunctuated"])
+def test_b44_a_question_the_words_close_agrees_step_by_step(punctuated: bool) -> None:
+    """A question the words close (B44) under eagerness high: the pause's words "Is it
+    red?" with a held verdict at 64 ms, speech again inside 200 ms (a comma), then a
+    verdict that waits for its words, which close the question, and the turn's end at
+    200 ms, in lockstep; from an ASR that never punctuates the same words finish nothing."""
+    from spec.effects import SubmitPartialAsr, SubmitTurnEnd
+    from spec.events import InputAudioBufferAppend
+    from spec.stage_results import AsrPartial, TurnEndVerdict, VadScores
+    from tests.stateful.machine import LIMITS, SEMANTIC
+
+    assert SEMANTIC.eagerness == "high"
+    config = SessionConfig(turn_detection=SEMANTIC, preemptive_response=False)
+    _, step = _live_lockstep(config, LIMITS, punctuated=punctuated)
+    hi, lo = 0.95, 0.02
+    step(InputAudioBufferAppend(audio=b"\x10\x00" * 30_000))  # 1.9 s
+    step(VadScores((hi,) * 6))
+
+    def pause() -> tuple[SubmitTurnEnd, SubmitPartialAsr]:
+        out = step(VadScores((lo,) * 2))  # 64 ms: the pause's partial and its review
+        [review] = [o for o in out if isinstance(o, SubmitTurnEnd)]
+        [partial] = [o for o in out if isinstance(o, SubmitPartialAsr)]
+        return review, partial
+
+    review, partial = pause()
+    step(AsrPartial(partial.request_id, "Is it red?"))
+    step(TurnEndVerdict(review.request_id, 0.03))
+    step(VadScores((lo,) * 3))  # 160 ms
+    step(VadScores((hi,) * 4))  # "Or more orange?": the question was a comma
+    review, partial = pause()
+    assert step(TurnEndVerdict(review.request_id, 0.03)) == []  # waits for the words
+    step(AsrPartial(partial.request_id, "Is it red? Or more orange?"))
+    out = step(VadScores((lo,) * 5))  # 224 ms
+    stopped = [o for o in out if type(o).__name__ == "InputAudioBufferSpeechStopped"]
+    assert bool(stopped) is punctuated
+    step(VadScores((lo,) * 10))
+
+
 @pytest.mark.parametrize("answered", ["before", "after"])
 def test_b41_a_push_to_talk_hold_with_live_text_agrees_step_by_step(answered: str) -> None:
     """Manual turns with live transcripts (B41): a hold's first speech names its item, a
@@ -262,7 +314,13 @@ def test_a_refused_response_create_leaves_the_turn_time_of_a_pause_that_ends_lat
     refused event's time (a refused event changes nothing, D30)."""
     machine = SessionVsReference()
     machine.start(
-        profile="speech", vad="semantic", auto=False, delegation=True, live=True, tools=False
+        profile="speech",
+        vad="semantic",
+        auto=False,
+        delegation=True,
+        live=True,
+        tools=False,
+        punctuated=False,
     )
     machine.live_pause(
         data=_NoVerdict(),  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""The behaviour catalogue, B37-B43: each entry as data (see `spec.behaviours`)."""
+"""The behaviour catalogue, B37-B44: each entry as data (see `spec.behaviours`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from spec.behaviour_catalogue.sections import (
     _LIMITS,
     _LIVE,
     _MANUAL_LIVE,
+    _QUESTION,
     _RESUME,
     _SEMANTIC_VAD,
     _VAD,
@@ -247,6 +248,44 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
             "tests/conformance/test_b43_fade_onset.py::test_b43_under_semantic_vad_the_review_reads_the_words_asked_at_the_fade",
             "tests/stateful/test_session_vs_reference.py::test_b43_a_fade_a_dip_and_the_pause_after_agree_step_by_step",
             "tests/runtime/test_vad_feed_levels.py::test_b43_each_frames_level_comes_with_its_probability_in_order",
+        ),
+    ),
+    Behaviour(
+        id="B44",
+        title="A question the words close ends an eager pause",
+        summary=(
+            "Under `semantic_vad` eagerness high, a pause whose words (the pause's partial, "
+            "or the verdict's own) come from an ASR that punctuates and end with a question "
+            "mark, after any closing quotes or brackets and not after a word that cannot "
+            "close a sentence, counts as finished though the end-of-turn model's probability "
+            "is below the threshold. As the model's own finish, it ends the turn at once "
+            "when the pause is 200 ms long, else once it is (speech before then was a "
+            "comma). A period or an exclamation mark finishes nothing (Whisper closes "
+            "fragments with one), nor do the words of an ASR that never punctuates, nor "
+            "words without a verdict; low, medium and auto leave the verdict to the model."
+        ),
+        sections=(_QUESTION, _SEMANTIC_VAD, _LIVE),
+        rows=(
+            RowRef("turn_detector", "finish"),
+            RowRef("turn_detector", "hold"),
+            RowRef("turn_detector", "time_out"),
+        ),
+        invariants=("VAD-2",),
+        tests=(
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_a_question_the_model_holds_ends_the_turn_at_the_200_ms_pause_under_high",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_a_question_at_the_second_review_ends_the_turn_at_once",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_under_a_patient_eagerness_a_question_the_model_holds_waits_its_max_wait",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_words_without_a_closing_question_mark_do_not_finish",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_the_question_of_an_asr_that_never_punctuates_does_not_finish",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_speech_before_200_ms_after_a_question_was_a_comma_and_the_turn_goes_on",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_the_verdict_that_came_before_its_question_words_waits_for_them_then_finishes",
+            "tests/conformance/test_b44_question_words_finish.py::test_b44_without_a_verdict_question_words_wait_the_silence_duration",
+            "tests/spec/test_trailing_transcript.py::test_b44_words_that_end_with_a_question_mark_close_a_question",
+            "tests/spec/test_trailing_transcript.py::test_b44_a_period_an_open_word_or_no_mark_closes_no_question",
+            "tests/spec/test_trailing_transcript.py::test_b44_an_asr_that_never_punctuates_closes_no_question",
+            "tests/spec/test_trailing_transcript.py::test_b44_nothing_heard_closes_no_question",
+            "tests/spec/test_trailing_transcript.py::test_b44_a_closed_question_never_trails_off",
+            "tests/stateful/test_session_vs_reference.py::test_b44_a_question_the_words_close_agrees_step_by_step",
         ),
     ),
 )
