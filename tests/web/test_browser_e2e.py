@@ -62,6 +62,39 @@ def wait_until(page: Any, what: str, check: Any, timeout_s: float = 60.0) -> Any
     raise AssertionError(f"timed out waiting for {what}: {json.dumps(summary)[:2000]}")
 
 
+#: resolves once the page has received more than `stopped` speech_stopped events, after
+#: clicking the page's mute button from inside the page in the same task
+_MUTE_AT_TURN_END = """({stopped, timeoutMs}) => new Promise((resolve, reject) => {
+  const started = performance.now();
+  const check = () => {
+    const n = window.joyduplex.metrics.received.filter(
+      (e) => e.type === "input_audio_buffer.speech_stopped").length;
+    if (n > stopped) {
+      document.querySelector("#mute").click();
+      resolve(n);
+    } else if (performance.now() - started > timeoutMs) {
+      reject(new Error(`no speech_stopped beyond ${stopped} within ${timeoutMs} ms`));
+    } else {
+      setTimeout(check, 5);
+    }
+  };
+  check();
+})"""
+
+
+def mute_at_turn_end(page: Any, stopped: int = 0, timeout_s: float = 60.0) -> int:
+    """Mute the page's microphone as soon as the page has received more than `stopped`
+    `speech_stopped` events; returns how many it has. The fake microphone loops its
+    question about 0.8 s after the server ends a turn, so the mute must land before that:
+    clicked from here, after a poll of the page's metrics, it came too late on a loaded
+    machine and the looping question barged in on the reply the test waits for. The page
+    clicks it itself, in the task that sees the event."""
+    count: int = page.evaluate(
+        _MUTE_AT_TURN_END, {"stopped": stopped, "timeoutMs": timeout_s * 1000}
+    )
+    return count
+
+
 def final_reply(page: Any, reply: str, timeout_s: float) -> dict[str, Any]:
     """The page's final transcript of the reply `reply`, once it has one."""
     found: dict[str, Any] = wait_until(
@@ -136,16 +169,7 @@ def turn_then_barge_in(page: Any) -> tuple[str, dict[str, Any]]:
     first_reply: str | None = None
     interrupt: dict[str, Any] | None = None
     for _attempt in range(4):
-        wait_until(
-            page,
-            "speech_stopped",
-            lambda stopped=stopped: (
-                len(received(page, "input_audio_buffer.speech_stopped")) > stopped
-            ),
-            60,
-        )
-        stopped = len(received(page, "input_audio_buffer.speech_stopped"))
-        page.click("#mute")
+        stopped = mute_at_turn_end(page, stopped)
         reply = wait_until(
             page,
             "a reply to play",
@@ -227,10 +251,7 @@ def test_b36_webrtc_vad_turn_with_the_camera_on_shows_transcript_and_a_reply_abo
     (the describer answers the colour it sees on the video track) and the reply audio."""
     page = browser_page
     open_call(page, cpu_server, "vad", "webrtc")
-    wait_until(
-        page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
-    )
-    page.click("#mute")  # the looping question must not barge in on the reply
+    mute_at_turn_end(page)  # the looping question must not barge in on the reply
     reply = wait_until(page, "the reply to be audible", lambda: metrics(page)["started"], 90)[0]
     transcript = wait_until(page, "the user transcript", lambda: user_lines(page), 30)
     assert any("see" in line.lower() for line in transcript), transcript
@@ -445,10 +466,7 @@ def test_b34_barge_in_during_generation_keeps_the_reply_text_and_marks_the_unhea
         live.script.reply(LONG_REPLY).latency["tts"] = 0.05
         page = browser_page
         open_call(page, live.url, "vad")
-        wait_until(
-            page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
-        )
-        page.click("#mute")  # the question must not barge in before the reply plays
+        mute_at_turn_end(page)  # the question must not barge in before the reply plays
         reply = wait_until(page, "the reply to play", lambda: metrics(page)["started"], 60)[0]
         page.click("#mute")  # the looping question now barges in on the playing reply
         interrupt = wait_until(

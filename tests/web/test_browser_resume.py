@@ -34,6 +34,7 @@ from tests.web.test_browser_e2e import (
     assistant_lines,
     final_reply,
     metrics,
+    mute_at_turn_end,
     open_call,
     received,
     save,
@@ -96,13 +97,7 @@ def test_b42_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
             open_call(page, proxy.url, "vad")
             session_id = snapshot(page)["link"]["session_id"]
             assert session_id and snapshot(page)["link"]["resumable"]
-            wait_until(
-                page,
-                "speech_stopped",
-                lambda: received(page, "input_audio_buffer.speech_stopped"),
-                60,
-            )
-            page.click("#mute")  # the looping question must not barge in on the reply
+            mute_at_turn_end(page)  # the looping question must not barge in on the reply
             reply = wait_until(page, "the reply to play", lambda: metrics(page)["started"], 60)[0]
 
             proxy.cut()
@@ -132,14 +127,8 @@ def test_b42_websocket_drop_mid_reply_resumes_the_same_session_and_the_next_turn
 
             # the next turn, in the same session
             stopped = len(received(page, "input_audio_buffer.speech_stopped"))
-            page.click("#mute")
-            wait_until(
-                page,
-                "the next turn",
-                lambda: len(received(page, "input_audio_buffer.speech_stopped")) > stopped,
-                60,
-            )
-            page.click("#mute")
+            page.click("#mute")  # unmuted: the looping question is the next turn
+            mute_at_turn_end(page, stopped)
             wait_until(
                 page,
                 "the next reply",
@@ -244,10 +233,7 @@ def test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_pag
         open_call(page, live.url, "vad", "webrtc")
         session_id = snapshot(page)["link"]["session_id"]
         assert session_id and snapshot(page)["link"]["resumable"]
-        wait_until(
-            page, "speech_stopped", lambda: received(page, "input_audio_buffer.speech_stopped"), 60
-        )
-        page.click("#mute")
+        mute_at_turn_end(page)  # the looping question must not barge in on the reply
         wait_until(
             page, "the reply to start", lambda: received(page, "output_audio_buffer.started"), 60
         )
@@ -274,14 +260,8 @@ def test_b42_webrtc_call_killed_mid_reply_resumes_through_a_new_call(browser_pag
         lines_once(page)
 
         stopped = len(received(page, "input_audio_buffer.speech_stopped"))
-        page.click("#mute")
-        wait_until(
-            page,
-            "the next turn",
-            lambda: len(received(page, "input_audio_buffer.speech_stopped")) > stopped,
-            60,
-        )
-        page.click("#mute")
+        page.click("#mute")  # unmuted: the looping question is the next turn
+        mute_at_turn_end(page, stopped)
         wait_until(
             page,
             "the next reply",
