@@ -25,6 +25,7 @@ from runtime.host import HostSettings, SessionHost
 from spec import events as ev
 from spec.session_config import validate_session
 from tests.backends.remote_fleet import FakeReplica, TurnOverhead, measure_turns, speech_pcm
+from tests.openai_sdk import sdk_client
 
 PIL = pytest.importorskip("PIL")
 
@@ -494,7 +495,7 @@ def test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_r
     `openai` SDK, unchanged, declares a `delegate` function tool; the fake
     OpenAI-compatible VLM answers in JoyAI's delegation grammar; the SDK receives the call
     with its arguments, sends the output and hears the follow-up spoken from it."""
-    openai = pytest.importorskip("openai")
+    pytest.importorskip("openai")
     from tests.served_process import serve
 
     for name in ("vlm0", "vlm1"):
@@ -528,11 +529,7 @@ def test_b40_the_openai_sdk_gets_joyai_delegation_as_a_call_over_serve_backend_r
         raise AssertionError(f"the connection ended before {kind}")
 
     async def run(base: str) -> tuple[list[Any], list[Any]]:
-        client = openai.AsyncOpenAI(
-            api_key="sk-local",
-            base_url=base + "/v1",
-            websocket_base_url=base.replace("http://", "ws://") + "/v1",
-        )
+        client = sdk_client(base)
         first: list[Any] = []
         second: list[Any] = []
         async with client.realtime.connect(model="joyai") as conn:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from tests.openai_sdk import sdk_client
 from tests.transport.conftest import LiveServer
 
-openai = pytest.importorskip("openai")
+pytest.importorskip("openai")
 
 WEATHER = {
     "type": "function",
@@ -44,11 +45,7 @@ def test_b38_the_openai_sdk_declares_a_tool_gets_the_call_and_hears_the_follow_u
     script.call("get_weather", ARGUMENTS, chunk=4).reply("It is sunny in Paris.")
 
     async def run() -> dict[str, Any]:
-        client = openai.AsyncOpenAI(
-            api_key="sk-local",
-            base_url=live_server.url + "/v1",
-            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
-        )
+        client = sdk_client(live_server.url)
         first: list[Any] = []
         second: list[Any] = []
         async with client.realtime.connect(model="joyai") as conn:
@@ -133,11 +130,7 @@ def test_b38_under_required_the_openai_sdk_is_told_when_the_model_made_no_call(
     live_server.script.reply("It is sunny in Paris.").call("get_weather", ARGUMENTS)
 
     async def run() -> tuple[list[Any], list[Any]]:
-        client = openai.AsyncOpenAI(
-            api_key="sk-local",
-            base_url=live_server.url + "/v1",
-            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
-        )
+        client = sdk_client(live_server.url)
         first: list[Any] = []
         second: list[Any] = []
         async with client.realtime.connect(model="joyai") as conn:

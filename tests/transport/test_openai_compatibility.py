@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.openai_sdk import sdk_client
 from tests.transport.conftest import LiveServer
 
 openai = pytest.importorskip("openai")
@@ -24,11 +25,7 @@ def test_openai_sdk_realtime_client_completes_a_turn(live_server: LiveServer) ->
     live_server.script.say("hello from the sdk").reply("Hello back.")
 
     async def run() -> list[str]:
-        client = openai.AsyncOpenAI(
-            api_key="sk-local",
-            base_url=live_server.url + "/v1",
-            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
-        )
+        client = sdk_client(live_server.url)
         seen: list[str] = []
         async with client.realtime.connect(model="joyai") as conn:
             await conn.session.update(
@@ -126,11 +123,7 @@ def test_openai_sdk_reads_user_and_assistant_items_as_messages(live_server: Live
     live_server.script.reply("It is red.")
 
     async def run() -> dict[str, list[Any]]:
-        client = openai.AsyncOpenAI(
-            api_key="sk-local",
-            base_url=live_server.url + "/v1",
-            websocket_base_url=live_server.url.replace("http://", "ws://") + "/v1",
-        )
+        client = sdk_client(live_server.url)
         seen: dict[str, list[Any]] = {}
         async with client.realtime.connect(model="joyai") as conn:
             await conn.session.update(
